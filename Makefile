@@ -1,0 +1,38 @@
+# svz — run `make help` for the targets.
+SHELL := /usr/bin/env bash
+export GOTOOLCHAIN := local
+
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
+
+.PHONY: help run test lint unit bench fuzz
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-24s %s\n", $$1, $$2}'
+
+run: ## serve Hello World in local mode on 127.0.0.1:8000
+	go run ./cmd/local
+
+test: lint ## lint, then every test against real servers (scripts/with-services starts them)
+	scripts/with-services go test $(GO_TEST_FLAGS) ./...
+
+lint: ## gofmt, go vet and staticcheck must be clean
+	@out=$$(gofmt -l .); if [[ -n $$out ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet ./...
+	go run $(STATICCHECK) ./...
+
+unit: ## the tests that need no server (the others skip)
+	go test -race ./...
+
+bench: ## benchmarks (compare runs with benchstat)
+	scripts/with-services go test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt
+
+FUZZTIME ?= 30s
+fuzz: ## run every fuzz target for FUZZTIME each
+	@for pkg in $$(go list ./...); do \
+	  for f in $$(go test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+-include mk/*.mk

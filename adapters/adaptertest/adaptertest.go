@@ -1,0 +1,225 @@
+// Package adaptertest is the protocol suite every adapter runs with identical assertions: the
+// Hello World controller is reached through the adapter under test (net/http, the Cloud Run
+// functions framework, a Lambda event source under the Runtime Interface Emulator), and every
+// answer — discovery documents, each error class of /a2a, action and surface results, the first
+// event of the effect stream — must match, status, headers and body, the golden files under
+// testdata/, which the plain net/http server produced (go test ./adapters/httpserver -update).
+package adaptertest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/examples/helloworld/hello"
+)
+
+var update = flag.Bool("update", false, "rewrite the adaptertest golden files with the answers received")
+
+// APIKey is the controller's API key in the suite's environment.
+const APIKey = "adaptertest-key-7f3a9c2e51"
+
+// Env is the environment of the controller under test: Hello World in local mode (action calls
+// need no workspace grant) with an in-memory store and a fixed public URL, so that documents do
+// not depend on the address an adapter listens on.
+func Env() map[string]string {
+	return map[string]string{
+		"SUPERVAIZER_API_KEY":    APIKey,
+		"SUPERVAIZER_SERVER_ID":  "svz-adaptertest-server",
+		"SUPERVAIZER_PUBLIC_URL": "https://controller.example.com",
+		"SUPERVAIZER_LOCAL_MODE": "true",
+		"SUPERVAIZER_STORE":      "memory",
+	}
+}
+
+// Environ returns Env as KEY=value pairs, for a child process.
+func Environ() []string {
+	var out []string
+	for k, v := range Env() {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Handler builds the controller under test (hello.Build with Env) and closes it when the test
+// ends.
+func Handler(t testing.TB) http.Handler {
+	t.Helper()
+	env := Env()
+	h, err := hello.Build(context.Background(), func(k string) string { return env[k] }, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("hello.Build: %v", err)
+	}
+	if c, ok := h.(io.Closer); ok {
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	return h
+}
+
+// testCase is one request of the suite.
+type testCase struct {
+	Name   string // the golden file is testdata/<Name>.golden
+	Method string
+	Path   string
+	Key    string // X-API-Key, when set
+	Body   string
+	Stream bool // an event stream: only its first event is compared
+}
+
+func rpc(id, method, params string) string {
+	idPart := ""
+	if id != "" {
+		idPart = `"id":` + id + `,`
+	}
+	return `{"jsonrpc":"2.0",` + idPart + `"method":"` + method + `","params":` + params + `}`
+}
+
+const actionParams = `{"request_id":"request-1","actor":{"user_id":"user-1"},"workspace":{"id":"workspace-1","slug":"workspace"},"mission_id":"mission-1","agent_slug":"hello-world-ai-agent","surface":"job.start","action":"%s","job_id":"job-1","input":%s}`
+
+const surfaceParams = `{"request_id":"request-2","actor":{"user_id":"user-1"},"workspace":{"id":"workspace-1"},"mission_id":"mission-1","agent_slug":"%s","surface":"%s","draft_session_id":"draft-é✓ <&>"}`
+
+// cases returns the suite.
+func cases() []testCase {
+	card := "/.well-known/agents/v" + hello.Version + "/" + hello.Slug + "_agent.json"
+	return []testCase{
+		{Name: "agents_list", Method: "GET", Path: "/.well-known/agents.json"},
+		{Name: "agent_card", Method: "GET", Path: card},
+		{Name: "agent_card_legacy", Method: "GET", Path: "/.well-known/agents/" + hello.Slug + "_agent.json"},
+		{Name: "agent_card_unknown", Method: "GET", Path: "/.well-known/agents/nonexistent_agent.json"},
+		{Name: "health", Method: "GET", Path: "/.well-known/health"},
+		{Name: "not_found", Method: "GET", Path: "/nope?x=1"},
+		{Name: "method_not_allowed", Method: "GET", Path: "/a2a"},
+		{Name: "rpc_no_key", Method: "POST", Path: "/a2a", Body: rpc(`"rpc-1"`, "missing.method", "{}")},
+		{Name: "rpc_wrong_key", Method: "POST", Path: "/a2a", Key: "not-the-key", Body: rpc(`"rpc-1"`, "missing.method", "{}")},
+		{Name: "events_no_key", Method: "GET", Path: "/a2a/events"},
+		{Name: "rpc_invalid_json", Method: "POST", Path: "/a2a", Key: APIKey, Body: `{"jsonrpc":`},
+		{Name: "rpc_batch", Method: "POST", Path: "/a2a", Key: APIKey, Body: `[` + rpc(`1`, "missing.method", "{}") + `]`},
+		{Name: "rpc_too_large", Method: "POST", Path: "/a2a", Key: APIKey, Body: `{"pad":"` + strings.Repeat("a", 1100_000) + `"}`},
+		{Name: "rpc_method_not_found", Method: "POST", Path: "/a2a", Key: APIKey, Body: rpc(`"rpc-1"`, "missing.method", "{}")},
+		{Name: "rpc_method_not_found_no_id", Method: "POST", Path: "/a2a", Key: APIKey, Body: rpc("", "missing.method", "{}")},
+		{Name: "rpc_invalid_envelope", Method: "POST", Path: "/a2a", Key: APIKey, Body: `{"jsonrpc":"1.0","id":5,"method":"supervaizer/action.invoke"}`},
+		{Name: "rpc_invalid_params", Method: "POST", Path: "/a2a", Key: APIKey, Body: rpc(`7`, "supervaizer/action.invoke", `{"request_id":"r"}`)},
+		{Name: "rpc_unknown_agent", Method: "POST", Path: "/a2a", Key: APIKey, Body: rpc(`8`, "supervaizer/surface.load", fmt.Sprintf(surfaceParams, "nope", "job.start"))},
+		{Name: "rpc_action_not_registered", Method: "POST", Path: "/a2a", Key: APIKey, Body: rpc(`9`, "supervaizer/action.invoke", fmt.Sprintf(actionParams, "job.stop", `{}`))},
+		{Name: "rpc_surface_not_registered", Method: "POST", Path: "/a2a", Key: APIKey, Body: rpc(`10`, "supervaizer/surface.load", fmt.Sprintf(surfaceParams, hello.Slug, "mission.analytics"))},
+		{Name: "rpc_job_start", Method: "POST", Path: "/a2a", Key: APIKey, Body: rpc(`"rpc-job"`, "supervaizer/action.invoke", fmt.Sprintf(actionParams, "job.start", `{"count":2,"note":"héllo ✓ \u0000 <&>"}`))},
+		{Name: "rpc_job_start_review", Method: "POST", Path: "/a2a", Key: APIKey, Body: rpc(`12`, "supervaizer/action.invoke", fmt.Sprintf(actionParams, "job.start", `{"enable_human_review":"yes"}`))},
+		{Name: "rpc_surface_job_start", Method: "POST", Path: "/a2a", Key: APIKey, Body: rpc(`13`, "supervaizer/surface.load", fmt.Sprintf(surfaceParams, hello.Slug, "job.start"))},
+		{Name: "rpc_resource_list", Method: "POST", Path: "/a2a", Key: APIKey, Body: rpc(`14`, "supervaizer/action.invoke", fmt.Sprintf(actionParams, "resource.hello_messages.list", `{}`))},
+		{Name: "events_first", Method: "GET", Path: "/a2a/events", Key: APIKey, Stream: true},
+	}
+}
+
+// Run runs the suite against the controller that client reaches at base (scheme://host).
+func Run(t *testing.T, client *http.Client, base string) {
+	t.Helper()
+	for _, c := range cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			got := do(t, client, base, c)
+			golden := filepath.Join(dir(), c.Name+".golden")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (regenerate with go test ./adapters/httpserver -run Protocol -update)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("answer differs from %s:\n--- got\n%s\n--- want\n%s", golden, got, want)
+			}
+		})
+	}
+}
+
+// do sends c and returns its answer in golden form: the status line, the headers that belong to
+// the answer (sorted; transport headers left out), a blank line and the body. Volatile values
+// (timestamps) are masked.
+func do(t *testing.T, client *http.Client, base string, c testCase) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var body io.Reader
+	if c.Body != "" {
+		body = strings.NewReader(c.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, c.Method, base+c.Path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Key != "" {
+		req.Header.Set("X-API-Key", c.Key)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", c.Method, c.Path, err)
+	}
+	defer resp.Body.Close()
+	var b []byte
+	if c.Stream {
+		b = firstEvent(t, resp.Body) // a stream may stay open: the answer is its first event
+	} else if b, err = io.ReadAll(resp.Body); err != nil {
+		t.Fatalf("%s %s: reading the body: %v", c.Method, c.Path, err)
+	}
+	var out bytes.Buffer
+	fmt.Fprintf(&out, "HTTP %d\n", resp.StatusCode)
+	names := make([]string, 0, len(resp.Header))
+	for k := range resp.Header {
+		switch k {
+		case "Date", "Content-Length", "Connection", "Transfer-Encoding", "Keep-Alive":
+		default:
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		fmt.Fprintf(&out, "%s: %s\n", k, strings.Join(resp.Header[k], ", "))
+	}
+	out.WriteByte('\n')
+	out.Write(mask(b))
+	return out.Bytes()
+}
+
+// firstEvent reads the first server-sent event of a stream.
+func firstEvent(t *testing.T, r io.Reader) []byte {
+	t.Helper()
+	br := bufio.NewReader(r)
+	var ev []byte
+	for !bytes.HasSuffix(ev, []byte("\n\n")) {
+		line, err := br.ReadBytes('\n')
+		ev = append(ev, line...)
+		if err != nil {
+			t.Fatalf("the stream ended inside its first event: %q (%v)", ev, err)
+		}
+	}
+	return ev
+}
+
+var timestamps = regexp.MustCompile(`"timestamp":"[^"]*"`)
+
+func mask(b []byte) []byte { return timestamps.ReplaceAll(b, []byte(`"timestamp":"<masked>"`)) }
+
+// dir is this package's testdata directory, wherever the suite runs from.
+func dir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "testdata")
+}

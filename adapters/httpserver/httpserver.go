@@ -1,0 +1,172 @@
+// Package httpserver serves an http.Handler as a plain HTTP server: a timeout on every phase of a
+// connection, PORT honoured, and a graceful shutdown on SIGTERM, SIGINT or the end of ctx, in
+// which in-flight requests finish and event streams end. In local mode it binds loopback only.
+//
+// Every request context carries the write deadline: a handler (an SSE stream in particular) sees
+// when the server will stop writing its response and can end it cleanly before.
+package httpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/supervaize/svz/adapters/internal/httpkit"
+)
+
+// DefaultPort is the port served when neither WithAddr nor PORT says otherwise (the reference
+// SDK's default).
+const DefaultPort = "8000"
+
+// Timeouts bounds the phases of a connection and the shutdown. A zero field takes its default.
+// The write timeout matches Cloud Run's default request timeout; an event stream ends before it
+// and its client reconnects.
+type Timeouts struct {
+	ReadHeader time.Duration // request line and headers (default 10s)
+	Read       time.Duration // whole request, body included (default 1m)
+	Write      time.Duration // from the end of the headers to the end of the response (default 5m)
+	Idle       time.Duration // keep-alive wait for the next request (default 2m)
+	Shutdown   time.Duration // drain time before remaining requests are cancelled (default 10s)
+}
+
+func defaultTimeouts() Timeouts {
+	return Timeouts{
+		ReadHeader: 10 * time.Second,
+		Read:       time.Minute,
+		Write:      5 * time.Minute,
+		Idle:       2 * time.Minute,
+		Shutdown:   10 * time.Second,
+	}
+}
+
+type config struct {
+	addr     string
+	ln       net.Listener
+	loopback bool
+	log      *slog.Logger
+	timeouts Timeouts
+}
+
+// Option configures Serve.
+type Option func(*config)
+
+// WithAddr sets the listen address, host:port. The default is ":$PORT", or ":8000" without PORT.
+func WithAddr(addr string) Option { return func(c *config) { c.addr = addr } }
+
+// WithListener serves on ln instead of listening on an address.
+func WithListener(ln net.Listener) Option { return func(c *config) { c.ln = ln } }
+
+// WithLoopbackOnly binds 127.0.0.1 when the address names no host or a wildcard one (0.0.0.0,
+// ::), as local mode requires: its API key is public knowledge. Other hosts are kept.
+func WithLoopbackOnly() Option { return func(c *config) { c.loopback = true } }
+
+// WithLogger sets the logger (slog.Default() otherwise).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithTimeouts overrides the defaults with the non-zero fields of t.
+func WithTimeouts(t Timeouts) Option {
+	return func(c *config) {
+		for _, f := range []struct{ dst, src *time.Duration }{
+			{&c.timeouts.ReadHeader, &t.ReadHeader}, {&c.timeouts.Read, &t.Read}, {&c.timeouts.Write, &t.Write},
+			{&c.timeouts.Idle, &t.Idle}, {&c.timeouts.Shutdown, &t.Shutdown},
+		} {
+			if *f.src > 0 {
+				*f.dst = *f.src
+			}
+		}
+	}
+}
+
+// Serve serves h until ctx ends or the process receives SIGTERM or SIGINT, then shuts down
+// gracefully and returns nil. It returns an error when it cannot listen or serve, or when
+// requests were still running at the shutdown deadline (they are cancelled).
+func Serve(ctx context.Context, h http.Handler, opts ...Option) error {
+	cfg := config{log: slog.Default(), timeouts: defaultTimeouts()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ln := cfg.ln
+	if ln == nil {
+		addr, err := listenAddr(cfg.addr, os.Getenv("PORT"), cfg.loopback)
+		if err != nil {
+			return err
+		}
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("httpserver: listen: %w", err)
+		}
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	t := cfg.timeouts
+	tracker := httpkit.NewTracker(cfg.log, t.Write)
+	srv := &http.Server{
+		Handler:           tracker.Handler(h),
+		ReadHeaderTimeout: t.ReadHeader,
+		ReadTimeout:       t.Read,
+		WriteTimeout:      t.Write,
+		IdleTimeout:       t.Idle,
+		ErrorLog:          slog.NewLogLogger(cfg.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	cfg.log.Info("serving HTTP", "addr", ln.Addr().String())
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("httpserver: serve %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	cfg.log.Info("shutting down", "drain", t.Shutdown.String())
+	sctx, cancel := context.WithTimeout(context.Background(), t.Shutdown)
+	defer cancel()
+	// The server stops accepting and waits for idle connections; the tracker ends the streams
+	// (which would never become idle) and waits for the handlers.
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- srv.Shutdown(sctx) }()
+	drainErr := tracker.Shutdown(sctx)
+	shutdownErr := <-srvErr
+	if drainErr != nil || shutdownErr != nil {
+		_ = srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("httpserver: serve: %w", err)
+	}
+	if drainErr != nil {
+		return fmt.Errorf("httpserver: shutdown: %w", drainErr)
+	}
+	if shutdownErr != nil {
+		return fmt.Errorf("httpserver: shutdown: %w", shutdownErr)
+	}
+	return nil
+}
+
+// listenAddr resolves the listen address from WithAddr, then PORT, then DefaultPort.
+func listenAddr(addr, envPort string, loopback bool) (string, error) {
+	if addr == "" {
+		port := envPort
+		if port == "" {
+			port = DefaultPort
+		}
+		addr = ":" + port
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("httpserver: listen address %q: %w", addr, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return "", fmt.Errorf("httpserver: listen address %q: port must be a number from 0 to 65535", addr)
+	}
+	if loopback && (host == "" || host == "0.0.0.0" || host == "::") {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}

@@ -1,0 +1,297 @@
+package httpserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/adapters/internal/testkit"
+)
+
+func TestListenAddr(t *testing.T) {
+	cases := []struct {
+		addr, port string
+		loopback   bool
+		want       string
+		wantErr    string
+	}{
+		{want: ":8000"},
+		{port: "9090", want: ":9090"},
+		{addr: "127.0.0.1:1234", port: "9090", want: "127.0.0.1:1234"},
+		{loopback: true, want: "127.0.0.1:8000"},
+		{addr: "0.0.0.0:80", loopback: true, want: "127.0.0.1:80"},
+		{addr: "[::]:80", loopback: true, want: "127.0.0.1:80"},
+		{addr: "10.0.0.5:80", loopback: true, want: "10.0.0.5:80"},
+		{addr: "0.0.0.0:80", want: "0.0.0.0:80"},
+		{port: "http", wantErr: `httpserver: listen address ":http": port must be a number from 0 to 65535`},
+		{port: "70000", wantErr: `httpserver: listen address ":70000": port must be a number from 0 to 65535`},
+		{addr: "localhost", wantErr: `httpserver: listen address "localhost": address localhost: missing port in address`},
+	}
+	for _, tc := range cases {
+		got, err := listenAddr(tc.addr, tc.port, tc.loopback)
+		if tc.wantErr != "" {
+			if err == nil || err.Error() != tc.wantErr {
+				t.Errorf("listenAddr(%q, %q): error %v, want %s", tc.addr, tc.port, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("listenAddr(%q, %q, %v) = %q, %v; want %q", tc.addr, tc.port, tc.loopback, got, err, tc.want)
+		}
+	}
+}
+
+// serve runs Serve on a test listener and returns its base URL and a function that stops it and
+// returns Serve's result.
+func serve(t *testing.T, h http.Handler, opts ...Option) (string, func() error) {
+	t.Helper()
+	ln := testkit.Listen(t, testkit.HTTPServer)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- Serve(ctx, h, append([]Option{WithListener(ln)}, opts...)...) }()
+	stopped := false
+	var result error
+	stop := func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			select {
+			case result = <-errc:
+			case <-time.After(20 * time.Second):
+				t.Fatal("Serve did not return")
+			}
+		}
+		return result
+	}
+	t.Cleanup(func() { _ = stop() })
+	return "http://" + ln.Addr().String(), stop
+}
+
+func TestServeTimeoutsAndDeadline(t *testing.T) {
+	log, _ := testkit.Logger()
+	deadline := make(chan time.Duration, 1)
+	base, stop := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dl, _ := r.Context().Deadline()
+		deadline <- time.Until(dl)
+		_, _ = io.WriteString(w, "ok")
+	}), WithLogger(log), WithTimeouts(Timeouts{Write: 30 * time.Second}))
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "ok" {
+		t.Fatalf("body %q", b)
+	}
+	if left := <-deadline; left <= 25*time.Second || left > 30*time.Second {
+		t.Fatalf("request deadline in %v, want the 30s write timeout", left)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	if _, err := http.Get(base + "/"); err == nil {
+		t.Fatal("server still accepts after shutdown")
+	}
+}
+
+// TestServeSlowHeaders checks that a client that never finishes its headers is cut off.
+func TestServeSlowHeaders(t *testing.T) {
+	log, _ := testkit.Logger()
+	base, _ := serve(t, http.NotFoundHandler(), WithLogger(log), WithTimeouts(Timeouts{ReadHeader: 200 * time.Millisecond}))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	_, err = io.ReadAll(conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("the server kept a connection with unfinished headers open")
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("connection closed after %v", took)
+	}
+}
+
+func TestServeFlushes(t *testing.T) {
+	log, _ := testkit.Logger()
+	release := make(chan struct{})
+	base, _ := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: supervaizer.connected\ndata: {}\n\n")
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			t.Errorf("flush: %v", err)
+		}
+		<-release
+	}), WithLogger(log))
+	defer close(release)
+	resp, err := http.Get(base + "/a2a/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || line != "event: supervaizer.connected\n" {
+		t.Fatalf("first line before the handler returned: %q, %v", line, err)
+	}
+}
+
+func TestServeListenError(t *testing.T) {
+	ln := testkit.Listen(t, testkit.HTTPServer)
+	err := Serve(context.Background(), http.NotFoundHandler(), WithAddr(ln.Addr().String()))
+	if err == nil || !strings.HasPrefix(err.Error(), "httpserver: listen: ") || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("error %v", err)
+	}
+	if err := Serve(context.Background(), http.NotFoundHandler(), WithAddr("127.0.0.1:x")); err == nil ||
+		err.Error() != `httpserver: listen address "127.0.0.1:x": port must be a number from 0 to 65535` {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestServeShutdownDeadline(t *testing.T) {
+	log, _ := testkit.Logger()
+	started := make(chan struct{})
+	base, stop := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-r.Context().Done() // ignores shutdown until cancelled
+	}), WithLogger(log), WithTimeouts(Timeouts{Shutdown: 100 * time.Millisecond}))
+	go func() {
+		if resp, err := http.Get(base); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-started
+	err := stop()
+	if err == nil || !strings.Contains(err.Error(), "httpserver: shutdown: 1 request(s) still running at the shutdown deadline were cancelled") {
+		t.Fatalf("Serve: %v", err)
+	}
+}
+
+// The SIGTERM test runs the server in a child process (this test binary) so that the signal
+// reaches a real process, as it does on a platform.
+const childEnv = "SVZ_HTTPSERVER_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(childEnv); addr != "" {
+		os.Exit(runChild(addr))
+	}
+	os.Exit(m.Run())
+}
+
+func runChild(addr string) int {
+	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		log.Info("slow started")
+		time.Sleep(500 * time.Millisecond)
+		_, _ = io.WriteString(w, "done")
+	})
+	mux.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: supervaizer.connected\ndata: {}\n\n")
+		_ = http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+		log.Info("stream ended")
+	})
+	if err := Serve(context.Background(), mux, WithAddr(addr), WithLogger(log)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	log.Info("exited cleanly")
+	return 0
+}
+
+func TestServeSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	addr := testkit.Addr(testkit.Port(t, testkit.HTTPServer))
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+addr)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	waitLog := func(msg string) {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("child exited before logging %q", msg)
+				}
+				if strings.Contains(l, `"msg":"`+msg+`"`) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("child did not log %q", msg)
+			}
+		}
+	}
+	waitLog("serving HTTP")
+
+	stream, err := http.Get("http://" + addr + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	streamBody := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(stream.Body); streamBody <- string(b) }()
+	slow := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + addr + "/slow")
+		if err != nil {
+			slow <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		slow <- fmt.Sprintf("%d %s", resp.StatusCode, b)
+	}()
+	waitLog("slow started")
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-slow; got != "200 done" {
+		t.Fatalf("in-flight request: %q", got)
+	}
+	if got := <-streamBody; got != "event: supervaizer.connected\ndata: {}\n\n" {
+		t.Fatalf("stream body %q", got)
+	}
+	waitLog("stream ended")
+	waitLog("exited cleanly")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v", err)
+	}
+}

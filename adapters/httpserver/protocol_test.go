@@ -1,0 +1,17 @@
+package httpserver
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/supervaize/svz/adapters/adaptertest"
+	"github.com/supervaize/svz/adapters/internal/testkit"
+)
+
+// TestProtocol runs the protocol suite through Serve. Its answers are the reference the other
+// adapters are held to: -update rewrites the golden files from them.
+func TestProtocol(t *testing.T) {
+	log, _ := testkit.Logger()
+	base, _ := serve(t, adaptertest.Handler(t), WithLogger(log))
+	adaptertest.Run(t, &http.Client{}, base)
+}

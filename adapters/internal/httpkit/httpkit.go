@@ -1,0 +1,212 @@
+// Package httpkit is what the long-running adapters (httpserver, cloudrun) do the same way around
+// the controller: turn a handler panic into the 500 JSON body, give every request the deadline by
+// which its response must be written, and shut down without cutting in-flight requests while
+// ending event streams, which never finish on their own.
+package httpkit
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// InternalErrorBody is the body of a 500 answered for a handler panic, in the reference SDK's
+// error shape. It never carries the panic value: that goes to the log only.
+func InternalErrorBody(now time.Time) []byte {
+	return fmt.Appendf(nil, `{"error":"Internal Error","error_type":"internal_error","detail":"The controller failed to handle the request","timestamp":%q,"status_code":500}`,
+		now.UTC().Format("2006-01-02T15:04:05.000000+00:00"))
+}
+
+// WriteInternalError answers 500 with InternalErrorBody.
+func WriteInternalError(w http.ResponseWriter, now time.Time) {
+	h := w.Header()
+	for k := range h {
+		delete(h, k) // whatever the handler had set describes a response that will not be sent
+	}
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusInternalServerError)
+	_, _ = w.Write(InternalErrorBody(now))
+}
+
+// LogPanic logs a recovered handler panic with its stack.
+func LogPanic(log *slog.Logger, r *http.Request, v any) {
+	log.Error("handler panicked", "panic", fmt.Sprint(v), "method", r.Method, "path", r.URL.Path, "stack", string(debug.Stack()))
+}
+
+// ShuttingDownBody answers requests that arrive once shutdown has begun.
+const ShuttingDownBody = `{"detail":"Server is shutting down"}`
+
+// Tracker wraps a handler to recover its panics, bound its requests, and drain it at shutdown.
+// A request that has flushed is a stream: Shutdown cancels its context at once so it ends, while
+// other requests keep running until they finish or the shutdown deadline passes.
+type Tracker struct {
+	log     *slog.Logger
+	timeout time.Duration
+
+	mu       sync.Mutex
+	closing  bool
+	active   map[*request]struct{}
+	idle     chan struct{} // closed when closing and no request is active
+	idleOnce sync.Once
+}
+
+type request struct {
+	cancel    context.CancelFunc
+	streaming bool
+}
+
+// NewTracker returns a tracker logging to log. A positive timeout becomes the deadline of every
+// request context: the server stops writing a response then, so handlers (and event streams)
+// should finish before.
+func NewTracker(log *slog.Logger, timeout time.Duration) *Tracker {
+	return &Tracker{log: log, timeout: timeout, active: map[*request]struct{}{}, idle: make(chan struct{})}
+}
+
+// Handler returns h wrapped by the tracker.
+func (t *Tracker) Handler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ctx context.Context
+		var cancel context.CancelFunc
+		if t.timeout > 0 {
+			ctx, cancel = context.WithTimeout(r.Context(), t.timeout)
+		} else {
+			ctx, cancel = context.WithCancel(r.Context())
+		}
+		req := &request{cancel: cancel}
+		if !t.begin(req) {
+			cancel()
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(ShuttingDownBody))
+			return
+		}
+		defer t.end(req)
+		tw := &trackedWriter{ResponseWriter: w, t: t, req: req}
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler { // a sentinel panic value, as net/http compares it
+				panic(v)
+			}
+			LogPanic(t.log, r, v)
+			if tw.wrote {
+				// Part of the response is gone: abort it rather than let it look complete.
+				panic(http.ErrAbortHandler)
+			}
+			WriteInternalError(w, time.Now())
+		}()
+		h.ServeHTTP(tw, r.WithContext(ctx))
+	})
+}
+
+func (t *Tracker) begin(req *request) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closing {
+		return false
+	}
+	t.active[req] = struct{}{}
+	return true
+}
+
+func (t *Tracker) end(req *request) {
+	req.cancel()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.active, req)
+	t.signalIdle()
+}
+
+// streaming marks req as a stream; during shutdown that ends it at once.
+func (t *Tracker) streaming(req *request) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	req.streaming = true
+	if t.closing {
+		req.cancel()
+	}
+}
+
+// signalIdle closes idle once shutdown has begun and nothing is active. The caller holds mu.
+func (t *Tracker) signalIdle() {
+	if t.closing && len(t.active) == 0 {
+		t.idleOnce.Do(func() { close(t.idle) })
+	}
+}
+
+// Shutdown refuses new requests (503), ends the streams, and waits for the other requests to
+// finish. When ctx ends first it cancels every remaining request and returns ctx's error.
+func (t *Tracker) Shutdown(ctx context.Context) error {
+	t.mu.Lock()
+	t.closing = true
+	for req := range t.active {
+		if req.streaming {
+			req.cancel()
+		}
+	}
+	t.signalIdle()
+	t.mu.Unlock()
+	select {
+	case <-t.idle:
+		return nil
+	case <-ctx.Done():
+	}
+	t.mu.Lock()
+	n := len(t.active)
+	for req := range t.active {
+		req.cancel()
+	}
+	t.mu.Unlock()
+	return fmt.Errorf("%d request(s) still running at the shutdown deadline were cancelled: %w", n, ctx.Err())
+}
+
+// trackedWriter records whether the response has started and when the handler flushes. It
+// unwraps to the server's writer so http.ResponseController reaches deadlines and hijacking.
+type trackedWriter struct {
+	http.ResponseWriter
+	t     *Tracker
+	req   *request
+	wrote bool
+	flush bool
+}
+
+func (w *trackedWriter) WriteHeader(code int) {
+	if code >= 200 {
+		w.wrote = true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *trackedWriter) Write(p []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(p)
+}
+
+// FlushError flushes to the client; the first flush marks the request as a stream.
+func (w *trackedWriter) FlushError() error {
+	w.wrote = true
+	if !w.flush {
+		w.flush = true
+		w.t.streaming(w.req)
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Flush implements http.Flusher for handlers that type-assert it.
+func (w *trackedWriter) Flush() { _ = w.FlushError() }
+
+// Unwrap returns the server's writer (for http.ResponseController).
+func (w *trackedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+var (
+	_ http.Flusher                              = (*trackedWriter)(nil)
+	_ interface{ FlushError() error }           = (*trackedWriter)(nil)
+	_ interface{ Unwrap() http.ResponseWriter } = (*trackedWriter)(nil)
+)

@@ -1,0 +1,268 @@
+package httpkit_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/adapters/internal/httpkit"
+	"github.com/supervaize/svz/adapters/internal/testkit"
+)
+
+func TestInternalErrorBody(t *testing.T) {
+	now := time.Date(2026, 7, 8, 10, 0, 0, 123456789, time.FixedZone("CEST", 2*3600))
+	got := string(httpkit.InternalErrorBody(now))
+	want := `{"error":"Internal Error","error_type":"internal_error","detail":"The controller failed to handle the request","timestamp":"2026-07-08T08:00:00.123456+00:00","status_code":500}`
+	if got != want {
+		t.Fatalf("body:\n got %s\nwant %s", got, want)
+	}
+	if !json.Valid([]byte(got)) {
+		t.Fatal("body is not JSON")
+	}
+}
+
+var timestampRE = regexp.MustCompile(`"timestamp":"[^"]*"`)
+
+func TestTrackerPanics(t *testing.T) {
+	const secret = "sk-live-123456"
+	cases := []struct {
+		name       string
+		handler    http.HandlerFunc
+		wantStatus int
+		wantBody   string
+		wantErr    bool // the client sees a broken response
+	}{
+		{
+			name: "before writing",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("X-Partial", "1")
+				panic("boom " + secret)
+			},
+			wantStatus: 500,
+			wantBody:   `{"error":"Internal Error","error_type":"internal_error","detail":"The controller failed to handle the request","timestamp":"T","status_code":500}`,
+		},
+		{
+			name: "after writing",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Length", "100")
+				_, _ = w.Write([]byte("partial"))
+				_ = http.NewResponseController(w).Flush()
+				panic(errors.New("late " + secret))
+			},
+			wantStatus: 200,
+			wantErr:    true,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			log, logs := testkit.Logger()
+			tr := httpkit.NewTracker(log, 0)
+			srv := testkit.Server(t, testkit.HTTPServer, tr.Handler(tc.handler))
+			resp, err := http.Get(srv.URL + "/x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.wantStatus {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.wantStatus)
+			}
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("the response looked complete: %q", body)
+				}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := timestampRE.ReplaceAllString(string(body), `"timestamp":"T"`); got != tc.wantBody {
+					t.Fatalf("body %s, want %s", got, tc.wantBody)
+				}
+				if resp.Header.Get("X-Partial") != "" || resp.Header.Get("Content-Type") != "application/json" {
+					t.Fatalf("headers %v", resp.Header)
+				}
+			}
+			if strings.Contains(string(body), secret) {
+				t.Fatal("the panic value leaked into the response")
+			}
+			if !strings.Contains(logs.String(), `"msg":"handler panicked"`) || !strings.Contains(logs.String(), secret) {
+				t.Fatalf("panic not logged: %s", logs)
+			}
+		})
+	}
+}
+
+func TestTrackerRequestDeadline(t *testing.T) {
+	log, _ := testkit.Logger()
+	var left time.Duration
+	tr := httpkit.NewTracker(log, time.Minute)
+	srv := testkit.Server(t, testkit.HTTPServer, tr.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dl, ok := r.Context().Deadline()
+		if ok {
+			left = time.Until(dl)
+		}
+	})))
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if left <= 55*time.Second || left > time.Minute {
+		t.Fatalf("request deadline in %v, want about 1m", left)
+	}
+}
+
+// TestTrackerShutdown checks that shutdown ends streams at once, lets ordinary requests finish,
+// refuses new ones, and returns when the last request is done.
+func TestTrackerShutdown(t *testing.T) {
+	log, _ := testkit.Logger()
+	tr := httpkit.NewTracker(log, 0)
+	release := make(chan struct{})
+	started := make(chan string, 2)
+	streamEnded := make(chan error, 1)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		started <- "slow"
+		<-release
+		if r.Context().Err() != nil {
+			t.Error("an ordinary request was cancelled by shutdown")
+		}
+		_, _ = io.WriteString(w, "done")
+	})
+	mux.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: hello\ndata: {}\n\n")
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			t.Errorf("flush: %v", err)
+		}
+		started <- "stream"
+		<-r.Context().Done()
+		streamEnded <- r.Context().Err()
+	})
+	srv := testkit.Server(t, testkit.HTTPServer, tr.Handler(mux))
+
+	slow := make(chan string, 1)
+	go func() {
+		resp, err := http.Get(srv.URL + "/slow")
+		if err != nil {
+			slow <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		slow <- string(b)
+	}()
+	resp, err := http.Get(srv.URL + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || line != "event: hello\n" {
+		t.Fatalf("first stream line %q, %v", line, err)
+	}
+	<-started
+	<-started
+
+	done := make(chan error, 1)
+	go func() { done <- tr.Shutdown(context.Background()) }()
+	select {
+	case err := <-streamEnded:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("stream context: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("shutdown did not end the stream")
+	}
+	// New requests are refused while the slow one drains.
+	r2, err := http.Get(srv.URL + "/slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r2.Body)
+	r2.Body.Close()
+	if r2.StatusCode != http.StatusServiceUnavailable || string(b) != httpkit.ShuttingDownBody {
+		t.Fatalf("during shutdown: %d %s", r2.StatusCode, b)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("shutdown returned before the slow request finished: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if got := <-slow; got != "done" {
+		t.Fatalf("slow request: %q", got)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+}
+
+func TestTrackerShutdownDeadline(t *testing.T) {
+	log, _ := testkit.Logger()
+	tr := httpkit.NewTracker(log, 0)
+	cancelled := make(chan struct{})
+	started := make(chan struct{})
+	srv := testkit.Server(t, testkit.HTTPServer, tr.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-r.Context().Done()
+		close(cancelled)
+	})))
+	go func() {
+		if resp, err := http.Get(srv.URL); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := tr.Shutdown(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "1 request(s) still running") {
+		t.Fatalf("shutdown error: %v", err)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the remaining request was not cancelled")
+	}
+}
+
+func TestTrackerIdleShutdown(t *testing.T) {
+	log, _ := testkit.Logger()
+	tr := httpkit.NewTracker(log, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		t.Fatalf("idle shutdown: %v", err)
+	}
+}
+
+// BenchmarkTracker measures what the tracker adds to a request: the wrapper, its writer and the
+// request context.
+func BenchmarkTracker(b *testing.B) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	})
+	log, _ := testkit.Logger()
+	for _, bc := range []struct {
+		name string
+		h    http.Handler
+	}{{"bare", h}, {"tracked", httpkit.NewTracker(log, time.Minute).Handler(h)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			r := httptest.NewRequest(http.MethodGet, "/.well-known/health", nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				bc.h.ServeHTTP(httptest.NewRecorder(), r)
+			}
+		})
+	}
+}

@@ -1,0 +1,77 @@
+package lambda
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/adapters/adaptertest"
+	"github.com/supervaize/svz/core/store/dynamodb"
+	"github.com/supervaize/svz/internal/testenv"
+)
+
+// TestInstancesShareTheStore runs two instances of the real bootstrap, configured as template.yaml
+// configures the function (SUPERVAIZER_STORE=dynamodb, SUPERVAIZER_STORE_TABLE), on one DynamoDB
+// table in moto_server: a job.start retried on the other instance is replayed, not run again, and
+// a conflicting retry is refused. Nothing the protocol promises lives in one instance's memory.
+func TestInstancesShareTheStore(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	testenv.Need(t, testenv.RIE)
+	table := fmt.Sprintf("svz-lambda-test-%d", time.Now().UnixNano())
+	client, err := dynamodb.NewClient(func(k string) string {
+		return map[string]string{"AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := dynamodb.CreateTable(ctx, client, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Call(ctx, "DeleteTable", map[string]string{"TableName": table}, nil) })
+
+	bootstrap := buildBootstrap(t)
+	env := append(adaptertest.Environ(),
+		"SUPERVAIZER_STORE=dynamodb", "SUPERVAIZER_STORE_TABLE="+table,
+		"AWS_ENDPOINT_URL="+endpoint, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test")
+	instances := []*emulator{startEmulator(t, bootstrap, env...), startEmulator(t, bootstrap, env...)}
+
+	call := func(em *emulator, input string) (map[string]any, string) {
+		t.Helper()
+		body := `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"request_id":"request-1","actor":{"user_id":"user-1"},` +
+			`"workspace":{"id":"workspace-1"},"mission_id":"mission-1","agent_slug":"hello-world-ai-agent","surface":"job.start",` +
+			`"action":"job.start","job_id":"job-1","idempotency_key":"idem-1","input":` + input + `}}`
+		ev := functionURLEvent("POST", "/a2a", "", body)
+		ev.Headers["x-api-key"] = adaptertest.APIKey
+		status, out := em.invoke(t, payload(t, ev))
+		r, _ := decodeReply(t, out)
+		if status != http.StatusOK || r.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s", status, out)
+		}
+		var rpc struct{ Result map[string]any }
+		if err := json.Unmarshal([]byte(r.Body), &rpc); err != nil || rpc.Result == nil {
+			t.Fatalf("body %s", r.Body)
+		}
+		return rpc.Result, r.Body
+	}
+	// Hello World answers the same either way: the controller's log tells a run from a replay.
+	const ran, replayed = `"replayed":false`, `"replayed":true`
+
+	first, firstBody := call(instances[0], `{"count":1}`)
+	if first["status"] != "ok" || !strings.Contains(instances[0].logs.String(), ran) {
+		t.Fatalf("first run: %s", firstBody)
+	}
+	_, replayBody := call(instances[1], `{"count":1}`)
+	if replayBody != firstBody || !strings.Contains(instances[1].logs.String(), replayed) || strings.Contains(instances[1].logs.String(), ran) {
+		t.Fatalf("the retry on the other instance was not a replay:\n%s\n%s", replayBody, instances[1].logs)
+	}
+	conflict, _ := call(instances[1], `{"count":2}`)
+	errs, _ := conflict["errors"].([]any)
+	if conflict["status"] != "error" || len(errs) != 1 || errs[0].(map[string]any)["code"] != "idempotency_conflict" {
+		t.Fatalf("conflicting retry: %v", conflict)
+	}
+}

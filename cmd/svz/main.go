@@ -1,0 +1,35 @@
+// Command svz is the svz command-line tool: `svz deploy` builds, deploys and checks a controller on
+// Lambda, App Runner or Cloud Run; `svz dev` holds local development tools (workspace-grant keys and
+// tokens).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCmd().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "svz:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "svz",
+		Short:         "Build, run and deploy Supervaizer v2 controllers written in Go",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newDeployCmd(), newDevCmd())
+	return root
+}

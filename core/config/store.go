@@ -1,0 +1,22 @@
+package config
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/idempotency"
+	"github.com/supervaize/svz/core/store/storeenv"
+)
+
+// attachStore opens the store chosen by SUPERVAIZER_STORE (bolt under SUPERVAIZER_DATA_DIR by
+// default) and puts the idempotency gate on cfg; closing the controller closes the store.
+func attachStore(ctx context.Context, getenv func(string) string, log *slog.Logger, cfg *core.Config) error {
+	s, err := storeenv.Open(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	cfg.Gate = idempotency.New(s, idempotency.WithLogger(log))
+	cfg.OnClose = s.Close
+	return nil
+}

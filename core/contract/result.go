@@ -1,0 +1,299 @@
+package contract
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Action result statuses. A status of "error" is a normal result, not a JSON-RPC error.
+const (
+	StatusOK    = "ok"
+	StatusError = "error"
+)
+
+// ActionResult is what an action handler returns (V2ActionResult). On the wire, absent optional
+// members are omitted (the reference serializes it with exclude_none); effects are always written,
+// [] when there are none.
+type ActionResult struct {
+	Status       string        `json:"status"`
+	Effects      []Effect      `json:"effects"`
+	JobState     *JobState     `json:"job_state,omitzero"`
+	ReplaySafety *ReplaySafety `json:"replay_safety,omitzero"`
+	// SetupPlan is a *SetupPlan, or any value that encodes as a JSON object (passed as is).
+	SetupPlan any            `json:"setup_plan,omitzero"`
+	Draft     *FieldDraft    `json:"draft,omitzero"`
+	DryRun    *DryRunOutcome `json:"dry_run,omitzero"`
+	Errors    []ResultError  `json:"errors,omitzero"`
+	Extra     Extra          `json:"-"`
+}
+
+// Effect is one typed effect of an action (V2Effect). Only Type is required; zero-valued members
+// are omitted on the wire (a nil slice or map is absent, an empty non-nil one is written).
+type Effect struct {
+	Type       string           `json:"type"`
+	JobID      string           `json:"job_id,omitzero"`
+	CaseID     string           `json:"case_id,omitzero"`
+	StepID     string           `json:"step_id,omitzero"`
+	Resource   string           `json:"resource,omitzero"`
+	Dataset    string           `json:"dataset,omitzero"`
+	ArtifactID string           `json:"artifact_id,omitzero"`
+	Status     string           `json:"status,omitzero"`
+	Message    string           `json:"message,omitzero"`
+	Count      *int             `json:"count,omitzero"`
+	Item       map[string]any   `json:"item,omitzero"`
+	Items      []map[string]any `json:"items,omitzero"`
+	Rows       []map[string]any `json:"rows,omitzero"`
+	Errors     []map[string]any `json:"errors,omitzero"`
+	Gaps       []map[string]any `json:"gaps,omitzero"`
+	Summary    map[string]any   `json:"summary,omitzero"`
+	Case       map[string]any   `json:"case,omitzero"`
+	Data       map[string]any   `json:"data,omitzero"`
+	Extra      Extra            `json:"-"`
+}
+
+// ReplaySafety declares how a result may be replayed (V2ReplaySafetyMetadata). Nil booleans take
+// the reference defaults on the wire: stable_external_ids_required true,
+// strictly_idempotent_response false, convergent true.
+type ReplaySafety struct {
+	DedupeKeys                 []string `json:"dedupe_keys"`
+	StableExternalIDsRequired  *bool    `json:"stable_external_ids_required"`
+	StrictlyIdempotentResponse *bool    `json:"strictly_idempotent_response"`
+	Convergent                 *bool    `json:"convergent"`
+	Extra                      Extra    `json:"-"`
+}
+
+// ResultError is one entry of ActionResult.Errors, e.g. {"code": "idempotency_conflict"}.
+type ResultError struct {
+	Code    string `json:"code"`
+	Message string `json:"message,omitzero"`
+	Extra   Extra  `json:"-"`
+}
+
+// FieldDraft is the answer of a help action (V2FieldDraft): a proposed value for the target setup
+// field (nil for a pure check) and suggestions. Studio shows it as an editable draft and never
+// applies it by itself.
+type FieldDraft struct {
+	Field       string       `json:"field"`
+	Value       any          `json:"value,omitzero"`
+	Suggestions []Suggestion `json:"suggestions"`
+	Extra       Extra        `json:"-"`
+}
+
+// Suggestion severities.
+const (
+	SeverityInfo    = "info"
+	SeverityWarning = "warning"
+	SeverityError   = "error"
+)
+
+// Suggestion is one remark of a help action (V2Suggestion).
+type Suggestion struct {
+	Message       string `json:"message"`
+	Severity      string `json:"severity"`
+	Field         string `json:"field,omitzero"`
+	ProposedValue any    `json:"proposed_value,omitzero"`
+	Extra         Extra  `json:"-"`
+}
+
+// DryRunOutcome is the answer of a dry-run action (V2DryRunOutcome).
+type DryRunOutcome struct {
+	ExpiresAt    string        `json:"expires_at,omitzero"`
+	Deletable    bool          `json:"deletable"`
+	CostIncurred *CostEstimate `json:"cost_incurred,omitzero"`
+	Extra        Extra         `json:"-"`
+}
+
+// SurfaceResult is what a surface handler returns (V2SurfaceResult). Unlike action results, its
+// absent versions are written as null (the reference does not exclude None here). Document is an
+// opaque A2UI document: any JSON object.
+type SurfaceResult struct {
+	Surface            string          `json:"surface"`
+	A2UIVersion        *string         `json:"a2ui_version"`
+	A2UICatalogVersion *string         `json:"a2ui_catalog_version"`
+	Document           json.RawMessage `json:"document"`
+	Extra              Extra           `json:"-"`
+}
+
+// Validate reports why r is not a valid V2ActionResult, or nil.
+func (r *ActionResult) Validate() error {
+	var errs []error
+	if r.Status != StatusOK && r.Status != StatusError {
+		errs = append(errs, fmt.Errorf("status must be %q or %q, not %q", StatusOK, StatusError, r.Status))
+	}
+	for i, e := range r.Effects {
+		if e.Type == "" {
+			errs = append(errs, fmt.Errorf("effects[%d].type is required", i))
+		}
+	}
+	if r.JobState != nil {
+		if err := r.JobState.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("job_state: %w", err))
+		}
+	}
+	if r.SetupPlan != nil {
+		b, err := json.Marshal(r.SetupPlan)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("setup_plan: %w", err))
+		} else if !isObject(b) {
+			errs = append(errs, errors.New("setup_plan must be a JSON object"))
+		}
+	}
+	if r.Draft != nil {
+		if r.Draft.Field == "" {
+			errs = append(errs, errors.New("draft.field is required"))
+		}
+		for i, s := range r.Draft.Suggestions {
+			switch s.Severity {
+			case SeverityInfo, SeverityWarning, SeverityError:
+			default:
+				errs = append(errs, fmt.Errorf("draft.suggestions[%d].severity must be info, warning or error, not %q", i, s.Severity))
+			}
+		}
+	}
+	if r.DryRun != nil && r.DryRun.CostIncurred != nil {
+		if err := r.DryRun.CostIncurred.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("dry_run.cost_incurred: %w", err))
+		}
+	}
+	for i, e := range r.Errors {
+		if e.Code == "" {
+			errs = append(errs, fmt.Errorf("errors[%d].code is required", i))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Validate reports why r is not a valid V2SurfaceResult, or nil.
+func (r *SurfaceResult) Validate() error {
+	if len(r.Document) == 0 {
+		return nil // written as {}
+	}
+	if !isObjectJSON(r.Document) {
+		return errors.New("document must be a JSON object")
+	}
+	return nil
+}
+
+// MarshalJSON writes the result: effects as [] when empty, absent members omitted, unknown
+// members kept.
+func (r ActionResult) MarshalJSON() ([]byte, error) {
+	type plain ActionResult
+	p := plain(r)
+	if p.Effects == nil {
+		p.Effects = []Effect{}
+	}
+	return encodeObject(p, r.Extra)
+}
+
+// UnmarshalJSON decodes a result, keeping unknown members. It does not validate: call Validate.
+func (r *ActionResult) UnmarshalJSON(data []byte) error {
+	type plain ActionResult
+	return decodeInto(data, "action result", (*plain)(r), &r.Extra)
+}
+
+// MarshalJSON writes the effect with its unknown members.
+func (e Effect) MarshalJSON() ([]byte, error) {
+	type plain Effect
+	return encodeObject(plain(e), e.Extra)
+}
+
+// UnmarshalJSON decodes an effect, keeping unknown members.
+func (e *Effect) UnmarshalJSON(data []byte) error {
+	type plain Effect
+	return decodeInto(data, "effect", (*plain)(e), &e.Extra)
+}
+
+// MarshalJSON writes the metadata with the reference defaults filled in.
+func (s ReplaySafety) MarshalJSON() ([]byte, error) {
+	type plain ReplaySafety
+	p := plain(s)
+	if p.DedupeKeys == nil {
+		p.DedupeKeys = []string{}
+	}
+	p.StableExternalIDsRequired = boolOr(p.StableExternalIDsRequired, true)
+	p.StrictlyIdempotentResponse = boolOr(p.StrictlyIdempotentResponse, false)
+	p.Convergent = boolOr(p.Convergent, true)
+	return encodeObject(p, s.Extra)
+}
+
+// UnmarshalJSON decodes the metadata, keeping unknown members.
+func (s *ReplaySafety) UnmarshalJSON(data []byte) error {
+	type plain ReplaySafety
+	return decodeInto(data, "replay_safety", (*plain)(s), &s.Extra)
+}
+
+func boolOr(b *bool, def bool) *bool {
+	if b != nil {
+		return b
+	}
+	return &def
+}
+
+// MarshalJSON writes the error with its unknown members.
+func (e ResultError) MarshalJSON() ([]byte, error) {
+	type plain ResultError
+	return encodeObject(plain(e), e.Extra)
+}
+
+// UnmarshalJSON decodes the error, keeping unknown members.
+func (e *ResultError) UnmarshalJSON(data []byte) error {
+	type plain ResultError
+	return decodeInto(data, "result error", (*plain)(e), &e.Extra)
+}
+
+// MarshalJSON writes the draft; suggestions as [] when empty.
+func (d FieldDraft) MarshalJSON() ([]byte, error) {
+	type plain FieldDraft
+	p := plain(d)
+	if p.Suggestions == nil {
+		p.Suggestions = []Suggestion{}
+	}
+	return encodeObject(p, d.Extra)
+}
+
+// UnmarshalJSON decodes the draft, keeping unknown members.
+func (d *FieldDraft) UnmarshalJSON(data []byte) error {
+	type plain FieldDraft
+	return decodeInto(data, "draft", (*plain)(d), &d.Extra)
+}
+
+// MarshalJSON writes the suggestion with its unknown members.
+func (s Suggestion) MarshalJSON() ([]byte, error) {
+	type plain Suggestion
+	return encodeObject(plain(s), s.Extra)
+}
+
+// UnmarshalJSON decodes the suggestion, keeping unknown members.
+func (s *Suggestion) UnmarshalJSON(data []byte) error {
+	type plain Suggestion
+	return decodeInto(data, "suggestion", (*plain)(s), &s.Extra)
+}
+
+// MarshalJSON writes the outcome with its unknown members.
+func (o DryRunOutcome) MarshalJSON() ([]byte, error) {
+	type plain DryRunOutcome
+	return encodeObject(plain(o), o.Extra)
+}
+
+// UnmarshalJSON decodes the outcome, keeping unknown members.
+func (o *DryRunOutcome) UnmarshalJSON(data []byte) error {
+	type plain DryRunOutcome
+	return decodeInto(data, "dry_run", (*plain)(o), &o.Extra)
+}
+
+// MarshalJSON writes the result; absent versions as null and an absent document as {}.
+func (r SurfaceResult) MarshalJSON() ([]byte, error) {
+	type plain SurfaceResult
+	p := plain(r)
+	if len(p.Document) == 0 {
+		p.Document = json.RawMessage("{}")
+	}
+	return encodeObject(p, r.Extra)
+}
+
+// UnmarshalJSON decodes the result, keeping unknown members. It does not validate.
+func (r *SurfaceResult) UnmarshalJSON(data []byte) error {
+	type plain SurfaceResult
+	return decodeInto(data, "surface result", (*plain)(r), &r.Extra)
+}

@@ -1,0 +1,288 @@
+package contract
+
+import (
+	"crypto/sha1"
+	"encoding/binary"
+	"sort"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// Slugify returns the slug of an agent name as python-slugify 8.0.4 computes it with its default
+// options (the reference's Agent.slug): runs of apostrophes become "-", the text is NFKD-normalized
+// and transliterated to ASCII (text-unidecode), HTML 4 named, decimal and hexadecimal character
+// references are decoded, the text is normalized again and lowercased, apostrophes produced on the
+// way are dropped, commas between digits are removed, every run of characters outside [-a-z0-9]
+// becomes "-", repeated "-" collapse and leading and trailing "-" are trimmed.
+//
+// The transliteration covers Latin (with diacritics, ligatures and stroked letters), Greek and
+// Cyrillic letters and common punctuation and symbols like text-unidecode does; other scripts
+// become separators, where text-unidecode would spell them out (CJK, Arabic...).
+func Slugify(name string) string {
+	text := replaceQuoteRuns(name, "-")
+	text = transliterate(norm.NFKD.String(text))
+	text = decodeNamedEntities(text)
+	text = decodeCharRefs(text, false)
+	text = decodeCharRefs(text, true)
+	text = norm.NFKD.String(text)
+	text = strings.ToLower(text)
+	text = replaceQuoteRuns(text, "")
+	text = removeDigitCommas(text)
+	var b strings.Builder
+	b.Grow(len(text))
+	dash := true // at the start, a separator would be trimmed anyway
+	for _, r := range text {
+		if r == '-' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') {
+			if r == '-' {
+				if dash {
+					continue
+				}
+				dash = true
+			} else {
+				dash = false
+			}
+			b.WriteRune(r)
+			continue
+		}
+		if !dash {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return strings.TrimRight(b.String(), "-")
+}
+
+// replaceQuoteRuns replaces every run of ASCII apostrophes with repl.
+func replaceQuoteRuns(s, repl string) string {
+	if !strings.Contains(s, "'") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	inRun := false
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\'' {
+			if !inRun {
+				b.WriteString(repl)
+				inRun = true
+			}
+			continue
+		}
+		inRun = false
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// removeDigitCommas removes each comma that has a decimal digit on both sides.
+func removeDigitCommas(s string) string {
+	if !strings.Contains(s, ",") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == ',' && i > 0 && i+1 < len(s) {
+			prev, _ := utf8.DecodeLastRuneInString(s[:i])
+			next, _ := utf8.DecodeRuneInString(s[i+1:])
+			if unicode.IsDigit(prev) && unicode.IsDigit(next) {
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// decodeNamedEntities replaces the HTML 4 named character references (&name;, semicolon
+// required, names case-sensitive) with their characters, in one left-to-right pass.
+func decodeNamedEntities(s string) string {
+	if !strings.Contains(s, "&") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		if s[i] == '&' {
+			j := i + 1
+			for j < len(s) && isASCIIAlnum(s[j]) {
+				j++
+			}
+			if j > i+1 && j < len(s) && s[j] == ';' {
+				if r, ok := entityRune(s[i+1 : j]); ok {
+					b.WriteRune(r)
+					i = j + 1
+					continue
+				}
+			}
+		}
+		b.WriteByte(s[i])
+		i++
+	}
+	return b.String()
+}
+
+func isASCIIAlnum(c byte) bool {
+	return ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
+}
+
+func hexValue(c byte) int {
+	switch {
+	case c <= '9':
+		return int(c - '0')
+	case c >= 'a':
+		return int(c-'a') + 10
+	}
+	return int(c-'A') + 10
+}
+
+func isHexDigit(c byte) bool {
+	return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F')
+}
+
+// decodeCharRefs replaces &#123; (or &#x7B; when hex) with its character. As in the reference,
+// one reference beyond U+10FFFF makes the whole pass a no-op.
+func decodeCharRefs(s string, hex bool) string {
+	prefix, base, isDigit := "&#", 10, func(c byte) bool { return '0' <= c && c <= '9' }
+	if hex {
+		prefix, base, isDigit = "&#x", 16, isHexDigit
+	}
+	if !strings.Contains(s, prefix) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		if strings.HasPrefix(s[i:], prefix) {
+			j := i + len(prefix)
+			for j < len(s) && isDigit(s[j]) {
+				j++
+			}
+			if j > i+len(prefix) && j < len(s) && s[j] == ';' {
+				n := 0
+				for _, c := range []byte(s[i+len(prefix) : j]) {
+					n = n*base + hexValue(c)
+					if n > unicode.MaxRune {
+						return s // chr() raised: the reference keeps the text unchanged
+					}
+				}
+				b.WriteRune(rune(n))
+				i = j + 1
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+		i++
+	}
+	return b.String()
+}
+
+// transliterate maps NFKD-normalized text to ASCII: combining marks are dropped, known letters
+// and symbols get their text-unidecode spelling, other characters of the Basic Multilingual Plane
+// become a space (a separator) and characters beyond it are dropped (text-unidecode has no data
+// for them).
+func transliterate(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf:
+			b.WriteRune(r)
+		case unicode.In(r, unicode.Mn, unicode.Me) || isSilentFormat(r):
+			// Combining marks, the soft hyphen, joiners and bidi controls have no spelling.
+		default:
+			if t, ok := translitRune(r); ok {
+				b.WriteString(t)
+			} else if r <= 0xFFFF {
+				b.WriteByte(' ')
+			}
+		}
+	}
+	return b.String()
+}
+
+// isSilentFormat reports the invisible format characters text-unidecode drops (others, like the
+// zero-width space, separate words).
+func isSilentFormat(r rune) bool {
+	return r == 0xAD || (0x200C <= r && r <= 0x200F) || (0x202A <= r && r <= 0x202E) || (0x206A <= r && r <= 0x206F)
+}
+
+// translitRune returns the ASCII spelling of r, for the characters NFKD leaves non-ASCII.
+func translitRune(r rune) (string, bool) {
+	i := sort.Search(len(translitTable), func(i int) bool { return translitTable[i].r >= r })
+	if i < len(translitTable) && translitTable[i].r == r {
+		return translitTable[i].s, true
+	}
+	return "", false
+}
+
+// entityRune returns the character of an HTML 4 entity name (Python's html.entities.name2codepoint).
+func entityRune(name string) (rune, bool) {
+	i := sort.Search(len(htmlEntities), func(i int) bool { return htmlEntities[i].name >= name })
+	if i < len(htmlEntities) && htmlEntities[i].name == name {
+		return htmlEntities[i].r, true
+	}
+	return 0, false
+}
+
+// DeterministicAgentID returns the reference's Agent.id for an agent name:
+// shortuuid.uuid(name=name), the UUIDv5 of the name (URL namespace when the name starts with
+// http:// or https://, any case; DNS namespace otherwise) written in base 57, most significant
+// digit first, padded to 22 characters.
+func DeterministicAgentID(name string) string {
+	ns := [16]byte{0x6b, 0xa7, 0xb8, 0x10, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8} // DNS
+	if hasPrefixFold(name, "http://") || hasPrefixFold(name, "https://") {
+		ns[3] = 0x11 // URL: 6ba7b811-9dad-11d1-80b4-00c04fd430c8
+	}
+	h := sha1.New()
+	h.Write(ns[:])
+	h.Write([]byte(name))
+	var u [16]byte
+	copy(u[:], h.Sum(nil))
+	u[6] = u[6]&0x0f | 0x50 // version 5
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	return shortUUID(u)
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// shortUUID encodes u in shortuuid's base 57.
+func shortUUID(u [16]byte) string {
+	const alphabet = "23456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+	const length = 22
+	hi, lo := binary.BigEndian.Uint64(u[:8]), binary.BigEndian.Uint64(u[8:])
+	out := make([]byte, length)
+	for i := length - 1; i >= 0; i-- {
+		// Divide the 128-bit number hi:lo by 57, keeping the remainder.
+		var rem uint64
+		hi, rem = hi/57, hi%57
+		lo, rem = div128by57(rem, lo)
+		out[i] = alphabet[rem]
+	}
+	return string(out)
+}
+
+// div128by57 divides rem*2^64 + lo (rem < 57) by 57.
+func div128by57(rem, lo uint64) (uint64, uint64) {
+	// Long division in 32-bit halves keeps every intermediate value below 2^64.
+	a := rem<<32 | lo>>32
+	q1, r1 := a/57, a%57
+	b := r1<<32 | lo&0xffffffff
+	q2, r2 := b/57, b%57
+	return q1<<32 | q2, r2
+}

@@ -1,0 +1,318 @@
+// Package core is the Supervaizer v2 controller: one stateless http.Handler that serves A2A
+// discovery (agent list, Agent Cards, health), the JSON-RPC endpoint POST /a2a
+// (supervaizer/action.invoke, supervaizer/surface.load) and the effect stream GET /a2a/events,
+// wire-compatible with the reference Python SDK.
+//
+// Every /a2a call goes through the same steps, in the reference's order: the X-API-Key, the
+// JSON-RPC envelope, the v2 request, the workspace grant (package grant), the handler lookup, the
+// idempotency gate for retried mutating actions, the handler, then the effect event. Anything
+// that must outlive a request lives behind interfaces (grant.Authorizer, ActionGate); core imports
+// no platform or cloud package. Adapters (package adapters/...) only carry requests to it.
+package core
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/grant"
+)
+
+// ActionGate guards the run of a mutating action that carries an idempotency_key (package
+// idempotency): it replays a completed result, refuses a conflicting or concurrent retry with a
+// status "error" result, or calls run once and records its result.
+type ActionGate interface {
+	Do(ctx context.Context, req *contract.ActionRequest, run func(context.Context) (*contract.ActionResult, error)) (*contract.ActionResult, error)
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes      = 1 << 20
+	DefaultHeartbeatInterval = 15 * time.Second
+	DefaultEventBuffer       = 256
+	DefaultSubscriberQueue   = 100
+)
+
+// Config configures a Controller. APIKey and Authorizer are required.
+type Config struct {
+	// APIKey is the write-scoped key Studio sends as X-API-Key (SUPERVAIZER_API_KEY).
+	APIKey string
+	// ReadAPIKeys may only open the effect stream (GET /a2a/events).
+	ReadAPIKeys []string
+	// ServerID is this controller's identity (SUPERVAIZER_SERVER_ID).
+	ServerID string
+	// PublicURL, when set, makes discovery URLs absolute (SUPERVAIZER_PUBLIC_URL).
+	PublicURL string
+	// Authorizer decides the workspace grant of each call (grant.New).
+	Authorizer grant.Authorizer
+	// StudioAgentIDs maps agent slugs to their Studio agent ids (SUPERVAIZER_STUDIO_AGENT_IDS).
+	StudioAgentIDs map[string]string
+	// Gate, when set, makes retried mutating actions idempotent.
+	Gate ActionGate
+	// OnClose is called once by Close, after the effect streams have ended (e.g. to close a store).
+	OnClose func() error
+	// Logger receives the controller's logs; slog.Default() when nil.
+	Logger *slog.Logger
+	// MaxBodyBytes bounds a POST /a2a body (DefaultMaxBodyBytes when 0).
+	MaxBodyBytes int64
+	// HeartbeatInterval is the idle time after which the effect stream sends a heartbeat.
+	HeartbeatInterval time.Duration
+	// EventBuffer is how many recent effect events are kept for Last-Event-ID replay.
+	EventBuffer int
+	// SubscriberQueue is how many events wait for a slow stream reader before the oldest drop.
+	SubscriberQueue int
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Controller is the http.Handler of a Supervaizer v2 controller. It is safe for concurrent use.
+// Close ends the effect streams and calls Config.OnClose.
+type Controller struct {
+	cfg       Config
+	log       *slog.Logger
+	now       func() time.Time
+	base      string
+	agents    []*boundAgent
+	bySlug    map[string]*boundAgent
+	keys      []apiKey
+	events    *eventHub
+	closing   chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var (
+	_ http.Handler = (*Controller)(nil)
+	_ io.Closer    = (*Controller)(nil)
+)
+
+// New returns a controller serving agents, or every configuration and registration mistake at
+// once (undeclared or duplicate handlers, duplicate agents, a missing key or authorizer).
+func New(cfg Config, agents ...*Agent) (*Controller, error) {
+	var errs []error
+	if cfg.APIKey == "" {
+		errs = append(errs, errors.New("an API key is required (SUPERVAIZER_API_KEY)"))
+	}
+	if cfg.Authorizer == nil {
+		errs = append(errs, errors.New("a workspace authorizer is required (grant.New)"))
+	}
+	if len(agents) == 0 {
+		errs = append(errs, errors.New("at least one agent is required"))
+	}
+	if cfg.MaxBodyBytes < 0 || cfg.HeartbeatInterval < 0 || cfg.EventBuffer < 0 || cfg.SubscriberQueue < 0 {
+		errs = append(errs, errors.New("body limit, heartbeat interval, event buffer and subscriber queue cannot be negative"))
+	}
+	c := &Controller{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		now:     cfg.Now,
+		base:    strings.TrimRight(cfg.PublicURL, "/"),
+		bySlug:  map[string]*boundAgent{},
+		closing: make(chan struct{}),
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.cfg.MaxBodyBytes == 0 {
+		c.cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.cfg.HeartbeatInterval == 0 {
+		c.cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.cfg.EventBuffer == 0 {
+		c.cfg.EventBuffer = DefaultEventBuffer
+	}
+	if c.cfg.SubscriberQueue == 0 {
+		c.cfg.SubscriberQueue = DefaultSubscriberQueue
+	}
+	for _, a := range agents {
+		if a == nil {
+			errs = append(errs, errors.New("nil agent"))
+			continue
+		}
+		errs = append(errs, a.errs...)
+		if c.bySlug[a.slug] != nil {
+			errs = append(errs, fmt.Errorf("two agents have the slug %q", a.slug))
+			continue
+		}
+		b := &boundAgent{
+			Agent:    a,
+			studioID: cfg.StudioAgentIDs[a.slug],
+			actions:  make(map[string]ActionHandler, len(a.actions)),
+			surfaces: make(map[string]SurfaceHandler, len(a.surfaces)),
+			gated:    gatedActions(a.cfg.Registration),
+		}
+		for id, h := range a.actions {
+			b.actions[id] = h
+		}
+		for id, h := range a.surfaces {
+			b.surfaces[id] = h
+		}
+		c.agents = append(c.agents, b)
+		c.bySlug[a.slug] = b
+	}
+	for slug := range cfg.StudioAgentIDs {
+		if c.bySlug[slug] == nil && len(c.agents) > 0 {
+			errs = append(errs, fmt.Errorf("SUPERVAIZER_STUDIO_AGENT_IDS names %q, which this controller does not serve", slug))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	c.keys = append(c.keys, newAPIKey(cfg.APIKey, scopeWrite))
+	for _, k := range cfg.ReadAPIKeys {
+		if k != "" {
+			c.keys = append(c.keys, newAPIKey(k, scopeRead))
+		}
+	}
+	c.events = newEventHub(c.cfg.EventBuffer, c.cfg.SubscriberQueue)
+	for _, b := range c.agents {
+		for _, def := range b.cfg.Registration.Capabilities.Actions {
+			if b.actions[def.ID] == nil {
+				c.log.Warn("declared action has no handler: calls will answer -32010", "agent_slug", b.slug, "action", def.ID)
+			}
+		}
+		for _, id := range b.cfg.Registration.Capabilities.Surfaces {
+			if b.surfaces[id] == nil {
+				c.log.Warn("declared surface has no handler: calls will answer -32011", "agent_slug", b.slug, "surface", id)
+			}
+		}
+	}
+	return c, nil
+}
+
+// ServeHTTP routes a request. Unknown paths answer 404 {"detail":"Not Found"} and known paths
+// with another method 405, as the reference's FastAPI does.
+func (c *Controller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	setSecurityHeaders(w.Header())
+	path := r.URL.Path
+	switch {
+	case path == "/a2a":
+		c.route(w, r, http.MethodPost, c.serveRPC)
+	case path == "/a2a/events":
+		c.route(w, r, http.MethodGet, c.serveEvents)
+	case path == "/.well-known/agents.json":
+		c.route(w, r, http.MethodGet, c.serveAgentList)
+	case path == "/.well-known/health":
+		c.route(w, r, http.MethodGet, c.serveHealth)
+	case strings.HasPrefix(path, "/.well-known/agents/"):
+		if a := c.cardAgent(strings.TrimPrefix(path, "/.well-known/agents/")); a != nil {
+			c.route(w, r, http.MethodGet, func(w http.ResponseWriter, r *http.Request) { c.serveCard(w, a) })
+			return
+		}
+		writeDetail(w, http.StatusNotFound, "Not Found")
+	default:
+		writeDetail(w, http.StatusNotFound, "Not Found")
+	}
+}
+
+func (c *Controller) route(w http.ResponseWriter, r *http.Request, method string, h http.HandlerFunc) {
+	if r.Method != method {
+		w.Header().Set("Allow", method)
+		writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+		return
+	}
+	h(w, r)
+}
+
+// Close ends the effect streams (their clients reconnect elsewhere with Last-Event-ID) and calls
+// Config.OnClose once.
+func (c *Controller) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.closing)
+		if c.cfg.OnClose != nil {
+			c.closeErr = c.cfg.OnClose()
+		}
+	})
+	return c.closeErr
+}
+
+// Agents returns the agents the controller serves, in the order given to New.
+func (c *Controller) Agents() []*Agent {
+	out := make([]*Agent, len(c.agents))
+	for i, b := range c.agents {
+		out[i] = b.Agent
+	}
+	return out
+}
+
+// API-key scopes are hierarchical: write includes read.
+type scope int
+
+const (
+	scopeRead scope = iota + 1
+	scopeWrite
+)
+
+type apiKey struct {
+	digest [sha256.Size]byte
+	scope  scope
+}
+
+func newAPIKey(key string, s scope) apiKey {
+	return apiKey{digest: sha256.Sum256([]byte(key)), scope: s}
+}
+
+// authorize checks X-API-Key in constant time (comparing digests, so the key length does not
+// leak either) and writes the 401/403 answer itself when the key falls short.
+func (c *Controller) authorize(w http.ResponseWriter, r *http.Request, need scope) bool {
+	got := sha256.Sum256([]byte(r.Header.Get("X-API-Key")))
+	var granted scope
+	for _, k := range c.keys {
+		if subtle.ConstantTimeCompare(got[:], k.digest[:]) == 1 && k.scope > granted {
+			granted = k.scope
+		}
+	}
+	switch {
+	case granted == 0 || r.Header.Get("X-API-Key") == "":
+		writeDetail(w, http.StatusUnauthorized, "Invalid or missing API key")
+		return false
+	case granted < need:
+		writeDetail(w, http.StatusForbidden, "Insufficient scope")
+		return false
+	}
+	return true
+}
+
+// setSecurityHeaders sets the reference's hardening headers unless already set.
+func setSecurityHeaders(h http.Header) {
+	for _, kv := range [...][2]string{
+		{"X-Content-Type-Options", "nosniff"},
+		{"X-Frame-Options", "SAMEORIGIN"},
+		{"Referrer-Policy", "no-referrer"},
+		{"Strict-Transport-Security", "max-age=63072000; includeSubDomains"},
+	} {
+		if _, ok := h[kv[0]]; !ok {
+			h[kv[0]] = []string{kv[1]}
+		}
+	}
+}
+
+// writeDetail writes a FastAPI-style {"detail": msg} error.
+func writeDetail(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"detail": msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"detail":"Internal Server Error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,218 @@
+package core_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/contract"
+)
+
+type sse struct{ id, event, data string }
+
+// readEvent reads one server-sent event.
+func readEvent(t *testing.T, r *bufio.Reader) sse {
+	t.Helper()
+	var ev sse
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended while reading an event: %v (partial %+v)", err, ev)
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "" {
+			if ev.event != "" || ev.data != "" {
+				return ev
+			}
+			continue
+		}
+		k, v, _ := strings.Cut(line, ": ")
+		switch k {
+		case "id":
+			ev.id = v
+		case "event":
+			ev.event = v
+		case "data":
+			ev.data = v
+		default:
+			t.Fatalf("unexpected SSE line %q", line)
+		}
+	}
+}
+
+func openStream(t *testing.T, ctx context.Context, url string, hdr map[string]string) *bufio.Reader {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/a2a/events", nil)
+	req.Header.Set("X-API-Key", testKey)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("stream answer: %d %v", resp.StatusCode, resp.Header)
+	}
+	return bufio.NewReader(resp.Body)
+}
+
+func effectController(t *testing.T, cfg core.Config) *core.Controller {
+	return newController(t, cfg, handlers{actions: map[string]core.ActionFunc{
+		"job.start": func(_ context.Context, r *contract.ActionRequest) (*contract.ActionResult, error) {
+			return &contract.ActionResult{Status: "ok", Effects: []contract.Effect{{Type: "job.started", JobID: "job-123"}}}, nil
+		},
+		"job.stop": okAction(&contract.ActionResult{Status: "error"}),
+	}, surfaces: map[string]core.SurfaceFunc{
+		"job.start": func(_ context.Context, r *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
+			return &contract.SurfaceResult{Surface: r.Surface}, nil
+		},
+	}})
+}
+
+// TestEffectStream is spec §12.2 case 17, plus heartbeats and what publishes nothing.
+func TestEffectStream(t *testing.T) {
+	c := effectController(t, core.Config{HeartbeatInterval: 150 * time.Millisecond})
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r := openStream(t, ctx, srv.URL, nil)
+	if ev := readEvent(t, r); ev != (sse{event: "supervaizer.connected", data: `{"status":"connected"}`}) {
+		t.Fatalf("first event %+v", ev)
+	}
+	// A surface load and a failed dispatch publish nothing; an action (even status "error") does.
+	post(t, c, rpcBody(t, 1, surfaceLoad, params(nil)), nil)
+	post(t, c, rpcBody(t, 2, actionInvoke, params(map[string]any{"agent_slug": "nope"})), nil)
+	post(t, c, rpcBody(t, 3, actionInvoke, params(nil)), nil)
+	post(t, c, rpcBody(t, 4, actionInvoke, params(map[string]any{"action": "job.stop", "request_id": "request-2"})), nil)
+	ev := readEvent(t, r)
+	if ev.event != "supervaizer.effect" || ev.data != `{"agent_slug":"s","action":"job.start","request_id":"request-1","effects":[{"type":"job.started","job_id":"job-123"}]}` {
+		t.Fatalf("effect event %+v", ev)
+	}
+	if !strings.HasSuffix(ev.id, "-1") {
+		t.Errorf("first effect id %q, want <instance>-1", ev.id)
+	}
+	ev = readEvent(t, r)
+	if ev.data != `{"agent_slug":"s","action":"job.stop","request_id":"request-2","effects":[]}` {
+		t.Fatalf("second effect %+v", ev)
+	}
+	if ev := readEvent(t, r); ev != (sse{event: "supervaizer.heartbeat", data: `{"status":"ok"}`}) {
+		t.Fatalf("after an idle interval got %+v, want a heartbeat", ev)
+	}
+}
+
+// TestEffectReplay resumes after Last-Event-ID from the in-memory buffer.
+func TestEffectReplay(t *testing.T) {
+	c := effectController(t, core.Config{EventBuffer: 2})
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	live := openStream(t, ctx, srv.URL, nil)
+	readEvent(t, live)
+	var ids []string
+	for i := range 3 {
+		post(t, c, rpcBody(t, i, actionInvoke, params(map[string]any{"request_id": "req-" + string(rune('a'+i))})), nil)
+		ids = append(ids, readEvent(t, live).id)
+	}
+	instance, _, _ := strings.Cut(ids[0], "-")
+
+	resumed := openStream(t, ctx, srv.URL, map[string]string{"Last-Event-ID": ids[1]})
+	readEvent(t, resumed) // connected
+	if ev := readEvent(t, resumed); ev.id != ids[2] || !strings.Contains(ev.data, `"request_id":"req-c"`) {
+		t.Fatalf("replay after %s gave %+v, want %s", ids[1], ev, ids[2])
+	}
+	// The buffer holds two events: resuming after the first replays the two it still has.
+	gap := openStream(t, ctx, srv.URL, map[string]string{"Last-Event-ID": ids[0]})
+	readEvent(t, gap)
+	if a, b := readEvent(t, gap), readEvent(t, gap); a.id != ids[1] || b.id != ids[2] {
+		t.Fatalf("replay after %s gave %s, %s", ids[0], a.id, b.id)
+	}
+	// An id from another instance replays nothing: the next event is live.
+	foreign := openStream(t, ctx, srv.URL, map[string]string{"Last-Event-ID": "ffffffffffff-1"})
+	readEvent(t, foreign)
+	post(t, c, rpcBody(t, 9, actionInvoke, params(map[string]any{"request_id": "req-live"})), nil)
+	if ev := readEvent(t, foreign); !strings.Contains(ev.data, `"req-live"`) || !strings.HasPrefix(ev.id, instance+"-") {
+		t.Fatalf("foreign id: got %+v, want the live event", ev)
+	}
+}
+
+// plainWriter is a ResponseWriter that cannot flush, like a buffering serverless adapter.
+type plainWriter struct {
+	hdr    http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (w *plainWriter) Header() http.Header         { return w.hdr }
+func (w *plainWriter) Write(b []byte) (int, error) { return w.body.Write(b) }
+func (w *plainWriter) WriteHeader(s int)           { w.status = s }
+
+// TestEffectStreamPollMode: without Flush the stream ends at once with what it has.
+func TestEffectStreamPollMode(t *testing.T) {
+	c := effectController(t, core.Config{})
+	post(t, c, rpcBody(t, 1, actionInvoke, params(nil)), nil)
+	done := make(chan *plainWriter)
+	go func() {
+		w := &plainWriter{hdr: http.Header{}}
+		req := httptest.NewRequest(http.MethodGet, "/a2a/events", nil)
+		req.Header.Set("X-API-Key", testKey)
+		req.Header.Set("Last-Event-ID", "x-0")
+		c.ServeHTTP(w, req)
+		done <- w
+	}()
+	select {
+	case w := <-done:
+		if w.status != 200 || !strings.HasPrefix(w.body.String(), "event: supervaizer.connected\ndata: {\"status\":\"connected\"}\n\n") {
+			t.Fatalf("poll answer %d %q", w.status, w.body.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream did not end on a writer that cannot flush")
+	}
+}
+
+// TestEffectStreamEnds: a request deadline and Close both end a stream cleanly.
+func TestEffectStreamEnds(t *testing.T) {
+	c := effectController(t, core.Config{})
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r := openStream(t, ctx, srv.URL, nil)
+	readEvent(t, r)
+	ended := make(chan error, 1)
+	go func() { _, err := io.ReadAll(r); ended <- err }()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Errorf("stream ended with %v, want a clean end", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end the stream")
+	}
+
+	c2 := effectController(t, core.Config{})
+	dctx, dcancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer dcancel()
+	req := httptest.NewRequest(http.MethodGet, "/a2a/events", nil).WithContext(dctx)
+	req.Header.Set("X-API-Key", testKey)
+	rec := httptest.NewRecorder()
+	start := time.Now()
+	c2.ServeHTTP(rec, req)
+	if took := time.Since(start); took > 350*time.Millisecond {
+		t.Errorf("stream with a 400ms deadline ended after %v, want before the deadline", took)
+	}
+}

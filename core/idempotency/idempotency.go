@@ -1,0 +1,336 @@
+// Package idempotency makes retried mutating actions safe for every agent, with no handler code:
+// the controller passes each mutating action that carries an idempotency_key (job.start first of
+// all) through Gate.Do, which claims the key in a store.Store before the handler runs.
+//
+// For one key, scoped by verified workspace, agent slug and action:
+//
+//   - the same request again (same input and identities) gets the original result, byte for
+//     byte, without running the handler; results carry replay_safety.strictly_idempotent_response
+//     = true;
+//   - a different request gets status "error" with errors[0].code = "idempotency_conflict";
+//   - a request arriving while the first still runs gets "idempotency_in_progress" with a retry
+//     hint; two runs never overlap. The running claim is a lease that ends with the request's
+//     deadline (DefaultLease without one), and the handler's context ends with it;
+//   - a handler that fails with an error releases the key so the retry runs; a returned result,
+//     "ok" or "error", is replayed for DefaultRetention (WithRetention).
+//
+// Conflict and in-progress answers are:
+//
+//	{"status":"error","effects":[],"errors":[{"code":"idempotency_conflict","message":"..."}]}
+//	{"status":"error","effects":[],"errors":[{"code":"idempotency_in_progress","message":"...",
+//	  "lease_expires_at":"2026-07-08T10:00:32Z","retry_after_seconds":2}]}
+//
+// The action is part of the scope because Studio sends the same key to job.start.preview and
+// job.start. The preview is normally not mutating, so never gated and free to run again with
+// edited input; and where an agent declares it mutating, its record still cannot collide with
+// the confirm's.
+//
+// A result larger than the store accepts is never left unprotected: the key is marked as
+// completed-but-unrecordable, the caller gets the real result (its work happened; answering an
+// error would invite a duplicate setup) with strictly_idempotent_response = false and an error is
+// logged, and every retry gets "idempotency_result_unrecordable" instead of running again.
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/store"
+)
+
+// Codes of the error results the gate answers with (errors[0].code).
+const (
+	CodeConflict     = "idempotency_conflict"
+	CodeInProgress   = "idempotency_in_progress"
+	CodeUnrecordable = "idempotency_result_unrecordable"
+)
+
+// Defaults of a Gate.
+const (
+	// DefaultRetention is how long a completed result is replayed.
+	DefaultRetention = 24 * time.Hour
+	// DefaultLease bounds a run whose context has no deadline.
+	DefaultLease = 5 * time.Minute
+	// SkewMargin keeps a claim alive past the end of its lease, so an instance whose clock runs
+	// ahead cannot take the key over while the first run may still be finishing.
+	SkewMargin = 2 * time.Second
+	// RetryAfter is the longest retry hint of an in-progress answer.
+	RetryAfter = 2 * time.Second
+	// writeTimeout bounds recording or releasing a claim after the run, when the caller's context
+	// may already be done.
+	writeTimeout = 10 * time.Second
+)
+
+// Record states.
+const (
+	stateRunning      = "running"
+	stateDone         = "done"
+	stateUnrecordable = "unrecordable"
+)
+
+// record is the stored value of a key.
+type record struct {
+	State       string          `json:"state"`
+	Fingerprint string          `json:"fingerprint"`
+	Result      json.RawMessage `json:"result,omitempty"`       // done: the result as answered
+	ResultBytes int             `json:"result_bytes,omitempty"` // unrecordable: its encoded size
+}
+
+// Gate runs each keyed request at most once and replays its result. It is safe for concurrent
+// use; all its state is in the store, so any number of instances can share one.
+type Gate struct {
+	store     store.Store
+	now       func() time.Time
+	retention time.Duration
+	lease     time.Duration
+	log       *slog.Logger
+}
+
+// Option configures a Gate.
+type Option func(*Gate)
+
+// WithClock makes the gate read the time from now (use the store's clock).
+func WithClock(now func() time.Time) Option { return func(g *Gate) { g.now = now } }
+
+// WithRetention sets how long completed results are replayed (DefaultRetention).
+func WithRetention(d time.Duration) Option { return func(g *Gate) { g.retention = d } }
+
+// WithDefaultLease sets the lease of a run whose context has no deadline (DefaultLease).
+func WithDefaultLease(d time.Duration) Option { return func(g *Gate) { g.lease = d } }
+
+// WithLogger sets the logger (slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(g *Gate) { g.log = l } }
+
+// New returns a Gate keeping its records in s.
+func New(s store.Store, opts ...Option) *Gate {
+	g := &Gate{store: s, now: time.Now, retention: DefaultRetention, lease: DefaultLease, log: slog.Default()}
+	for _, o := range opts {
+		o(g)
+	}
+	return g
+}
+
+// Do answers req from its record, or claims its key, calls run once and records the result.
+// Errors are store failures (nothing ran) or run's own error (the key was released); the caller
+// maps them to an internal error without showing them.
+func (g *Gate) Do(ctx context.Context, req *contract.ActionRequest, run func(context.Context) (*contract.ActionResult, error)) (*contract.ActionResult, error) {
+	if req.IdempotencyKey == nil {
+		return run(ctx)
+	}
+	key := scopeKey(req)
+	fp, err := fingerprint(req)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: %s: %w", req.Action, err)
+	}
+	now := g.now()
+	leaseEnd := now.Add(g.lease)
+	if d, ok := ctx.Deadline(); ok {
+		leaseEnd = d
+	}
+	if !leaseEnd.After(now) {
+		return nil, fmt.Errorf("idempotency: %s: the request deadline has passed: %w", req.Action, context.DeadlineExceeded)
+	}
+	claim, err := json.Marshal(record{State: stateRunning, Fingerprint: fp})
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: %s: %w", req.Action, err)
+	}
+	rec, err := g.store.Create(ctx, key, claim, leaseEnd.Add(SkewMargin))
+	switch {
+	case err == nil:
+		return g.runClaimed(ctx, req, key, fp, rec.Version, leaseEnd, run)
+	case errors.Is(err, store.ErrExists):
+		return g.answer(req, fp, rec)
+	}
+	return nil, fmt.Errorf("idempotency: claim %s: %w", req.Action, err)
+}
+
+// runClaimed runs the handler under the lease and records its outcome.
+func (g *Gate) runClaimed(ctx context.Context, req *contract.ActionRequest, key, fp string, version uint64,
+	leaseEnd time.Time, run func(context.Context) (*contract.ActionResult, error)) (*contract.ActionResult, error) {
+	runCtx, cancel := context.WithDeadline(ctx, leaseEnd)
+	res, err := run(runCtx)
+	cancel()
+	var body, value []byte
+	if err == nil {
+		body, res, err = normalize(res)
+	}
+	if err == nil {
+		value, err = json.Marshal(record{State: stateDone, Fingerprint: fp, Result: body})
+	}
+	// The run is over and must be recorded or released even if the caller has gone away.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer wcancel()
+	log := g.log.With("action", req.Action, "agent_slug", req.AgentSlug, "request_id", req.RequestID, "key", keyID(key))
+	if err != nil {
+		if derr := g.store.Delete(wctx, key, version); derr != nil {
+			log.ErrorContext(ctx, "idempotency: cannot release the key after a failed run; retries wait for the lease to end",
+				"lease_end", leaseEnd.Add(SkewMargin), "error", derr)
+		}
+		return nil, err
+	}
+	if len(value) > g.store.MaxValueSize() {
+		return g.unrecordable(wctx, log, key, fp, version, res, len(body)), nil
+	}
+	_, err = g.store.Update(wctx, key, version, value, g.now().Add(g.retention))
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.Is(err, store.ErrTooLarge): // a backend that counts more than the value
+		return g.unrecordable(wctx, log, key, fp, version, res, len(body)), nil
+	}
+	// The store failed, or the run outlived its lease and lost the key. The work is done: answer
+	// it, flagged as not replayable.
+	log.ErrorContext(ctx, "idempotency: cannot record the result; a retry after the lease may run again", "error", err)
+	return markStrict(res, false), nil
+}
+
+// normalize marks a fresh result as replayable and returns its recorded form, both as JSON and
+// decoded again: the first answer and every replay then encode to the same bytes (free-form
+// members come back as JSON maps, whatever Go value the handler used).
+func normalize(res *contract.ActionResult) ([]byte, *contract.ActionResult, error) {
+	if res == nil {
+		return nil, nil, errors.New("handler returned no result")
+	}
+	body, err := json.Marshal(markStrict(res, true))
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode the result: %w", err)
+	}
+	var out contract.ActionResult
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, nil, fmt.Errorf("decode the encoded result: %w", err)
+	}
+	return body, &out, nil
+}
+
+// unrecordable marks the key as completed with a result too large to keep, so retries get an
+// explicit error instead of a second run, and returns res flagged as not replayable.
+func (g *Gate) unrecordable(ctx context.Context, log *slog.Logger, key, fp string, version uint64, res *contract.ActionResult, size int) *contract.ActionResult {
+	tomb, _ := json.Marshal(record{State: stateUnrecordable, Fingerprint: fp, ResultBytes: size})
+	if _, err := g.store.Update(ctx, key, version, tomb, g.now().Add(g.retention)); err != nil {
+		log.ErrorContext(ctx, "idempotency: cannot mark an unrecordable result; a retry after the lease may run again", "error", err)
+	}
+	log.ErrorContext(ctx, "idempotency: result too large to record; retries with this key will get "+CodeUnrecordable,
+		"result_bytes", size, "store_limit", g.store.MaxValueSize())
+	return markStrict(res, false)
+}
+
+// answer replies to a request whose key holds a live record.
+func (g *Gate) answer(req *contract.ActionRequest, fp string, rec store.Record) (*contract.ActionResult, error) {
+	var r record
+	if err := json.Unmarshal(rec.Value, &r); err != nil {
+		return nil, fmt.Errorf("idempotency: %s: unreadable record: %w", req.Action, err)
+	}
+	if r.Fingerprint != fp {
+		return errorResult(contract.ResultError{Code: CodeConflict, Message: fmt.Sprintf(
+			"This idempotency_key was already used for %s with a different input or identities (mission_id, job_id). "+
+				"A retry must resend the original request unchanged.", req.Action)}), nil
+	}
+	switch r.State {
+	case stateDone:
+		var res contract.ActionResult
+		if err := json.Unmarshal(r.Result, &res); err != nil {
+			return nil, fmt.Errorf("idempotency: %s: unreadable recorded result: %w", req.Action, err)
+		}
+		if err := res.Validate(); err != nil {
+			return nil, fmt.Errorf("idempotency: %s: invalid recorded result: %w", req.Action, err)
+		}
+		return &res, nil
+	case stateRunning:
+		// Suggest a short wait (the run usually ends well before its lease), never past the lease.
+		retry := max(1, int64(math.Ceil(min(rec.ExpiresAt.Sub(g.now()), RetryAfter).Seconds())))
+		leaseEnd, _ := json.Marshal(rec.ExpiresAt.UTC().Format(time.RFC3339Nano))
+		return errorResult(contract.ResultError{
+			Code: CodeInProgress,
+			Message: fmt.Sprintf("%s with this idempotency_key is still running; retry with the same key in %d s.",
+				req.Action, retry),
+			Extra: contract.Extra{
+				"retry_after_seconds": json.RawMessage(strconv.FormatInt(retry, 10)),
+				"lease_expires_at":    leaseEnd,
+			},
+		}), nil
+	case stateUnrecordable:
+		return errorResult(contract.ResultError{Code: CodeUnrecordable, Message: fmt.Sprintf(
+			"%s with this idempotency_key already ran, but its result (%d bytes) was larger than the store accepts "+
+				"(%d bytes) and could not be recorded. It will not run again: read the job's state with job.sync.",
+			req.Action, r.ResultBytes, g.store.MaxValueSize())}), nil
+	}
+	return nil, fmt.Errorf("idempotency: %s: record in unknown state %q", req.Action, r.State)
+}
+
+func errorResult(e contract.ResultError) *contract.ActionResult {
+	return &contract.ActionResult{Status: contract.StatusError, Effects: []contract.Effect{}, Errors: []contract.ResultError{e}}
+}
+
+// markStrict returns a copy of res whose replay_safety.strictly_idempotent_response is strict,
+// leaving the handler's value untouched (it may be shared).
+func markStrict(res *contract.ActionResult, strict bool) *contract.ActionResult {
+	out := *res
+	var rs contract.ReplaySafety
+	if res.ReplaySafety != nil {
+		rs = *res.ReplaySafety
+	}
+	rs.StrictlyIdempotentResponse = &strict
+	out.ReplaySafety = &rs
+	return &out
+}
+
+// scopeKey is the store key of a request: a hash of the verified workspace, agent slug, action
+// and idempotency key, length-prefixed so no two tuples collide and of fixed size whatever the
+// caller sends. Bootstrap actions have no verified workspace; they are scoped by the request's
+// workspace id in a namespace of their own.
+func scopeKey(req *contract.ActionRequest) string {
+	workspace := "unverified:" + req.Workspace.ID
+	if v := req.WorkspaceAuthorization; v != nil {
+		workspace = "verified:" + v.WorkspaceID
+	}
+	h := sha256.New()
+	for _, part := range []string{workspace, req.AgentSlug, req.Action, *req.IdempotencyKey} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write([]byte(part))
+	}
+	return "idempotency/v1/" + hex.EncodeToString(h.Sum(nil))
+}
+
+// keyID names a key in logs: the first 12 hex digits of its hash.
+func keyID(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:6])
+}
+
+// fingerprint is the SHA-256 of the canonical JSON of the request without its transport fields:
+// members sorted at every depth, no whitespace, numbers exactly as sent.
+func fingerprint(req *contract.ActionRequest) (string, error) {
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return "", fmt.Errorf("encode the request: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // 2^53+1 and 2^53 must not look alike
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return "", fmt.Errorf("decode the request: %w", err)
+	}
+	// Transport fields change between retries of one request without changing what it asks for.
+	for _, f := range [...]string{"request_id", "actor", "workspace_authorization"} {
+		delete(m, f)
+	}
+	canon, err := json.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("encode the request: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), nil
+}

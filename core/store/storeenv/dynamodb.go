@@ -1,0 +1,30 @@
+//go:build !svz_nodynamodb
+
+package storeenv
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/dynamodb"
+)
+
+// openDynamoDB reads the AWS settings through getenv too (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB,
+// the credentials of the environment or of the container endpoint: see internal/awsapi), with
+// no AWS SDK configuration loader, whose initialisation would slow every cold start.
+func openDynamoDB(ctx context.Context, getenv func(string) string) (store.Store, error) {
+	table, err := setting(getenv, Table, "dynamodb", "svz-store")
+	if err != nil {
+		return nil, err
+	}
+	api, err := dynamodb.NewClient(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%s=dynamodb: %w", Kind, err)
+	}
+	s, err := dynamodb.New(ctx, api, table)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Table, err)
+	}
+	return s, nil
+}

@@ -1,0 +1,13 @@
+//go:build svz_nopostgres
+
+package storeenv
+
+import (
+	"context"
+
+	"github.com/supervaize/svz/core/store"
+)
+
+func openPostgres(context.Context, func(string) string) (store.Store, error) {
+	return nil, omitted("postgres")
+}

@@ -1,0 +1,83 @@
+// Package storeenv opens the store.Store the environment chooses, so every entry point (local
+// mode, Lambda, Cloud Run, plain HTTP) configures persistence the same way:
+//
+//	SUPERVAIZER_STORE        memory | bolt | dynamodb | postgres | redis (default bolt)
+//	SUPERVAIZER_DATA_DIR     bolt: directory of svz.db (default ./.svz, created 0700)
+//	SUPERVAIZER_STORE_URL    postgres: postgres://user:password@host:5432/db; redis: redis://host:6379/0
+//	SUPERVAIZER_STORE_TABLE  dynamodb: table name (required); postgres: table (default svz_store)
+//
+// DynamoDB reads its AWS settings through getenv, without the AWS SDK's configuration chain (see
+// internal/awsapi): region (AWS_REGION, AWS_DEFAULT_REGION), endpoint (AWS_ENDPOINT_URL_DYNAMODB,
+// AWS_ENDPOINT_URL) and static or container credentials (what Lambda, App Runner and ECS provide);
+// shared profiles and instance metadata are not read.
+//
+// A bad or unreachable store fails in Open, at start, with an error that names the setting to fix
+// and never shows a password. Each backend sits in its own file behind a build tag (svz_nobolt,
+// svz_nodynamodb, svz_nopostgres, svz_noredis), so a size-sensitive binary can leave it out;
+// choosing a left-out backend is then an error.
+package storeenv
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/memory"
+)
+
+// Settings read by Open.
+const (
+	Kind    = "SUPERVAIZER_STORE"
+	DataDir = "SUPERVAIZER_DATA_DIR"
+	URL     = "SUPERVAIZER_STORE_URL"
+	Table   = "SUPERVAIZER_STORE_TABLE"
+)
+
+// Defaults used when a setting is empty.
+const (
+	DefaultKind    = "bolt"
+	DefaultDataDir = ".svz"
+	BoltFile       = "svz.db"
+)
+
+// ConnectTimeout bounds the start-up checks when ctx has no earlier deadline.
+const ConnectTimeout = 15 * time.Second
+
+// kinds lists the values SUPERVAIZER_STORE accepts.
+const kinds = "memory, bolt, dynamodb, postgres, redis"
+
+// Open opens the store the settings choose, reading them through getenv (os.Getenv in production).
+// It checks reachability before returning; the caller closes the store.
+func Open(ctx context.Context, getenv func(string) string) (store.Store, error) {
+	ctx, cancel := context.WithTimeout(ctx, ConnectTimeout)
+	defer cancel()
+	kind, _ := setting(getenv, Kind, "", "")
+	kind = strings.ToLower(kind)
+	if kind == "" {
+		kind = DefaultKind
+	}
+	switch kind {
+	case "memory":
+		return memory.New(), nil
+	case "bolt":
+		return openBolt(ctx, getenv)
+	case "dynamodb":
+		return openDynamoDB(ctx, getenv)
+	case "postgres":
+		return openPostgres(ctx, getenv)
+	case "redis":
+		return openRedis(ctx, getenv)
+	}
+	return nil, fmt.Errorf("%s: unknown store %q; want one of %s", Kind, kind, kinds)
+}
+
+// setting returns the trimmed value of name, or an error naming it when it is required and empty.
+func setting(getenv func(string) string, name, kind, example string) (string, error) {
+	v := strings.TrimSpace(getenv(name))
+	if v == "" && example != "" {
+		return "", fmt.Errorf("%s: required when %s=%s (e.g. %s)", name, Kind, kind, example)
+	}
+	return v, nil
+}

@@ -1,0 +1,267 @@
+package apprunner_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sdkapprunner "github.com/aws/aws-sdk-go-v2/service/apprunner"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/supervaize/svz/deploy"
+	"github.com/supervaize/svz/deploy/apprunner"
+	"github.com/supervaize/svz/deploy/awsdeploy"
+	"github.com/supervaize/svz/deploy/health"
+	"github.com/supervaize/svz/deploy/image"
+	"github.com/supervaize/svz/deploy/internal/apprunnerfake"
+	"github.com/supervaize/svz/deploy/internal/awstest"
+	"github.com/supervaize/svz/deploy/internal/fleet"
+)
+
+type env struct {
+	fake     *apprunnerfake.Fake
+	platform deploy.Platform
+	iam      *iam.Client
+	sm       *secretsmanager.Client
+	repo     string
+	name     string
+	gate     *health.Gate
+	down     map[string]bool
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	cfg := awstest.Config(t)
+	ctx := context.Background()
+	acct, err := awsdeploy.AccountID(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{fake: apprunnerfake.Start(t, acct, cfg.Region), iam: iam.NewFromConfig(cfg), sm: secretsmanager.NewFromConfig(cfg),
+		name: awstest.Name("ar"), down: map[string]bool{}}
+	fl := &fleet.Fleet{Serving: func() (fleet.Revision, bool) {
+		img, vars, secrets, ok := e.fake.Running(e.name + "-dev")
+		if !ok {
+			return fleet.Revision{}, false
+		}
+		resolved := map[string]string{"PORT": apprunner.Port}
+		for k, v := range vars {
+			resolved[k] = v
+		}
+		for k, arn := range secrets { // what App Runner does at deployment, with the instance role
+			out, err := e.sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
+			if err != nil {
+				return fleet.Revision{}, false
+			}
+			resolved[k] = aws.ToString(out.SecretString)
+		}
+		key, _ := json.Marshal(resolved)
+		return fleet.Revision{Key: img + string(key), Env: resolved, Down: e.down[img]}, true
+	}}
+	inst := httptest.NewTLSServer(fl)
+	t.Cleanup(inst.Close)
+	e.fake.URLHost = strings.TrimPrefix(inst.URL, "https://")
+	e.gate = &health.Gate{Client: inst.Client(), Timeout: 2 * time.Second, Interval: 20 * time.Millisecond}
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(reg.Close)
+	e.repo = strings.TrimPrefix(reg.URL, "http://") + "/team"
+
+	e.platform, err = apprunner.NewPlatform(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.platform.Driver = &apprunner.Driver{
+		AppRunner: sdkapprunner.NewFromConfig(cfg, func(o *sdkapprunner.Options) { o.BaseEndpoint = aws.String(e.fake.URL) }),
+		IAM:       e.iam, Poll: 5 * time.Millisecond,
+	}
+	return e
+}
+
+func testImage(version string) func(context.Context, string) (v1.Image, error) {
+	return func(_ context.Context, arch string) (v1.Image, error) {
+		return image.New(image.Spec{Binary: []byte("controller " + version), Arch: arch, CACerts: []byte("ca"), Created: time.Unix(0, 0)})
+	}
+}
+
+func (e *env) ref(t *testing.T, version string) string {
+	img, err := testImage(version)(context.Background(), "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	return e.repo + "/" + e.name + "-dev@" + d.String()
+}
+
+func (e *env) deployer(version string, mod func(*deploy.Config)) *deploy.Deployer {
+	cfg := deploy.Config{Platform: deploy.PlatformAppRunner, Name: e.name, Env: "dev", ImageRepo: e.repo}
+	if mod != nil {
+		mod(&cfg)
+	}
+	return &deploy.Deployer{
+		Config: cfg, Platform: e.platform, Getenv: func(string) string { return "" }, Gate: e.gate,
+		Image: testImage(version), Keychain: authn.NewMultiKeychain(),
+	}
+}
+
+func actions(cs []deploy.Change) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, string(c.Action)+" "+c.Resource+" "+c.Name)
+	}
+	return out
+}
+
+func count(calls []string, m string) int {
+	n := 0
+	for _, c := range calls {
+		if c == m {
+			n++
+		}
+	}
+	return n
+}
+
+func TestAppRunnerLifecycle(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	svc := e.name + "-dev"
+	gen := func(c *deploy.Config) { c.GenerateAPIKey, c.GeneratePrivateKey = true, true }
+
+	res, err := e.deployer("v1", gen).Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"no-op image-repository " + e.repo + "/" + svc,
+		"create secret " + svc + "-api-key", "create secret " + svc + "-private-key",
+		"create iam-role " + svc + "-apprunner", "create iam-role " + svc + "-apprunner-ecr",
+		"create app-runner-service " + svc,
+	}
+	if got := actions(res.Changes); !reflect.DeepEqual(got, want) {
+		t.Fatalf("plan:\n got %q\nwant %q", got, want)
+	}
+
+	res, err = e.deployer("v1", gen).Up(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.URL != "https://"+e.fake.URLHost || res.Health == nil || res.Health.RPC != "error -32601" {
+		t.Fatalf("up: url %s health %+v", res.URL, res.Health)
+	}
+	img, vars, secrets, _ := e.fake.Running(svc)
+	if img != e.ref(t, "v1") {
+		t.Fatalf("running %s", img)
+	}
+	if vars["SUPERVAIZER_PUBLIC_URL"] != res.URL || vars["SUPERVAIZER_ENVIRONMENT"] != "dev" || vars["SUPERVAIZER_SERVER_ID"] == "" {
+		t.Errorf("runtime variables %v", vars)
+	}
+	var names []string
+	for k, arn := range secrets {
+		names = append(names, k)
+		if !strings.HasPrefix(arn, "arn:aws:secretsmanager:us-east-1:") {
+			t.Errorf("secret %s = %s, want an ARN", k, arn)
+		}
+	}
+	sort.Strings(names)
+	if !reflect.DeepEqual(names, []string{"SUPERVAIZER_API_KEY", "SUPERVAIZER_PRIVATE_KEY"}) {
+		t.Errorf("runtime secrets %v", names)
+	}
+	// The instance role reads exactly the two secrets; the access role pulls from ECR.
+	pol, err := e.iam.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(svc + "-apprunner"), PolicyName: aws.String("svz")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := url.QueryUnescape(aws.ToString(pol.PolicyDocument))
+	p, err := awsdeploy.ParsePolicy(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRes := []string{secrets["SUPERVAIZER_API_KEY"], secrets["SUPERVAIZER_PRIVATE_KEY"]}
+	sort.Strings(wantRes)
+	if len(p.Statement) != 1 || !reflect.DeepEqual([]string(p.Statement[0].Action), []string{"secretsmanager:GetSecretValue"}) ||
+		!reflect.DeepEqual([]string(p.Statement[0].Resource), wantRes) {
+		t.Errorf("instance role policy %+v", p)
+	}
+	att, err := e.iam.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(svc + "-apprunner-ecr")})
+	if err != nil || len(att.AttachedPolicies) != 1 || aws.ToString(att.AttachedPolicies[0].PolicyArn) != apprunner.ECRAccessPolicy {
+		t.Errorf("access role policies %+v %v", att, err)
+	}
+	if n := count(e.fake.Calls(), "UpdateService"); n != 1 {
+		t.Errorf("UpdateService called %d times, want 1 (public URL)", n)
+	}
+
+	// Same image and settings: no-op.
+	before := len(e.fake.Calls())
+	res, err = e.deployer("v1", gen).Up(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deploy.Changed(res.Changes) {
+		t.Fatalf("second up: %q", actions(res.Changes))
+	}
+	if calls := e.fake.Calls()[before:]; count(calls, "UpdateService")+count(calls, "CreateService") > 0 {
+		t.Fatalf("no-op up called %v", calls)
+	}
+
+	// New image: update.
+	if _, err := e.deployer("v2", nil).Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if img, _, _, _ := e.fake.Running(svc); img != e.ref(t, "v2") {
+		t.Fatalf("running %s, want v2", img)
+	}
+
+	// App Runner's own health check fails: it rolls back itself and up fails at deploy.
+	e.fake.FailImage[e.ref(t, "v3")] = true
+	_, err = e.deployer("v3", nil).Up(ctx)
+	if deploy.FailedStep(err) != deploy.StepDeploy || !strings.Contains(err.Error(), "ROLLBACK_SUCCEEDED") {
+		t.Fatalf("v3: step %q err %v", deploy.FailedStep(err), err)
+	}
+	if img, _, _, _ := e.fake.Running(svc); img != e.ref(t, "v2") {
+		t.Fatalf("after App Runner rollback running %s, want v2", img)
+	}
+
+	// Running but not answering: the gate fails and svz re-applies v2.
+	e.down[e.ref(t, "v4")] = true
+	res, err = e.deployer("v4", nil).Up(ctx)
+	if deploy.FailedStep(err) != deploy.StepHealth || !res.RolledBack {
+		t.Fatalf("v4: step %q rolled back %v err %v", deploy.FailedStep(err), res.RolledBack, err)
+	}
+	if img, _, _, _ := e.fake.Running(svc); img != e.ref(t, "v2") {
+		t.Fatalf("after svz rollback running %s, want v2", img)
+	}
+
+	st, err := e.deployer("v2", nil).Status(ctx)
+	if err != nil || !st.Healthy || st.Live.Image != e.ref(t, "v2") {
+		t.Fatalf("status %+v %v", st, err)
+	}
+
+	res, err = e.deployer("v2", func(c *deploy.Config) { c.Purge = true }).Down(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := actions(res.Changes)
+	for _, w := range []string{"delete app-runner-service " + svc, "delete iam-role " + svc + "-apprunner", "delete iam-role " + svc + "-apprunner-ecr",
+		"delete secret " + svc + "-api-key", "delete secret " + svc + "-private-key"} {
+		if !slices.Contains(got, w) {
+			t.Errorf("down --purge: missing %q in %q", w, got)
+		}
+	}
+	if _, err := e.platform.Driver.Inspect(ctx, svc); err == nil {
+		t.Error("service still found after down")
+	}
+}

@@ -1,0 +1,390 @@
+// Package cloudrun deploys the controller as a Cloud Run service through the Admin API v2, with its
+// image in Artifact Registry and its secrets in Secret Manager.
+//
+// The service is public at the network level (invoker IAM check disabled: Studio authenticates with
+// X-API-Key and grant tokens), runs 1 CPU / 512 MiB with a minimum of instances kept warm, and reads
+// its secrets as environment variables referencing pinned secret versions, so that a rotation rolls
+// out a new revision. The runtime service account (the project's default compute account) is given
+// roles/secretmanager.secretAccessor on exactly those secrets. Rollback sends all traffic back to the
+// revision that served before the update.
+package cloudrun
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"cloud.google.com/go/iam/apiv1/iampb"
+	run "cloud.google.com/go/run/apiv2"
+	"cloud.google.com/go/run/apiv2/runpb"
+	secretmanager "cloud.google.com/go/secretmanager/apiv1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/supervaize/svz/deploy"
+)
+
+// Service settings.
+const (
+	CPU          = "1"
+	Memory       = "512Mi"
+	MaxInstances = 10
+	// SecretAccessor is the role the runtime service account needs on each secret.
+	SecretAccessor = "roles/secretmanager.secretAccessor"
+)
+
+// Driver deploys to Cloud Run.
+type Driver struct {
+	Services *run.ServicesClient
+	Secrets  *secretmanager.Client // IAM bindings on the service's secrets
+	Project  string
+	Region   string
+}
+
+var _ deploy.Driver = (*Driver)(nil)
+
+func (d *Driver) parent() string { return fmt.Sprintf("projects/%s/locations/%s", d.Project, d.Region) }
+func (d *Driver) name(n string) string {
+	return d.parent() + "/services/" + n
+}
+
+// runtimeAccount is the default compute service account, derived from the project number that
+// Secret Manager puts in secret names (projects/{number}/secrets/…).
+func runtimeAccount(s deploy.Service) (string, error) {
+	for _, ref := range s.Secrets {
+		parts := strings.Split(ref.ID, "/")
+		if len(parts) >= 2 && parts[0] == "projects" && parts[1] != "" {
+			return "serviceAccount:" + parts[1] + "-compute@developer.gserviceaccount.com", nil
+		}
+	}
+	return "", fmt.Errorf("cannot tell the runtime service account: no secret reference carries the project number")
+}
+
+// envMap flattens container env: plain values as they are, secret references as secret:NAME@VERSION.
+func envMap(env []*runpb.EnvVar) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, e := range env {
+		if ref := e.GetValueSource().GetSecretKeyRef(); ref != nil {
+			m[e.GetName()] = "secret:" + ref.GetSecret() + "@" + ref.GetVersion()
+			continue
+		}
+		m[e.GetName()] = e.GetValue()
+	}
+	return m
+}
+
+// wantEnv is the container env of s, sorted by name.
+func wantEnv(s deploy.Service) []*runpb.EnvVar {
+	var env []*runpb.EnvVar
+	for k, v := range s.Env {
+		env = append(env, &runpb.EnvVar{Name: k, Values: &runpb.EnvVar_Value{Value: v}})
+	}
+	for k, ref := range s.Secrets {
+		env = append(env, &runpb.EnvVar{Name: k, Values: &runpb.EnvVar_ValueSource{ValueSource: &runpb.EnvVarSource{
+			SecretKeyRef: &runpb.SecretKeySelector{Secret: ref.Name, Version: ref.Version},
+		}}})
+	}
+	sort.Slice(env, func(i, j int) bool { return env[i].Name < env[j].Name })
+	return env
+}
+
+// apply sets the fields svz manages on svc, keeping the rest as the platform has it.
+func apply(svc *runpb.Service, s deploy.Service) {
+	if svc.Labels == nil {
+		svc.Labels = map[string]string{}
+	}
+	svc.Labels["managed-by"] = "svz"
+	svc.Ingress = runpb.IngressTraffic_INGRESS_TRAFFIC_ALL
+	svc.InvokerIamDisabled = true
+	if svc.Template == nil {
+		svc.Template = &runpb.RevisionTemplate{}
+	}
+	t := svc.Template
+	t.Revision = "" // let Cloud Run name each new revision
+	t.Scaling = &runpb.RevisionScaling{MinInstanceCount: int32(s.MinInstances), MaxInstanceCount: MaxInstances}
+	var c *runpb.Container
+	if len(t.Containers) > 0 {
+		c = t.Containers[0]
+	} else {
+		c = &runpb.Container{}
+		t.Containers = []*runpb.Container{c}
+	}
+	c.Image = s.Image
+	c.Env = wantEnv(s)
+	if c.Resources == nil {
+		c.Resources = &runpb.ResourceRequirements{}
+	}
+	c.Resources.Limits = map[string]string{"cpu": CPU, "memory": Memory}
+	svc.Traffic = []*runpb.TrafficTarget{{Type: runpb.TrafficTargetAllocationType_TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST, Percent: 100}}
+}
+
+// diff describes how the live service differs from s ("" when it already matches).
+func diff(live *runpb.Service, s deploy.Service) string {
+	want := proto.Clone(live).(*runpb.Service)
+	apply(want, s)
+	var d []string
+	lc, wc := firstContainer(live), firstContainer(want)
+	if lc.GetImage() != wc.GetImage() {
+		d = append(d, "image "+deploy.ShortDigest(lc.GetImage())+" → "+deploy.ShortDigest(wc.GetImage()))
+	}
+	if e := deploy.DiffEnv(envMap(lc.GetEnv()), envMap(wc.GetEnv())); e != "" {
+		d = append(d, "env "+e)
+	}
+	if lc.GetResources().GetLimits()["cpu"] != CPU || lc.GetResources().GetLimits()["memory"] != Memory {
+		d = append(d, "resources")
+	}
+	ls, ws := live.GetTemplate().GetScaling(), want.GetTemplate().GetScaling()
+	if ls.GetMinInstanceCount() != ws.GetMinInstanceCount() || ls.GetMaxInstanceCount() != ws.GetMaxInstanceCount() {
+		d = append(d, fmt.Sprintf("instances %d-%d → %d-%d", ls.GetMinInstanceCount(), ls.GetMaxInstanceCount(), ws.GetMinInstanceCount(), ws.GetMaxInstanceCount()))
+	}
+	if !live.GetInvokerIamDisabled() || live.GetIngress() != runpb.IngressTraffic_INGRESS_TRAFFIC_ALL {
+		d = append(d, "public access")
+	}
+	if tr := live.GetTraffic(); len(tr) != 1 || tr[0].GetType() != runpb.TrafficTargetAllocationType_TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST || tr[0].GetPercent() != 100 {
+		d = append(d, "traffic → latest revision")
+	}
+	return strings.Join(d, ", ")
+}
+
+func firstContainer(s *runpb.Service) *runpb.Container {
+	if cs := s.GetTemplate().GetContainers(); len(cs) > 0 {
+		return cs[0]
+	}
+	return nil
+}
+
+func (d *Driver) get(ctx context.Context, n string) (*runpb.Service, error) {
+	svc, err := d.Services.GetService(ctx, &runpb.GetServiceRequest{Name: d.name(n)})
+	switch status.Code(err) {
+	case codes.OK:
+		return svc, nil
+	case codes.NotFound:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("run GetService %s: %w", n, err)
+}
+
+// Plan reports what Deploy would change.
+func (d *Driver) Plan(ctx context.Context, s deploy.Service) ([]deploy.Change, error) {
+	changes, err := d.planAccess(ctx, s, false)
+	if err != nil {
+		return nil, err
+	}
+	live, err := d.get(ctx, s.Name)
+	if err != nil {
+		return nil, err
+	}
+	c := deploy.Change{Resource: "cloud-run-service", Name: s.Name, Action: deploy.Create}
+	if live != nil {
+		c.Action, c.Detail = deploy.NoOp, diff(live, s)
+		if c.Detail != "" {
+			c.Action = deploy.Update
+		}
+	}
+	return append(changes, c), nil
+}
+
+// planAccess checks, and with apply grants, the runtime account's access to each secret.
+func (d *Driver) planAccess(ctx context.Context, s deploy.Service, grant bool) ([]deploy.Change, error) {
+	if len(s.Secrets) == 0 {
+		return nil, nil
+	}
+	// Before the first secret exists its project number is unknown: the plan names the account
+	// generically; Deploy always runs after the secrets exist.
+	member, err := runtimeAccount(s)
+	if err != nil && grant {
+		return nil, err
+	}
+	if err != nil {
+		member = "serviceAccount:the default compute service account"
+	}
+	vars := make([]string, 0, len(s.Secrets))
+	for k := range s.Secrets {
+		vars = append(vars, k)
+	}
+	sort.Strings(vars)
+	var changes []deploy.Change
+	for _, k := range vars {
+		ref := s.Secrets[k]
+		c := deploy.Change{Resource: "secret-access", Name: ref.Name + " → " + strings.TrimPrefix(member, "serviceAccount:"), Action: deploy.Create}
+		if strings.HasPrefix(ref.ID, "(") { // planned, not created yet
+			changes = append(changes, c)
+			continue
+		}
+		pol, err := d.Secrets.GetIamPolicy(ctx, &iampb.GetIamPolicyRequest{Resource: ref.ID})
+		if err != nil {
+			return nil, fmt.Errorf("secretmanager GetIamPolicy %s: %w", ref.Name, err)
+		}
+		if hasMember(pol, SecretAccessor, member) {
+			c.Action = deploy.NoOp
+		} else if grant {
+			addMember(pol, SecretAccessor, member)
+			if _, err := d.Secrets.SetIamPolicy(ctx, &iampb.SetIamPolicyRequest{Resource: ref.ID, Policy: pol}); err != nil {
+				return nil, fmt.Errorf("secretmanager SetIamPolicy %s: %w", ref.Name, err)
+			}
+		}
+		changes = append(changes, c)
+	}
+	return changes, nil
+}
+
+func hasMember(p *iampb.Policy, role, member string) bool {
+	for _, b := range p.GetBindings() {
+		if b.GetRole() == role && b.GetCondition() == nil {
+			for _, m := range b.GetMembers() {
+				if m == member {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func addMember(p *iampb.Policy, role, member string) {
+	for _, b := range p.Bindings {
+		if b.GetRole() == role && b.GetCondition() == nil {
+			b.Members = append(b.Members, member)
+			return
+		}
+	}
+	p.Bindings = append(p.Bindings, &iampb.Binding{Role: role, Members: []string{member}})
+}
+
+// Deploy grants secret access, then creates or updates the service and waits for the revision.
+func (d *Driver) Deploy(ctx context.Context, s deploy.Service) (deploy.Deployment, error) {
+	var dep deploy.Deployment
+	access, err := d.planAccess(ctx, s, true)
+	if err != nil {
+		return dep, err
+	}
+	dep.Changes = append(dep.Changes, access...)
+	live, err := d.get(ctx, s.Name)
+	if err != nil {
+		return dep, err
+	}
+	c := deploy.Change{Resource: "cloud-run-service", Name: s.Name}
+	var svc *runpb.Service
+	switch {
+	case live == nil:
+		want := &runpb.Service{}
+		apply(want, s)
+		op, err := d.Services.CreateService(ctx, &runpb.CreateServiceRequest{Parent: d.parent(), ServiceId: s.Name, Service: want})
+		if err != nil {
+			return dep, fmt.Errorf("run CreateService %s: %w", s.Name, err)
+		}
+		if svc, err = op.Wait(ctx); err != nil {
+			return dep, fmt.Errorf("run CreateService %s: %w", s.Name, err)
+		}
+		c.Action = deploy.Create
+	case diff(live, s) != "":
+		c.Action, c.Detail = deploy.Update, diff(live, s)
+		want := proto.Clone(live).(*runpb.Service)
+		apply(want, s)
+		if svc, err = d.update(ctx, want); err != nil {
+			return dep, err
+		}
+		if prev := live.GetLatestReadyRevision(); prev != "" {
+			dep.Rollback = func(ctx context.Context) error { return d.pin(ctx, s.Name, prev) }
+		}
+	default:
+		c.Action, svc = deploy.NoOp, live
+	}
+	dep.Changes = append(dep.Changes, c)
+	if err := ready(svc); err != nil {
+		return dep, err
+	}
+	dep.Live = toLive(svc)
+	return dep, nil
+}
+
+func (d *Driver) update(ctx context.Context, want *runpb.Service) (*runpb.Service, error) {
+	n := want.GetName()
+	op, err := d.Services.UpdateService(ctx, &runpb.UpdateServiceRequest{Service: want})
+	if err != nil {
+		return nil, fmt.Errorf("run UpdateService %s: %w", n, err)
+	}
+	svc, err := op.Wait(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("run UpdateService %s: %w", n, err)
+	}
+	return svc, nil
+}
+
+// pin sends all traffic to one revision.
+func (d *Driver) pin(ctx context.Context, n, revision string) error {
+	live, err := d.get(ctx, n)
+	if err != nil {
+		return err
+	}
+	if live == nil {
+		return fmt.Errorf("service %s: %w", n, deploy.ErrNotFound)
+	}
+	rev := revision[strings.LastIndex(revision, "/")+1:]
+	live.Traffic = []*runpb.TrafficTarget{{Type: runpb.TrafficTargetAllocationType_TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION, Revision: rev, Percent: 100}}
+	svc, err := d.update(ctx, live)
+	if err != nil {
+		return err
+	}
+	return ready(svc)
+}
+
+// ready fails unless the service's terminal condition succeeded.
+func ready(svc *runpb.Service) error {
+	tc := svc.GetTerminalCondition()
+	if tc.GetState() != runpb.Condition_CONDITION_SUCCEEDED {
+		return fmt.Errorf("service %s is not ready: %s %s: %s", svc.GetName(), tc.GetType(), tc.GetState(), tc.GetMessage())
+	}
+	return nil
+}
+
+func toLive(svc *runpb.Service) deploy.Live {
+	c := firstContainer(svc)
+	env := map[string]string{}
+	for _, e := range c.GetEnv() {
+		if e.GetValueSource() == nil {
+			env[e.GetName()] = e.GetValue()
+		}
+	}
+	rev := svc.GetLatestReadyRevision()
+	return deploy.Live{
+		Name:     svc.GetName()[strings.LastIndex(svc.GetName(), "/")+1:],
+		URL:      strings.TrimRight(svc.GetUri(), "/"),
+		Image:    c.GetImage(),
+		Revision: rev[strings.LastIndex(rev, "/")+1:],
+		Ready:    svc.GetTerminalCondition().GetState() == runpb.Condition_CONDITION_SUCCEEDED,
+		Env:      env,
+	}
+}
+
+// Inspect reads the service.
+func (d *Driver) Inspect(ctx context.Context, n string) (deploy.Live, error) {
+	svc, err := d.get(ctx, n)
+	if err != nil {
+		return deploy.Live{}, err
+	}
+	if svc == nil {
+		return deploy.Live{}, fmt.Errorf("service %s: %w", n, deploy.ErrNotFound)
+	}
+	return toLive(svc), nil
+}
+
+// Delete removes the service. Images stay in Artifact Registry; purge has nothing more to remove
+// here (the secrets are deleted by the caller).
+func (d *Driver) Delete(ctx context.Context, n string, _ bool) ([]deploy.Change, error) {
+	c := deploy.Change{Resource: "cloud-run-service", Name: n, Action: deploy.Delete}
+	op, err := d.Services.DeleteService(ctx, &runpb.DeleteServiceRequest{Name: d.name(n)})
+	switch status.Code(err) {
+	case codes.OK:
+		if _, err := op.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("run DeleteService %s: %w", n, err)
+		}
+	case codes.NotFound:
+		c.Action, c.Detail = deploy.NoOp, "absent"
+	default:
+		return nil, fmt.Errorf("run DeleteService %s: %w", n, err)
+	}
+	return []deploy.Change{c}, nil
+}

@@ -1,0 +1,156 @@
+package deploy
+
+import (
+	"crypto/sha1" //nolint:gosec // RFC 4122 name-based UUID (version 5), not a security use
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Config is what the user asked for on the command line.
+type Config struct {
+	Platform  string // PlatformLambda, PlatformAppRunner, PlatformCloudRun
+	Name      string // service name; resources are named {name}-{env}
+	Env       string // environment, default "dev"
+	Region    string
+	ProjectID string // GCP project (Cloud Run)
+	Main      string // package to build, default "."
+	Dir       string // directory the build runs in, default the current one
+	Arch      string // amd64 or arm64; empty: the platform's default
+	ImageRepo string // push under this repository prefix instead of the platform registry
+
+	GenerateAPIKey     bool
+	GeneratePrivateKey bool
+	RotateSecrets      bool
+	MinInstances       int  // Cloud Run minimum instances
+	Purge              bool // down: also delete the secrets and the store table
+}
+
+var (
+	nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]*[a-z0-9]$`)
+	envRE  = regexp.MustCompile(`^[a-z][a-z0-9]*$`)
+)
+
+// maxResourceName keeps {name}-{env} and the longest derived name ({name}-{env}-apprunner-ecr,
+// {name}-{env}-studio-api-key) within every platform's limits (Cloud Run services: 49, IAM roles: 64).
+const maxResourceName = 40
+
+// Validate checks the configuration before anything is built or called.
+func (c *Config) Validate() error {
+	switch c.Platform {
+	case PlatformLambda, PlatformAppRunner, PlatformCloudRun:
+	case "":
+		return fmt.Errorf("--platform is required: %s, %s or %s", PlatformCloudRun, PlatformAppRunner, PlatformLambda)
+	default:
+		return fmt.Errorf("--platform %q: want %s, %s or %s", c.Platform, PlatformCloudRun, PlatformAppRunner, PlatformLambda)
+	}
+	if c.Name == "" {
+		return fmt.Errorf("--name is required")
+	}
+	if !nameRE.MatchString(c.Name) || strings.Contains(c.Name, "--") {
+		return fmt.Errorf("--name %q: use lowercase letters, digits and single hyphens, starting with a letter", c.Name)
+	}
+	if !envRE.MatchString(c.Env) {
+		return fmt.Errorf("--env %q: use lowercase letters and digits, starting with a letter", c.Env)
+	}
+	if n := len(c.ResourceName()); n > maxResourceName {
+		return fmt.Errorf("--name and --env make %q (%d characters); keep it within %d", c.ResourceName(), n, maxResourceName)
+	}
+	switch c.Arch {
+	case "", "amd64", "arm64":
+	default:
+		return fmt.Errorf("--arch %q: want amd64 or arm64", c.Arch)
+	}
+	if c.Platform != PlatformLambda && c.Arch == "arm64" {
+		return fmt.Errorf("--arch arm64: %s runs amd64 images only", c.Platform)
+	}
+	if c.Platform == PlatformCloudRun && c.ProjectID == "" {
+		return fmt.Errorf("--project-id is required for %s", PlatformCloudRun)
+	}
+	if c.MinInstances < 0 || c.MinInstances > 100 {
+		return fmt.Errorf("--min-instances %d: want 0 to 100", c.MinInstances)
+	}
+	if c.ImageRepo != "" && (strings.Contains(c.ImageRepo, "@") || strings.HasSuffix(c.ImageRepo, "/")) {
+		return fmt.Errorf("--image-repo %q: give a repository prefix such as registry.example.com/team, without tag or digest", c.ImageRepo)
+	}
+	return nil
+}
+
+// ResourceName is the name of the service and the prefix of every resource: {name}-{env}.
+func (c *Config) ResourceName() string { return c.Name + "-" + c.Env }
+
+// SecretName is the platform secret holding the variable with the given suffix.
+func (c *Config) SecretName(suffix string) string { return c.ResourceName() + "-" + suffix }
+
+// forwardedEnv are host variables given to the service unchanged when set (spec §9.3 and the
+// settings the server reads). Secrets are not here: they go through the secret store.
+var forwardedEnv = []string{
+	"SUPERVAIZER_WORKSPACE_AUTH_REQUIRED",
+	"SUPERVAIZER_WORKSPACE_AUTH_ISSUER",
+	"SUPERVAIZER_WORKSPACE_AUTH_AUDIENCE",
+	"SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY",
+	"SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL",
+	"SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS",
+	"SUPERVAIZER_STUDIO_AGENT_IDS",
+	"SUPERVAIZER_LOG_LEVEL",
+	"SUPERVAIZER_STORE",
+	"SUPERVAIZER_STORE_TABLE",
+	"SUPERVAIZE_WORKSPACE_ID",
+	"SUPERVAIZE_API_URL",
+}
+
+// Variables the deploy sets itself.
+const (
+	EnvServerID    = "SUPERVAIZER_SERVER_ID"
+	EnvPublicURL   = "SUPERVAIZER_PUBLIC_URL"
+	EnvEnvironment = "SUPERVAIZER_ENVIRONMENT"
+	// EnvSecretsVersion changes when a secret gets a new version, so that platforms which read
+	// secrets only when an instance starts (Lambda init, App Runner deployment) start new instances.
+	EnvSecretsVersion = "SUPERVAIZER_SECRETS_VERSION"
+)
+
+// plainEnv builds the service's plain environment.
+func plainEnv(cfg *Config, getenv func(string) string, serverID, publicURL string) map[string]string {
+	env := map[string]string{EnvEnvironment: cfg.Env, EnvServerID: serverID}
+	for _, k := range forwardedEnv {
+		if v := strings.TrimSpace(getenv(k)); v != "" {
+			env[k] = v
+		}
+	}
+	if publicURL != "" {
+		env[EnvPublicURL] = publicURL
+	}
+	return env
+}
+
+// secretsVersion summarises the secret versions a service reads: the same versions give the same
+// value.
+func secretsVersion(refs map[string]SecretRef) string {
+	keys := make([]string, 0, len(refs))
+	for k := range refs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%s@%s\n", k, refs[k].ID, refs[k].Version)
+	}
+	return Fingerprint(b.String())
+}
+
+// serverIDNamespace is the UUID namespace of derived server ids.
+var serverIDNamespace = [16]byte{0x6b, 0x1e, 0x2c, 0x41, 0x8f, 0x0d, 0x4e, 0x5a, 0x9c, 0x33, 0x07, 0x52, 0xd1, 0x6e, 0xa4, 0x90}
+
+// DeriveServerID returns a stable server id for a deployment: a name-based UUID (RFC 4122 version
+// 5) of platform, scope (account or project), region and resource name. The same deployment gets
+// the same id after down and up, so Studio keeps recognising it.
+func DeriveServerID(platform, scope, region, resource string) string {
+	h := sha1.New() //nolint:gosec // see import
+	h.Write(serverIDNamespace[:])
+	h.Write([]byte(platform + "/" + scope + "/" + region + "/" + resource))
+	u := h.Sum(nil)[:16]
+	u[6] = u[6]&0x0f | 0x50
+	u[8] = u[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}

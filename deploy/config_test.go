@@ -1,0 +1,107 @@
+package deploy
+
+import (
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestValidate(t *testing.T) {
+	ok := Config{Platform: PlatformLambda, Name: "hello", Env: "dev"}
+	for _, tc := range []struct {
+		name string
+		mod  func(*Config)
+		want string
+	}{
+		{"valid", func(*Config) {}, ""},
+		{"no platform", func(c *Config) { c.Platform = "" }, "--platform is required: cloud-run, app-runner or lambda"},
+		{"bad platform", func(c *Config) { c.Platform = "aws-app-runner" }, `--platform "aws-app-runner": want cloud-run, app-runner or lambda`},
+		{"no name", func(c *Config) { c.Name = "" }, "--name is required"},
+		{"upper name", func(c *Config) { c.Name = "Hello" }, `--name "Hello": use lowercase letters, digits and single hyphens, starting with a letter`},
+		{"double hyphen", func(c *Config) { c.Name = "a--b" }, `--name "a--b": use lowercase letters, digits and single hyphens, starting with a letter`},
+		{"bad env", func(c *Config) { c.Env = "pro-d" }, `--env "pro-d": use lowercase letters and digits, starting with a letter`},
+		{"too long", func(c *Config) { c.Name = strings.Repeat("a", 37) }, `--name and --env make "` + strings.Repeat("a", 37) + `-dev" (41 characters); keep it within 40`},
+		{"bad arch", func(c *Config) { c.Arch = "386" }, `--arch "386": want amd64 or arm64`},
+		{"arm on cloud run", func(c *Config) { c.Platform, c.ProjectID, c.Arch = PlatformCloudRun, "p", "arm64" }, "--arch arm64: cloud-run runs amd64 images only"},
+		{"cloud run without project", func(c *Config) { c.Platform = PlatformCloudRun }, "--project-id is required for cloud-run"},
+		{"min instances", func(c *Config) { c.MinInstances = -1 }, "--min-instances -1: want 0 to 100"},
+		{"image repo with digest", func(c *Config) { c.ImageRepo = "r.example/x@sha256:00" }, `--image-repo "r.example/x@sha256:00": give a repository prefix such as registry.example.com/team, without tag or digest`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.mod(&c)
+			err := c.Validate()
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeriveServerID(t *testing.T) {
+	id := DeriveServerID(PlatformLambda, "123456789012", "us-east-1", "hello-dev")
+	if !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(id) {
+		t.Fatalf("%q is not a version 5 UUID", id)
+	}
+	if again := DeriveServerID(PlatformLambda, "123456789012", "us-east-1", "hello-dev"); again != id {
+		t.Fatal("not stable")
+	}
+	for _, other := range []string{
+		DeriveServerID(PlatformAppRunner, "123456789012", "us-east-1", "hello-dev"),
+		DeriveServerID(PlatformLambda, "210987654321", "us-east-1", "hello-dev"),
+		DeriveServerID(PlatformLambda, "123456789012", "eu-west-3", "hello-dev"),
+		DeriveServerID(PlatformLambda, "123456789012", "us-east-1", "hello-prod"),
+	} {
+		if other == id {
+			t.Fatal("different deployments share a server id")
+		}
+	}
+}
+
+func TestPlainEnv(t *testing.T) {
+	host := map[string]string{
+		"SUPERVAIZER_WORKSPACE_AUTH_REQUIRED": "true",
+		"SUPERVAIZER_WORKSPACE_AUTH_ISSUER":   " https://studio.supervaize.com ",
+		"SUPERVAIZE_WORKSPACE_ID":             "ws-1",
+		"SUPERVAIZER_API_KEY":                 "secret-must-not-be-forwarded-as-plain",
+		"SUPERVAIZE_API_KEY":                  "secret-too",
+		"HOME":                                "/root",
+	}
+	cfg := Config{Env: "prod"}
+	got := plainEnv(&cfg, func(k string) string { return host[k] }, "srv", "https://x.example")
+	want := map[string]string{
+		"SUPERVAIZER_ENVIRONMENT":             "prod",
+		"SUPERVAIZER_SERVER_ID":               "srv",
+		"SUPERVAIZER_PUBLIC_URL":              "https://x.example",
+		"SUPERVAIZER_WORKSPACE_AUTH_REQUIRED": "true",
+		"SUPERVAIZER_WORKSPACE_AUTH_ISSUER":   "https://studio.supervaize.com",
+		"SUPERVAIZE_WORKSPACE_ID":             "ws-1",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v\nwant %v", got, want)
+	}
+}
+
+func TestDiffEnv(t *testing.T) {
+	got := DiffEnv(map[string]string{"A": "1", "B": "2", "C": "3"}, map[string]string{"A": "1", "B": "x", "D": "4"})
+	if got != "+D -C ~B" {
+		t.Fatalf("got %q", got)
+	}
+	if DiffEnv(map[string]string{"A": "1"}, map[string]string{"A": "1"}) != "" {
+		t.Fatal("equal maps differ")
+	}
+}
+
+func TestSecretsVersion(t *testing.T) {
+	a := map[string]SecretRef{"X": {ID: "arn:x", Version: "1"}, "Y": {ID: "arn:y", Version: "1"}}
+	b := map[string]SecretRef{"Y": {ID: "arn:y", Version: "1"}, "X": {ID: "arn:x", Version: "1"}}
+	c := map[string]SecretRef{"X": {ID: "arn:x", Version: "2"}, "Y": {ID: "arn:y", Version: "1"}}
+	if secretsVersion(a) != secretsVersion(b) || secretsVersion(a) == secretsVersion(c) {
+		t.Fatal("the secrets version must depend on versions only, not on map order")
+	}
+}

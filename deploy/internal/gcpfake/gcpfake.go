@@ -1,0 +1,726 @@
+// Package gcpfake is an in-process gRPC server speaking the wire protocol of the GCP APIs svz deploy
+// calls, for tests (no emulator exists for them): Cloud Run Admin API v2 (services and their
+// revisions, traffic, terminal conditions), Artifact Registry repositories, Secret Manager (secrets,
+// versions with CRC32C, IAM policies with etags), and the google.longrunning Operations service the
+// clients poll. It checks what the real APIs check where svz could get it wrong: resource name
+// formats, reserved environment names, that a revision can read the secrets it references (the
+// version exists and the runtime service account holds roles/secretmanager.secretAccessor on the
+// secret), and it fails a revision whose image is listed in FailImage, keeping traffic on the last
+// ready one as Cloud Run does.
+package gcpfake
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"cloud.google.com/go/artifactregistry/apiv1/artifactregistrypb"
+	"cloud.google.com/go/iam/apiv1/iampb"
+	"cloud.google.com/go/longrunning/autogen/longrunningpb"
+	"cloud.google.com/go/run/apiv2/runpb"
+	"cloud.google.com/go/secretmanager/apiv1/secretmanagerpb"
+	"google.golang.org/api/option"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Fake is the shared state of the fake APIs.
+type Fake struct {
+	Project       string
+	ProjectNumber string
+	Region        string
+	// URL is given to every service as its uri (a test server standing in for the instances).
+	URL string
+	// FailImage maps an image to the start failure of revisions running it.
+	FailImage map[string]string
+
+	addr string
+
+	mu       sync.Mutex
+	ops      map[string]*longrunningpb.Operation
+	opSeq    int
+	services map[string]*service
+	repos    map[string]*artifactregistrypb.Repository
+	secrets  map[string]*secret
+	calls    []string
+}
+
+type service struct {
+	svc       *runpb.Service
+	revisions map[string]*runpb.RevisionTemplate
+	ready     map[string]bool
+	seq       int
+}
+
+type secret struct {
+	s        *secretmanagerpb.Secret
+	versions [][]byte
+	policy   *iampb.Policy
+	etag     int
+}
+
+// Start serves the fake on a loopback port until the test ends.
+func Start(t testing.TB, project, number, region string) *Fake {
+	t.Helper()
+	f := &Fake{
+		Project: project, ProjectNumber: number, Region: region, FailImage: map[string]string{},
+		ops: map[string]*longrunningpb.Operation{}, services: map[string]*service{},
+		repos: map[string]*artifactregistrypb.Repository{}, secrets: map[string]*secret{},
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	runpb.RegisterServicesServer(srv, &runServer{f: f})
+	artifactregistrypb.RegisterArtifactRegistryServer(srv, &arServer{f: f})
+	secretmanagerpb.RegisterSecretManagerServiceServer(srv, &smServer{f: f})
+	longrunningpb.RegisterOperationsServer(srv, &opsServer{f: f})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	f.addr = lis.Addr().String()
+	return f
+}
+
+// ClientOptions connect a GCP client to the fake without credentials.
+func (f *Fake) ClientOptions() []option.ClientOption {
+	return []option.ClientOption{
+		option.WithEndpoint(f.addr),
+		option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+	}
+}
+
+// Calls returns the RPC methods called so far, in order.
+func (f *Fake) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *Fake) call(m string) { f.calls = append(f.calls, m) }
+
+// Serving returns the image of the revision that receives the traffic of a service ("" if none).
+func (f *Fake) Serving(serviceID string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.services[f.serviceName(serviceID)]
+	if st == nil {
+		return ""
+	}
+	for _, ts := range st.svc.TrafficStatuses {
+		if ts.Percent == 100 {
+			return st.revisions[ts.Revision].GetContainers()[0].GetImage()
+		}
+	}
+	return ""
+}
+
+// SecretValue returns the latest value of a secret, for assertions.
+func (f *Fake) SecretValue(id string) (string, int, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.secrets[id]
+	if s == nil || len(s.versions) == 0 {
+		return "", 0, false
+	}
+	return string(s.versions[len(s.versions)-1]), len(s.versions), true
+}
+
+// Service returns a copy of a service as the API stores it.
+func (f *Fake) Service(serviceID string) *runpb.Service {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.services[f.serviceName(serviceID)]
+	if st == nil {
+		return nil
+	}
+	return proto.Clone(st.svc).(*runpb.Service)
+}
+
+func (f *Fake) serviceName(id string) string {
+	return fmt.Sprintf("projects/%s/locations/%s/services/%s", f.Project, f.Region, id)
+}
+
+// project accepts a project id or number, as the APIs do.
+func (f *Fake) project(p string) error {
+	if p != f.Project && p != f.ProjectNumber {
+		return grpcstatus.Errorf(codes.PermissionDenied, "Permission denied on resource project %s.", p)
+	}
+	return nil
+}
+
+// operation records a finished operation that GetOperation reports done (the first answer of the
+// create/update/delete call is always "not done", as the real APIs answer).
+func (f *Fake) operation(parent string, meta, resp proto.Message, opErr error) (*longrunningpb.Operation, error) {
+	f.opSeq++
+	name := fmt.Sprintf("%s/operations/op-%d", parent, f.opSeq)
+	m, err := anypb.New(meta)
+	if err != nil {
+		return nil, err
+	}
+	done := &longrunningpb.Operation{Name: name, Metadata: m, Done: true}
+	if opErr != nil {
+		st := grpcstatus.Convert(opErr)
+		done.Result = &longrunningpb.Operation_Error{Error: &status.Status{Code: int32(st.Code()), Message: st.Message()}}
+	} else {
+		r, err := anypb.New(resp)
+		if err != nil {
+			return nil, err
+		}
+		done.Result = &longrunningpb.Operation_Response{Response: r}
+	}
+	f.ops[name] = done
+	return &longrunningpb.Operation{Name: name, Metadata: m}, nil
+}
+
+type opsServer struct {
+	longrunningpb.UnimplementedOperationsServer
+	f *Fake
+}
+
+func (s *opsServer) GetOperation(_ context.Context, req *longrunningpb.GetOperationRequest) (*longrunningpb.Operation, error) {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	s.f.call("GetOperation")
+	op, ok := s.f.ops[req.GetName()]
+	if !ok {
+		return nil, grpcstatus.Errorf(codes.NotFound, "Operation %s not found.", req.GetName())
+	}
+	return op, nil
+}
+
+// ---- Cloud Run Admin API v2 ----
+
+type runServer struct {
+	runpb.UnimplementedServicesServer
+	f *Fake
+}
+
+var (
+	serviceIDRE = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,47}[a-z0-9])?$`)
+	parentRE    = regexp.MustCompile(`^projects/([^/]+)/locations/([^/]+)$`)
+	serviceRE   = regexp.MustCompile(`^projects/([^/]+)/locations/([^/]+)/services/([^/]+)$`)
+)
+
+var reservedEnv = map[string]bool{"PORT": true, "K_SERVICE": true, "K_REVISION": true, "K_CONFIGURATION": true}
+
+func (f *Fake) checkParent(parent string) error {
+	m := parentRE.FindStringSubmatch(parent)
+	if m == nil {
+		return grpcstatus.Errorf(codes.InvalidArgument, "Invalid parent %q: want projects/{project}/locations/{location}.", parent)
+	}
+	if err := f.project(m[1]); err != nil {
+		return err
+	}
+	if m[2] != f.Region {
+		return grpcstatus.Errorf(codes.InvalidArgument, "Location %s is not available.", m[2])
+	}
+	return nil
+}
+
+func (f *Fake) canonicalService(name string) (string, error) {
+	m := serviceRE.FindStringSubmatch(name)
+	if m == nil {
+		return "", grpcstatus.Errorf(codes.InvalidArgument, "Invalid service name %q.", name)
+	}
+	if err := f.checkParent("projects/" + m[1] + "/locations/" + m[2]); err != nil {
+		return "", err
+	}
+	return f.serviceName(m[3]), nil
+}
+
+func notFoundService(name string) error {
+	m := serviceRE.FindStringSubmatch(name)
+	return grpcstatus.Errorf(codes.NotFound, "Resource '%s' of kind 'SERVICE' in region '%s' in project '%s' does not exist.", m[3], m[2], m[1])
+}
+
+// validate checks a service spec as the API does before accepting it.
+func validate(svc *runpb.Service) error {
+	cs := svc.GetTemplate().GetContainers()
+	if len(cs) == 0 {
+		return grpcstatus.Error(codes.InvalidArgument, "spec.template.spec.containers: at least one container is required.")
+	}
+	for i, c := range cs {
+		if c.GetImage() == "" {
+			return grpcstatus.Errorf(codes.InvalidArgument, "spec.template.spec.containers[%d].image: Image is required.", i)
+		}
+		var reserved []string
+		for j, e := range c.GetEnv() {
+			if reservedEnv[e.GetName()] {
+				reserved = append(reserved, e.GetName())
+			}
+			if ref := e.GetValueSource().GetSecretKeyRef(); ref != nil && (ref.GetSecret() == "" || ref.GetVersion() == "") {
+				return grpcstatus.Errorf(codes.InvalidArgument, "spec.template.spec.containers[%d].env[%d].value_from.secret_key_ref: secret and version are required.", i, j)
+			}
+		}
+		if len(reserved) > 0 {
+			return grpcstatus.Errorf(codes.InvalidArgument, "The following reserved env names were provided: %s. These values are automatically set by the system.", strings.Join(reserved, ", "))
+		}
+	}
+	for _, tt := range svc.GetTraffic() {
+		if tt.GetType() == runpb.TrafficTargetAllocationType_TRAFFIC_TARGET_ALLOCATION_TYPE_UNSPECIFIED {
+			return grpcstatus.Error(codes.InvalidArgument, "spec.traffic: type is required.")
+		}
+	}
+	return nil
+}
+
+// revisionError says why a revision of template t cannot start, as Cloud Run reports it.
+func (f *Fake) revisionError(t *runpb.RevisionTemplate) string {
+	sa := t.GetServiceAccount()
+	if sa == "" {
+		sa = f.ProjectNumber + "-compute@developer.gserviceaccount.com"
+	}
+	for i, e := range t.GetContainers()[0].GetEnv() {
+		ref := e.GetValueSource().GetSecretKeyRef()
+		if ref == nil {
+			continue
+		}
+		id := ref.GetSecret()[strings.LastIndex(ref.GetSecret(), "/")+1:]
+		s := f.secrets[id]
+		v, _ := strconv.Atoi(ref.GetVersion())
+		if s == nil || (ref.GetVersion() != "latest" && (v < 1 || v > len(s.versions))) {
+			return fmt.Sprintf("spec.template.spec.containers[0].env[%d].value_from.secret_key_ref.name: Secret projects/%s/secrets/%s/versions/%s was not found", i, f.ProjectNumber, id, ref.GetVersion())
+		}
+		if !member(s.policy, "roles/secretmanager.secretAccessor", "serviceAccount:"+sa) {
+			return fmt.Sprintf("spec.template.spec.containers[0].env[%d].value_from.secret_key_ref.name: Permission denied on secret: projects/%s/secrets/%s/versions/%s for Revision service account %s. The service account used must be granted the 'Secret Manager Secret Accessor' role (roles/secretmanager.secretAccessor) at the secret, project or higher level.", i, f.ProjectNumber, id, ref.GetVersion(), sa)
+		}
+	}
+	if msg, ok := f.FailImage[t.GetContainers()[0].GetImage()]; ok {
+		return "The user-provided container failed to start and listen on the port defined provided by the PORT=8080 environment variable. " + msg
+	}
+	return ""
+}
+
+func member(p *iampb.Policy, role, m string) bool {
+	for _, b := range p.GetBindings() {
+		if b.GetRole() == role {
+			for _, x := range b.GetMembers() {
+				if x == m {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// reconcile rolls out a new revision when the template changed and resolves traffic. It returns
+// the error the operation ends with.
+func (f *Fake) reconcile(st *service, newTemplate bool) error {
+	svc := st.svc
+	id := svc.Name[strings.LastIndex(svc.Name, "/")+1:]
+	var opErr error
+	if newTemplate {
+		st.seq++
+		rev := fmt.Sprintf("%s-%05d-%s", id, st.seq, "abc")
+		if svc.Template.GetRevision() != "" {
+			rev = svc.Template.GetRevision()
+		}
+		t := proto.Clone(svc.Template).(*runpb.RevisionTemplate)
+		st.revisions[rev] = t
+		svc.LatestCreatedRevision = svc.Name[:strings.LastIndex(svc.Name, "/services/")] + "/services/" + id + "/revisions/" + rev
+		if msg := f.revisionError(t); msg != "" {
+			svc.TerminalCondition = &runpb.Condition{Type: "Ready", State: runpb.Condition_CONDITION_FAILED,
+				Message: fmt.Sprintf("Revision '%s' is not ready and cannot serve traffic. %s", rev, msg)}
+			opErr = grpcstatus.Error(codes.FailedPrecondition, svc.TerminalCondition.Message)
+		} else {
+			st.ready[rev] = true
+			svc.LatestReadyRevision = svc.LatestCreatedRevision
+		}
+	}
+	latestReady := svc.LatestReadyRevision[strings.LastIndex(svc.LatestReadyRevision, "/")+1:]
+	svc.TrafficStatuses = nil
+	for _, tt := range svc.Traffic {
+		rev := tt.GetRevision()
+		if tt.GetType() == runpb.TrafficTargetAllocationType_TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST {
+			rev = latestReady
+		}
+		if rev == "" {
+			continue
+		}
+		svc.TrafficStatuses = append(svc.TrafficStatuses, &runpb.TrafficTargetStatus{Type: tt.GetType(), Revision: rev, Percent: tt.GetPercent()})
+	}
+	if opErr == nil {
+		svc.TerminalCondition = &runpb.Condition{Type: "Ready", State: runpb.Condition_CONDITION_SUCCEEDED}
+	}
+	svc.ObservedGeneration = svc.Generation
+	return opErr
+}
+
+func (s *runServer) CreateService(_ context.Context, req *runpb.CreateServiceRequest) (*longrunningpb.Operation, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("CreateService")
+	if err := f.checkParent(req.GetParent()); err != nil {
+		return nil, err
+	}
+	if !serviceIDRE.MatchString(req.GetServiceId()) {
+		return nil, grpcstatus.Errorf(codes.InvalidArgument, "service_id %q: must use only lowercase alphanumeric characters and dashes, cannot begin or end with a dash, and cannot be longer than 49 characters.", req.GetServiceId())
+	}
+	if err := validate(req.GetService()); err != nil {
+		return nil, err
+	}
+	name := f.serviceName(req.GetServiceId())
+	if _, ok := f.services[name]; ok {
+		return nil, grpcstatus.Errorf(codes.AlreadyExists, "Resource '%s' already exists.", req.GetServiceId())
+	}
+	svc := proto.Clone(req.GetService()).(*runpb.Service)
+	svc.Name, svc.Uid, svc.Generation = name, "uid-"+req.GetServiceId(), 1
+	svc.CreateTime, svc.UpdateTime = timestamppb.Now(), timestamppb.Now()
+	svc.Uri = f.URL
+	if svc.Uri == "" {
+		svc.Uri = "https://" + req.GetServiceId() + "-" + f.ProjectNumber + "." + f.Region + ".run.app"
+	}
+	svc.Urls = []string{svc.Uri}
+	if len(svc.Traffic) == 0 {
+		svc.Traffic = []*runpb.TrafficTarget{{Type: runpb.TrafficTargetAllocationType_TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST, Percent: 100}}
+	}
+	st := &service{svc: svc, revisions: map[string]*runpb.RevisionTemplate{}, ready: map[string]bool{}}
+	f.services[name] = st
+	opErr := f.reconcile(st, true)
+	return f.operation(req.GetParent(), svc, svc, opErr)
+}
+
+func (s *runServer) GetService(_ context.Context, req *runpb.GetServiceRequest) (*runpb.Service, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("GetService")
+	name, err := f.canonicalService(req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	st, ok := f.services[name]
+	if !ok {
+		return nil, notFoundService(req.GetName())
+	}
+	return proto.Clone(st.svc).(*runpb.Service), nil
+}
+
+func (s *runServer) UpdateService(_ context.Context, req *runpb.UpdateServiceRequest) (*longrunningpb.Operation, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("UpdateService")
+	name, err := f.canonicalService(req.GetService().GetName())
+	if err != nil {
+		return nil, err
+	}
+	st, ok := f.services[name]
+	if !ok {
+		return nil, notFoundService(req.GetService().GetName())
+	}
+	in := req.GetService()
+	if err := validate(in); err != nil {
+		return nil, err
+	}
+	for _, tt := range in.GetTraffic() {
+		if tt.GetType() == runpb.TrafficTargetAllocationType_TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION && !st.ready[tt.GetRevision()] {
+			return nil, grpcstatus.Errorf(codes.InvalidArgument, "spec.traffic: revision %q is not ready or does not exist.", tt.GetRevision())
+		}
+	}
+	svc := st.svc
+	newTemplate := !sameTemplate(svc.Template, in.Template)
+	svc.Labels, svc.Annotations, svc.Ingress = in.Labels, in.Annotations, in.Ingress
+	svc.InvokerIamDisabled, svc.Scaling = in.InvokerIamDisabled, in.Scaling
+	svc.Template, svc.Traffic = proto.Clone(in.Template).(*runpb.RevisionTemplate), in.Traffic
+	svc.Generation++
+	svc.UpdateTime = timestamppb.Now()
+	opErr := f.reconcile(st, newTemplate)
+	return f.operation(name[:strings.LastIndex(name, "/services/")], svc, svc, opErr)
+}
+
+// sameTemplate compares templates without the revision name, which the API fills in.
+func sameTemplate(a, b *runpb.RevisionTemplate) bool {
+	a, b = proto.Clone(a).(*runpb.RevisionTemplate), proto.Clone(b).(*runpb.RevisionTemplate)
+	a.Revision, b.Revision = "", ""
+	return proto.Equal(a, b)
+}
+
+func (s *runServer) DeleteService(_ context.Context, req *runpb.DeleteServiceRequest) (*longrunningpb.Operation, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("DeleteService")
+	name, err := f.canonicalService(req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	st, ok := f.services[name]
+	if !ok {
+		return nil, notFoundService(req.GetName())
+	}
+	delete(f.services, name)
+	return f.operation(name[:strings.LastIndex(name, "/services/")], st.svc, st.svc, nil)
+}
+
+// ---- Artifact Registry ----
+
+type arServer struct {
+	artifactregistrypb.UnimplementedArtifactRegistryServer
+	f *Fake
+}
+
+var (
+	repoRE   = regexp.MustCompile(`^projects/([^/]+)/locations/([^/]+)/repositories/([^/]+)$`)
+	repoIDRE = regexp.MustCompile(`^[a-z]([a-z0-9-]*[a-z0-9])?$`)
+)
+
+func (s *arServer) GetRepository(_ context.Context, req *artifactregistrypb.GetRepositoryRequest) (*artifactregistrypb.Repository, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("GetRepository")
+	m := repoRE.FindStringSubmatch(req.GetName())
+	if m == nil {
+		return nil, grpcstatus.Errorf(codes.InvalidArgument, "Invalid resource field value in the request.")
+	}
+	if err := f.checkParent("projects/" + m[1] + "/locations/" + m[2]); err != nil {
+		return nil, err
+	}
+	r, ok := f.repos[m[3]]
+	if !ok {
+		return nil, grpcstatus.Errorf(codes.NotFound, "Requested entity was not found.")
+	}
+	return proto.Clone(r).(*artifactregistrypb.Repository), nil
+}
+
+func (s *arServer) CreateRepository(_ context.Context, req *artifactregistrypb.CreateRepositoryRequest) (*longrunningpb.Operation, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("CreateRepository")
+	if err := f.checkParent(req.GetParent()); err != nil {
+		return nil, err
+	}
+	if !repoIDRE.MatchString(req.GetRepositoryId()) {
+		return nil, grpcstatus.Errorf(codes.InvalidArgument, "repository_id %q is invalid.", req.GetRepositoryId())
+	}
+	if req.GetRepository().GetFormat() == artifactregistrypb.Repository_FORMAT_UNSPECIFIED {
+		return nil, grpcstatus.Error(codes.InvalidArgument, "repository.format: Format is required.")
+	}
+	if _, ok := f.repos[req.GetRepositoryId()]; ok {
+		return nil, grpcstatus.Errorf(codes.AlreadyExists, "the repository already exists")
+	}
+	r := proto.Clone(req.GetRepository()).(*artifactregistrypb.Repository)
+	r.Name = req.GetParent() + "/repositories/" + req.GetRepositoryId()
+	r.CreateTime = timestamppb.Now()
+	f.repos[req.GetRepositoryId()] = r
+	return f.operation(req.GetParent(), &artifactregistrypb.OperationMetadata{}, r, nil)
+}
+
+// ---- Secret Manager ----
+
+type smServer struct {
+	secretmanagerpb.UnimplementedSecretManagerServiceServer
+	f *Fake
+}
+
+var (
+	secretRE   = regexp.MustCompile(`^projects/([^/]+)/secrets/([^/]+)$`)
+	versionRE  = regexp.MustCompile(`^projects/([^/]+)/secrets/([^/]+)/versions/([^/]+)$`)
+	secretIDRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,255}$`)
+	castagnoli = crc32.MakeTable(crc32.Castagnoli)
+)
+
+func (f *Fake) secretByName(name string) (string, *secret, error) {
+	m := secretRE.FindStringSubmatch(name)
+	if m == nil {
+		return "", nil, grpcstatus.Errorf(codes.InvalidArgument, "Invalid resource name %q.", name)
+	}
+	if err := f.project(m[1]); err != nil {
+		return "", nil, err
+	}
+	s, ok := f.secrets[m[2]]
+	if !ok {
+		return m[2], nil, grpcstatus.Errorf(codes.NotFound, "Secret [projects/%s/secrets/%s] not found or has no versions.", f.ProjectNumber, m[2])
+	}
+	return m[2], s, nil
+}
+
+func (s *smServer) CreateSecret(_ context.Context, req *secretmanagerpb.CreateSecretRequest) (*secretmanagerpb.Secret, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("CreateSecret")
+	p := strings.TrimPrefix(req.GetParent(), "projects/")
+	if p == req.GetParent() || strings.Contains(p, "/") {
+		return nil, grpcstatus.Errorf(codes.InvalidArgument, "Invalid resource name %q.", req.GetParent())
+	}
+	if err := f.project(p); err != nil {
+		return nil, err
+	}
+	if !secretIDRE.MatchString(req.GetSecretId()) {
+		return nil, grpcstatus.Errorf(codes.InvalidArgument, "Secret ID %q is invalid.", req.GetSecretId())
+	}
+	if req.GetSecret().GetReplication() == nil {
+		return nil, grpcstatus.Error(codes.InvalidArgument, "Secret.replication is required.")
+	}
+	if _, ok := f.secrets[req.GetSecretId()]; ok {
+		return nil, grpcstatus.Errorf(codes.AlreadyExists, "Secret [projects/%s/secrets/%s] already exists.", f.ProjectNumber, req.GetSecretId())
+	}
+	sec := proto.Clone(req.GetSecret()).(*secretmanagerpb.Secret)
+	sec.Name = "projects/" + f.ProjectNumber + "/secrets/" + req.GetSecretId()
+	sec.CreateTime = timestamppb.Now()
+	f.secrets[req.GetSecretId()] = &secret{s: sec, policy: &iampb.Policy{Version: 1}, etag: 1}
+	return proto.Clone(sec).(*secretmanagerpb.Secret), nil
+}
+
+func (s *smServer) GetSecret(_ context.Context, req *secretmanagerpb.GetSecretRequest) (*secretmanagerpb.Secret, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("GetSecret")
+	_, sec, err := f.secretByName(req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return proto.Clone(sec.s).(*secretmanagerpb.Secret), nil
+}
+
+func (s *smServer) AddSecretVersion(_ context.Context, req *secretmanagerpb.AddSecretVersionRequest) (*secretmanagerpb.SecretVersion, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("AddSecretVersion")
+	_, sec, err := f.secretByName(req.GetParent())
+	if err != nil {
+		return nil, err
+	}
+	data := req.GetPayload().GetData()
+	if c := req.GetPayload().DataCrc32C; c != nil && int64(crc32.Checksum(data, castagnoli)) != *c {
+		return nil, grpcstatus.Error(codes.InvalidArgument, "Checksum mismatch: the data_crc32c of the payload does not match the data.")
+	}
+	sec.versions = append(sec.versions, append([]byte(nil), data...))
+	return &secretmanagerpb.SecretVersion{
+		Name:  fmt.Sprintf("%s/versions/%d", sec.s.Name, len(sec.versions)),
+		State: secretmanagerpb.SecretVersion_ENABLED, CreateTime: timestamppb.Now(),
+	}, nil
+}
+
+func (s *smServer) AccessSecretVersion(_ context.Context, req *secretmanagerpb.AccessSecretVersionRequest) (*secretmanagerpb.AccessSecretVersionResponse, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("AccessSecretVersion")
+	m := versionRE.FindStringSubmatch(req.GetName())
+	if m == nil {
+		return nil, grpcstatus.Errorf(codes.InvalidArgument, "Invalid resource name %q.", req.GetName())
+	}
+	_, sec, err := f.secretByName("projects/" + m[1] + "/secrets/" + m[2])
+	if err != nil {
+		return nil, err
+	}
+	n := len(sec.versions)
+	if m[3] != "latest" {
+		n, err = strconv.Atoi(m[3])
+		if err != nil || n < 1 || n > len(sec.versions) {
+			return nil, grpcstatus.Errorf(codes.NotFound, "Secret Version [%s/versions/%s] not found.", sec.s.Name, m[3])
+		}
+	}
+	if n == 0 {
+		return nil, grpcstatus.Errorf(codes.NotFound, "Secret [%s] not found or has no versions.", sec.s.Name)
+	}
+	data := sec.versions[n-1]
+	crc := int64(crc32.Checksum(data, castagnoli))
+	return &secretmanagerpb.AccessSecretVersionResponse{
+		Name:    fmt.Sprintf("%s/versions/%d", sec.s.Name, n),
+		Payload: &secretmanagerpb.SecretPayload{Data: append([]byte(nil), data...), DataCrc32C: &crc},
+	}, nil
+}
+
+func (s *smServer) DeleteSecret(_ context.Context, req *secretmanagerpb.DeleteSecretRequest) (*emptypb.Empty, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("DeleteSecret")
+	id, _, err := f.secretByName(req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	delete(f.secrets, id)
+	return &emptypb.Empty{}, nil
+}
+
+func (s *smServer) GetIamPolicy(_ context.Context, req *iampb.GetIamPolicyRequest) (*iampb.Policy, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("GetIamPolicy")
+	_, sec, err := f.secretByName(req.GetResource())
+	if err != nil {
+		return nil, err
+	}
+	p := proto.Clone(sec.policy).(*iampb.Policy)
+	p.Etag = []byte(strconv.Itoa(sec.etag))
+	return p, nil
+}
+
+func (s *smServer) SetIamPolicy(_ context.Context, req *iampb.SetIamPolicyRequest) (*iampb.Policy, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("SetIamPolicy")
+	_, sec, err := f.secretByName(req.GetResource())
+	if err != nil {
+		return nil, err
+	}
+	if e := req.GetPolicy().GetEtag(); len(e) > 0 && string(e) != strconv.Itoa(sec.etag) {
+		return nil, grpcstatus.Error(codes.Aborted, "There were concurrent policy changes. Please retry the whole read-modify-write with exponential backoff.")
+	}
+	sec.policy = proto.Clone(req.GetPolicy()).(*iampb.Policy)
+	sec.policy.Etag = nil
+	sec.etag++
+	p := proto.Clone(sec.policy).(*iampb.Policy)
+	p.Etag = []byte(strconv.Itoa(sec.etag))
+	return p, nil
+}
+
+// ServingRevision returns the serving revision of a service with its environment resolved the way
+// Cloud Run resolves it for the container (secret references replaced by the pinned version's value).
+func (f *Fake) ServingRevision(serviceID string) (name string, env map[string]string, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.services[f.serviceName(serviceID)]
+	if st == nil {
+		return "", nil, false
+	}
+	for _, ts := range st.svc.TrafficStatuses {
+		if ts.Percent != 100 {
+			continue
+		}
+		t := st.revisions[ts.Revision]
+		env = map[string]string{"PORT": "8080", "K_SERVICE": serviceID, "K_REVISION": ts.Revision}
+		for _, e := range t.GetContainers()[0].GetEnv() {
+			ref := e.GetValueSource().GetSecretKeyRef()
+			if ref == nil {
+				env[e.GetName()] = e.GetValue()
+				continue
+			}
+			s := f.secrets[ref.GetSecret()[strings.LastIndex(ref.GetSecret(), "/")+1:]]
+			v, _ := strconv.Atoi(ref.GetVersion())
+			if ref.GetVersion() == "latest" {
+				v = len(s.versions)
+			}
+			env[e.GetName()] = string(s.versions[v-1])
+		}
+		return ts.Revision, env, true
+	}
+	return "", nil, false
+}

@@ -1,0 +1,250 @@
+package lambda_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/supervaize/svz/deploy"
+	"github.com/supervaize/svz/deploy/awsdeploy"
+	"github.com/supervaize/svz/deploy/internal/awstest"
+	"github.com/supervaize/svz/deploy/lambda"
+)
+
+func newDriver(t *testing.T) *lambda.Driver {
+	t.Helper()
+	cfg := awstest.Config(t)
+	acct, err := awsdeploy.AccountID(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &lambda.Driver{
+		Lambda: awslambda.NewFromConfig(cfg), IAM: iam.NewFromConfig(cfg), DynamoDB: dynamodb.NewFromConfig(cfg),
+		Account: acct, Region: cfg.Region,
+	}
+}
+
+const (
+	imageA = "123456789012.dkr.ecr.us-east-1.amazonaws.com/svc@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	imageB = "123456789012.dkr.ecr.us-east-1.amazonaws.com/svc@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+)
+
+func service(name, image string) deploy.Service {
+	return deploy.Service{
+		Name: name, Image: image, Arch: "arm64",
+		Env: map[string]string{"SUPERVAIZER_ENVIRONMENT": "dev", "SUPERVAIZER_SERVER_ID": "srv-1"},
+		Secrets: map[string]deploy.SecretRef{
+			"SUPERVAIZER_API_KEY": {Name: name + "-api-key", ID: "arn:aws:secretsmanager:us-east-1:123456789012:secret:" + name + "-api-key-AbCdEf", Version: "v1"},
+		},
+	}
+}
+
+func actions(cs []deploy.Change) map[string]deploy.Action {
+	m := map[string]deploy.Action{}
+	for _, c := range cs {
+		m[c.Resource] = c.Action
+	}
+	return m
+}
+
+func TestDeployCreateNoOpUpdateRollbackDelete(t *testing.T) {
+	d := newDriver(t)
+	ctx := context.Background()
+	name := awstest.Name("svzl")
+	svc := service(name, imageA)
+
+	plan, err := d.Plan(ctx, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]deploy.Action{"iam-role": deploy.Create, "dynamodb-table": deploy.Create, "lambda-function": deploy.Create, "function-url": deploy.Create, "lambda-permission": deploy.Create}
+	if got := actions(plan); !reflect.DeepEqual(got, want) {
+		t.Fatalf("plan before create = %v, want %v", got, want)
+	}
+
+	dep, err := d.Deploy(ctx, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := actions(dep.Changes); !reflect.DeepEqual(got, want) {
+		t.Fatalf("deploy changes = %v, want %v", got, want)
+	}
+	if dep.Rollback != nil {
+		t.Error("a created function has nothing to roll back to")
+	}
+	if !strings.HasPrefix(dep.Live.URL, "https://") || strings.HasSuffix(dep.Live.URL, "/") {
+		t.Errorf("URL = %q, want https://… without trailing slash", dep.Live.URL)
+	}
+
+	// The function as AWS sees it.
+	fn, err := d.Lambda.GetFunction(ctx, &awslambda.GetFunctionInput{FunctionName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotEnv := fn.Configuration.Environment.Variables
+	wantEnv := map[string]string{
+		"SUPERVAIZER_ENVIRONMENT":        "dev",
+		"SUPERVAIZER_SERVER_ID":          "srv-1",
+		"SUPERVAIZER_API_KEY_SECRET_ARN": svc.Secrets["SUPERVAIZER_API_KEY"].ID,
+		"SUPERVAIZER_STORE":              "dynamodb",
+		"SUPERVAIZER_STORE_TABLE":        name,
+		"SUPERVAIZER_LAMBDA_INVOKE_MODE": "RESPONSE_STREAM",
+	}
+	if !reflect.DeepEqual(gotEnv, wantEnv) {
+		t.Errorf("env = %v, want %v", gotEnv, wantEnv)
+	}
+	if got := aws.ToString(fn.Code.ImageUri); got != imageA {
+		t.Errorf("image = %s", got)
+	}
+	if got := string(fn.Configuration.PackageType); got != "Image" {
+		t.Errorf("package type = %s", got)
+	}
+	if got := fn.Configuration.Architectures; len(got) != 1 || got[0] != "arm64" {
+		t.Errorf("architectures = %v", got)
+	}
+	if got := aws.ToString(fn.Configuration.Role); got != "arn:aws:iam::"+d.Account+":role/"+name+"-lambda" {
+		t.Errorf("role = %s", got)
+	}
+
+	// Least privilege: exactly the log group, the table and the secret.
+	pol, err := d.IAM.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(name + "-lambda"), PolicyName: aws.String("svz")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := url.QueryUnescape(aws.ToString(pol.PolicyDocument))
+	var p awsdeploy.Policy
+	if err := json.Unmarshal([]byte(doc), &p); err != nil {
+		t.Fatal(err)
+	}
+	var resources []string
+	for _, s := range p.Statement {
+		if s.Effect != "Allow" {
+			t.Errorf("statement %s effect %s", s.Sid, s.Effect)
+		}
+		for _, a := range s.Action {
+			if strings.Contains(a, "*") {
+				t.Errorf("wildcard action %s", a)
+			}
+		}
+		resources = append(resources, s.Resource...)
+	}
+	wantRes := []string{
+		"arn:aws:logs:us-east-1:" + d.Account + ":log-group:/aws/lambda/" + name,
+		"arn:aws:logs:us-east-1:" + d.Account + ":log-group:/aws/lambda/" + name + ":*",
+		"arn:aws:dynamodb:us-east-1:" + d.Account + ":table/" + name,
+		svc.Secrets["SUPERVAIZER_API_KEY"].ID,
+	}
+	if !reflect.DeepEqual(resources, wantRes) {
+		t.Errorf("policy resources = %v, want %v", resources, wantRes)
+	}
+
+	// Table: key k (S) as core/store/dynamodb checks it, on demand, TTL on the expiry attribute.
+	tab, err := d.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ks := tab.Table.KeySchema; len(ks) != 1 || aws.ToString(ks[0].AttributeName) != "k" || ks[0].KeyType != ddbtypes.KeyTypeHash {
+		t.Errorf("key schema = %+v", ks)
+	}
+	if bm := tab.Table.BillingModeSummary; bm == nil || bm.BillingMode != ddbtypes.BillingModePayPerRequest {
+		t.Errorf("billing = %+v", bm)
+	}
+	ttl, err := d.DynamoDB.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := aws.ToString(ttl.TimeToLiveDescription.AttributeName); a != lambda.TableTTLAttribute {
+		t.Errorf("TTL attribute = %q", a)
+	}
+
+	// Same service again: nothing changes.
+	plan, err = d.Plan(ctx, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deploy.Changed(plan) {
+		t.Fatalf("plan after deploy = %v, want all no-op", plan)
+	}
+	again, err := d.Deploy(ctx, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deploy.Changed(again.Changes) || again.Rollback != nil {
+		t.Fatalf("redeploy changes = %v, want all no-op and no rollback", again.Changes)
+	}
+	if again.Live.URL != dep.Live.URL {
+		t.Errorf("URL changed: %s → %s", dep.Live.URL, again.Live.URL)
+	}
+
+	// New image and a new variable: an update, with a rollback to the previous state.
+	svc2 := service(name, imageB)
+	svc2.Env["SUPERVAIZER_PUBLIC_URL"] = dep.Live.URL
+	plan, err = d.Plan(ctx, svc2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range plan {
+		if c.Resource == "lambda-function" {
+			if c.Action != deploy.Update || c.Detail != "image sha256:aaaaaaaaaaaa → sha256:bbbbbbbbbbbb, env +SUPERVAIZER_PUBLIC_URL" {
+				t.Errorf("function plan = %+v", c)
+			}
+		} else if c.Action != deploy.NoOp {
+			t.Errorf("%s plan = %+v, want no-op", c.Resource, c)
+		}
+	}
+	upd, err := d.Deploy(ctx, svc2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if upd.Rollback == nil {
+		t.Fatal("update without rollback")
+	}
+	live, err := d.Inspect(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live.Image != imageB || live.Env["SUPERVAIZER_PUBLIC_URL"] != dep.Live.URL {
+		t.Fatalf("after update: image %s env %v", live.Image, live.Env)
+	}
+	if err := upd.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	live, err = d.Inspect(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live.Image != imageA || !reflect.DeepEqual(live.Env, wantEnv) {
+		t.Fatalf("after rollback: image %s env %v", live.Image, live.Env)
+	}
+
+	// Down without purge keeps the table; a second down finds nothing.
+	cs, err := d.Delete(ctx, name, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDel := map[string]deploy.Action{"function-url": deploy.Delete, "lambda-function": deploy.Delete, "iam-role": deploy.Delete, "dynamodb-table": deploy.NoOp}
+	if got := actions(cs); !reflect.DeepEqual(got, wantDel) {
+		t.Errorf("delete = %v, want %v", got, wantDel)
+	}
+	if _, err := d.Inspect(ctx, name); !errors.Is(err, deploy.ErrNotFound) {
+		t.Errorf("inspect after delete: %v, want ErrNotFound", err)
+	}
+	cs, err = d.Delete(ctx, name, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDel = map[string]deploy.Action{"function-url": deploy.NoOp, "lambda-function": deploy.NoOp, "iam-role": deploy.NoOp, "dynamodb-table": deploy.Delete}
+	if got := actions(cs); !reflect.DeepEqual(got, wantDel) {
+		t.Errorf("second delete = %v, want %v", got, wantDel)
+	}
+}

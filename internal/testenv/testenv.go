@@ -1,0 +1,44 @@
+// Package testenv points tests at the real servers they need (PostgreSQL, Redis, moto_server, the
+// Lambda Runtime Interface Emulator, an OCI registry) through SVZ_TEST_* environment variables.
+//
+// scripts/with-services starts those servers on 127.0.0.1 and sets the variables; `make test` and
+// .ci/run use it. A developer who runs `go test` without it gets the dependent tests skipped, but
+// under CI=true a missing variable fails the test: CI never passes by skipping.
+package testenv
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// Variables set by scripts/with-services.
+const (
+	PostgresURL = "SVZ_TEST_POSTGRES_URL" // postgres://user@127.0.0.1:port/db?sslmode=disable
+	RedisURL    = "SVZ_TEST_REDIS_URL"    // redis://127.0.0.1:port/0
+	AWSEndpoint = "SVZ_TEST_AWS_ENDPOINT" // http://127.0.0.1:port of a moto_server
+	RIE         = "SVZ_TEST_RIE"          // path of the aws-lambda-rie binary
+	OCIRegistry = "SVZ_TEST_OCI_REGISTRY" // host:port of a plain-HTTP OCI registry on loopback
+)
+
+// Need returns the value of the environment variable name. When it is empty the test is skipped,
+// or fails when CI is true.
+func Need(t testing.TB, name string) string {
+	t.Helper()
+	v := strings.TrimSpace(os.Getenv(name))
+	if v != "" {
+		return v
+	}
+	if InCI() {
+		t.Fatalf("%s is not set: CI must start this server (see scripts/with-services)", name)
+	}
+	t.Skipf("%s is not set; run through scripts/with-services (make test) to include this test", name)
+	return ""
+}
+
+// InCI reports whether the tests run under CI (CI=true), where skipping for a missing server is an
+// error.
+func InCI() bool {
+	v := strings.ToLower(strings.TrimSpace(os.Getenv("CI")))
+	return v == "true" || v == "1"
+}
