@@ -216,41 +216,32 @@ func (c *Controller) authorizeCall(ctx context.Context, env envelope, method, ta
 	return vctx, rpcResponse{}, true
 }
 
-// runAction runs a handler, turning a panic or an invalid result into an error.
-func (c *Controller) runAction(ctx context.Context, h ActionHandler, req *contract.ActionRequest) (res *contract.ActionResult, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
-		}
-	}()
-	res, err = h.ServeAction(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	if res == nil {
-		return nil, errors.New("handler returned no result")
-	}
-	if verr := res.Validate(); verr != nil {
-		return nil, fmt.Errorf("handler returned an invalid result: %w", verr)
-	}
-	return res, nil
+// runAction runs an action handler, turning a panic or an invalid result into an error.
+func (c *Controller) runAction(ctx context.Context, h ActionHandler, req *contract.ActionRequest) (*contract.ActionResult, error) {
+	return runHandler(ctx, func(ctx context.Context) (*contract.ActionResult, error) { return h.ServeAction(ctx, req) },
+		(*contract.ActionResult).Validate)
 }
 
 // runSurface runs a surface handler, turning a panic or an invalid result into an error.
-func (c *Controller) runSurface(ctx context.Context, h SurfaceHandler, req *contract.SurfaceRequest) (res *contract.SurfaceResult, err error) {
+func (c *Controller) runSurface(ctx context.Context, h SurfaceHandler, req *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
+	return runHandler(ctx, func(ctx context.Context) (*contract.SurfaceResult, error) { return h.ServeSurface(ctx, req) },
+		(*contract.SurfaceResult).Validate)
+}
+
+func runHandler[T any](ctx context.Context, serve func(context.Context) (*T, error), validate func(*T) error) (res *T, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
+			res, err = nil, fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
 		}
 	}()
-	res, err = h.ServeSurface(ctx, req)
+	res, err = serve(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if res == nil {
 		return nil, errors.New("handler returned no result")
 	}
-	if verr := res.Validate(); verr != nil {
+	if verr := validate(res); verr != nil {
 		return nil, fmt.Errorf("handler returned an invalid result: %w", verr)
 	}
 	return res, nil

@@ -156,6 +156,26 @@ const (
 // accepts: unknown members are kept in Extra, optional members may be null, input defaults to {}.
 // Strings are never coerced from other JSON types.
 func DecodeActionRequest(params json.RawMessage) (*ActionRequest, error) {
+	return decodeRequest(params, true)
+}
+
+// DecodeSurfaceRequest validates and decodes surface.load params, like DecodeActionRequest.
+func DecodeSurfaceRequest(params json.RawMessage) (*SurfaceRequest, error) {
+	r, err := decodeRequest(params, false)
+	if err != nil {
+		return nil, err
+	}
+	return &SurfaceRequest{
+		RequestID: r.RequestID, Actor: r.Actor, Workspace: r.Workspace, MissionID: r.MissionID,
+		AgentSlug: r.AgentSlug, Surface: r.Surface, Input: r.Input, DraftSessionID: r.DraftSessionID,
+		JobID: r.JobID, CaseID: r.CaseID, StepID: r.StepID, Mission: r.Mission, Extra: r.Extra,
+	}, nil
+}
+
+// decodeRequest reads the members of both request kinds, in the reference models' order (which
+// is the order of the errors); action and idempotency_key only for an action request (a surface
+// request keeps them as unknown members).
+func decodeRequest(params json.RawMessage, action bool) (*ActionRequest, error) {
 	r, errs := newFieldReader(params)
 	if errs != nil {
 		return nil, errs
@@ -167,37 +187,13 @@ func DecodeActionRequest(params json.RawMessage) (*ActionRequest, error) {
 		MissionID: r.str("mission_id"),
 		AgentSlug: r.str("agent_slug"),
 		Surface:   r.str("surface"),
-		Action:    r.str("action"),
-		Input:     r.object("input"),
 	}
-	req.IdempotencyKey = r.optStr("idempotency_key")
-	req.DraftSessionID = r.optStr("draft_session_id")
-	req.JobID = r.optStr("job_id")
-	req.CaseID = r.optStr("case_id")
-	req.StepID = r.optStr("step_id")
-	req.Mission = r.mission(req.MissionID)
-	r.discard("workspace_authorization")
-	req.Extra = r.rest()
-	if len(r.errs) > 0 {
-		return nil, r.errs
+	if action {
+		req.Action = r.str("action")
 	}
-	return req, nil
-}
-
-// DecodeSurfaceRequest validates and decodes surface.load params, like DecodeActionRequest.
-func DecodeSurfaceRequest(params json.RawMessage) (*SurfaceRequest, error) {
-	r, errs := newFieldReader(params)
-	if errs != nil {
-		return nil, errs
-	}
-	req := &SurfaceRequest{
-		RequestID: r.str("request_id"),
-		Actor:     r.actor(),
-		Workspace: r.workspace(),
-		MissionID: r.str("mission_id"),
-		AgentSlug: r.str("agent_slug"),
-		Surface:   r.str("surface"),
-		Input:     r.object("input"),
+	req.Input = r.object("input")
+	if action {
+		req.IdempotencyKey = r.optStr("idempotency_key")
 	}
 	req.DraftSessionID = r.optStr("draft_session_id")
 	req.JobID = r.optStr("job_id")
