@@ -185,15 +185,56 @@ type boundAgent struct {
 }
 
 func gatedActions(reg *contract.Registration) map[string]bool {
-	preview := contract.JobStartPreviewAction
-	if s := reg.JobPolicy.Setup; s != nil && s.PreviewAction != "" {
-		preview = s.PreviewAction
+	preview, start := contract.JobStartPreviewAction, contract.JobStartAction
+	if s := reg.JobPolicy.Setup; s != nil {
+		if s.PreviewAction != "" {
+			preview = s.PreviewAction
+		}
+		if s.StartAction != "" {
+			start = s.StartAction
+		}
 	}
 	gated := map[string]bool{}
 	for _, def := range reg.Capabilities.Actions {
-		if def.Mutating && def.Kind != contract.KindHelp && def.ID != preview && def.ID != contract.JobStartPreviewAction {
+		switch {
+		case def.ID == start || def.ID == contract.JobStartAction:
+			gated[def.ID] = true // the confirm is always protected, whatever its metadata says
+		case def.ReadOnly || def.Kind == contract.KindHelp || def.ID == preview || def.ID == contract.JobStartPreviewAction:
+		default:
 			gated[def.ID] = true
 		}
 	}
 	return gated
+}
+
+// registrationContract is the agent's entry of Studio's server.register payload
+// (AgentRegistrationContract): identity, the v2 registration and the introduction, full
+// description and billing catalog Studio shows. studioID is the Studio agent id, "" when the
+// agent is not linked (written as "None", as the reference does).
+func (a *Agent) registrationContract(studioID string) contract.AgentRegistrationContract {
+	opt := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	instructions := "supervaize_instructions.html"
+	return contract.AgentRegistrationContract{
+		Name:             a.cfg.Name,
+		ID:               a.id,
+		Author:           opt(a.cfg.Author),
+		Developer:        opt(a.cfg.Developer),
+		Version:          a.cfg.Version,
+		ReleaseNotesURL:  opt(a.cfg.ReleaseNotesURL),
+		Description:      a.cfg.Description,
+		APIPath:          "/agents/" + a.slug,
+		Slug:             a.slug,
+		Tags:             a.cfg.Tags,
+		ServerAgentID:    studioID,
+		InstructionsPath: &instructions,
+		SupervaizerV2:    a.cfg.Registration,
+		Introduction:     a.cfg.Introduction,
+		FullDescription:  a.cfg.FullDescription,
+		BillingCatalog:   a.cfg.BillingCatalog,
+	}
 }

@@ -186,7 +186,9 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 			}
 		}
 		for _, id := range b.cfg.Registration.Capabilities.Surfaces {
-			if b.surfaces[id] == nil {
+			// Studio renders the generated resource and dataset surfaces itself.
+			studioRendered := strings.HasPrefix(id, "mission.agent.resource.") || strings.HasPrefix(id, "mission.agent.dataset.")
+			if b.surfaces[id] == nil && !studioRendered {
 				c.log.Warn("declared surface has no handler: calls will answer -32011", "agent_slug", b.slug, "surface", id)
 			}
 		}
@@ -208,6 +210,12 @@ func (c *Controller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.route(w, r, http.MethodGet, c.serveAgentList)
 	case path == "/.well-known/health":
 		c.route(w, r, http.MethodGet, c.serveHealth)
+	case strings.HasPrefix(path, agentInfoPrefix):
+		if a := c.bySlug[strings.TrimPrefix(path, agentInfoPrefix)]; a != nil {
+			c.route(w, r, http.MethodGet, func(w http.ResponseWriter, r *http.Request) { c.serveAgentInfo(w, r, a) })
+			return
+		}
+		writeDetail(w, http.StatusNotFound, "Not Found")
 	case strings.HasPrefix(path, "/.well-known/agents/"):
 		if a := c.cardAgent(strings.TrimPrefix(path, "/.well-known/agents/")); a != nil {
 			c.route(w, r, http.MethodGet, func(w http.ResponseWriter, r *http.Request) { c.serveCard(w, a) })

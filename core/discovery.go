@@ -11,6 +11,9 @@ import (
 // A2ASchemaVersion is the schema_version of the discovery documents.
 const A2ASchemaVersion = "a2a_2023_v1"
 
+// agentInfoPrefix is the agent API route of the Agent Card ("Get agent info").
+const agentInfoPrefix = "/api/supervaizer/agents/"
+
 type agentListEntry struct {
 	Name         string `json:"name"`
 	Description  string `json:"description"`
@@ -126,16 +129,24 @@ func (c *Controller) serveAgentList(w http.ResponseWriter, _ *http.Request) {
 	}{A2ASchemaVersion, entries})
 }
 
+// serveAgentInfo answers the card's "Get agent info" (read-scoped API key): the agent's entry of
+// the Studio registration payload, with its introduction, full description and billing catalog.
+func (c *Controller) serveAgentInfo(w http.ResponseWriter, r *http.Request, a *boundAgent) {
+	if !c.authorize(w, r, scopeRead) {
+		return
+	}
+	writeJSON(w, http.StatusOK, a.registrationContract(a.studioID))
+}
+
 func (c *Controller) serveCard(w http.ResponseWriter, a *boundAgent) {
 	writeJSON(w, http.StatusOK, c.card(a.Agent))
 }
 
-// card builds an agent's card. Its URLs describe the reference SDK's REST surface (agent API
-// under /api/supervaizer/agents/{slug}); like the reference, they are informative: Studio drives
-// this controller through /a2a only.
+// card builds an agent's card. Its agent API URL (/api/supervaizer/agents/{slug}, "Get agent
+// info") is served; like the reference's, the logo, human, OpenAPI and docs URLs are informative.
 func (c *Controller) card(a *Agent) agentCard {
 	base := c.base
-	agentURL := base + "/api/supervaizer/agents/" + a.slug
+	agentURL := base + agentInfoPrefix + a.slug
 	card := agentCard{
 		Name:        a.cfg.Name,
 		Description: a.cfg.Description,

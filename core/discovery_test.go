@@ -32,6 +32,19 @@ func TestDiscovery(t *testing.T) {
 
 			_, _, health := get(t, c, "/.well-known/health", nil)
 			golden.JSON(t, "health.json", health)
+
+			// The card's "Get agent info" route, behind the API key.
+			if status, _, body := get(t, c, "/api/supervaizer/agents/s", nil); status != 401 {
+				t.Errorf("agent info without a key: %d %s", status, body)
+			}
+			if status, _, _ := get(t, c, "/api/supervaizer/agents/nope", map[string]string{"X-API-Key": testKey}); status != 404 {
+				t.Errorf("unknown agent info: %d", status)
+			}
+			status, _, info := get(t, c, "/api/supervaizer/agents/s", map[string]string{"X-API-Key": testKey})
+			if status != 200 {
+				t.Fatalf("agent info: %d %s", status, info)
+			}
+			golden.JSON(t, "agent_info.json", info)
 		})
 	}
 }

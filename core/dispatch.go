@@ -69,15 +69,15 @@ func (c *Controller) handleRPC(ctx context.Context, body []byte, token string) r
 	switch {
 	case len(body) > 0 && body[0] == '{':
 		if json.Unmarshal(body, &obj) != nil {
-			return errorResponse(nil, CodeParseError, "Parse error", nil)
+			return unreadableRequest(CodeParseError, "Parse error", nil)
 		}
 	case !json.Valid(body):
-		return errorResponse(nil, CodeParseError, "Parse error", nil)
+		return unreadableRequest(CodeParseError, "Parse error", nil)
 	case body[0] == '[':
-		return errorResponse(nil, CodeInvalidRequest, "Invalid Request",
+		return unreadableRequest(CodeInvalidRequest, "Invalid Request",
 			map[string]string{"detail": "batch requests are not supported: send one request object per call"})
 	default:
-		return errorResponse(nil, CodeInvalidRequest, "Invalid Request",
+		return unreadableRequest(CodeInvalidRequest, "Invalid Request",
 			map[string]string{"detail": "the request must be a JSON object"})
 	}
 	env, errs := decodeEnvelope(obj)
@@ -143,6 +143,10 @@ func (c *Controller) invokeAction(ctx context.Context, env envelope) rpcResponse
 	} else {
 		res, err = run(ctx)
 	}
+	var raw json.RawMessage
+	if err == nil {
+		raw, err = encodeResult(res)
+	}
 	if err != nil {
 		c.log.ErrorContext(ctx, "action failed", "agent_slug", req.AgentSlug, "action", req.Action,
 			"request_id", req.RequestID, "error", err, "duration", c.now().Sub(started))
@@ -153,7 +157,7 @@ func (c *Controller) invokeAction(ctx context.Context, env envelope) rpcResponse
 	}
 	c.log.InfoContext(ctx, "action", "agent_slug", req.AgentSlug, "action", req.Action, "request_id", req.RequestID,
 		"status", res.Status, "replayed", !ran, "duration", c.now().Sub(started))
-	return resultResponse(env.id, res)
+	return resultResponse(env.id, raw)
 }
 
 func (c *Controller) loadSurface(ctx context.Context, env envelope) rpcResponse {
@@ -180,6 +184,10 @@ func (c *Controller) loadSurface(ctx context.Context, env envelope) rpcResponse 
 		return errorResponse(env.id, CodeSurfaceNotRegistered, "Surface handler not registered: "+req.Surface, failData)
 	}
 	res, err := c.runSurface(ctx, h, req)
+	var raw json.RawMessage
+	if err == nil {
+		raw, err = encodeResult(res)
+	}
 	if err != nil {
 		c.log.ErrorContext(ctx, "surface failed", "agent_slug", req.AgentSlug, "surface", req.Surface,
 			"request_id", req.RequestID, "error", err, "duration", c.now().Sub(started))
@@ -187,7 +195,7 @@ func (c *Controller) loadSurface(ctx context.Context, env envelope) rpcResponse 
 	}
 	c.log.InfoContext(ctx, "surface", "agent_slug", req.AgentSlug, "surface", req.Surface, "request_id", req.RequestID,
 		"duration", c.now().Sub(started))
-	return resultResponse(env.id, res)
+	return resultResponse(env.id, raw)
 }
 
 // authorizeCall asks the Authorizer; on refusal it returns the JSON-RPC answer to send.
@@ -245,6 +253,16 @@ func runHandler[T any](ctx context.Context, serve func(context.Context) (*T, err
 		return nil, fmt.Errorf("handler returned an invalid result: %w", verr)
 	}
 	return res, nil
+}
+
+// encodeResult encodes a validated result once, for the answer; a value JSON cannot hold (a NaN
+// in a free-form member...) makes it an invalid result.
+func encodeResult(res any) (json.RawMessage, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, fmt.Errorf("handler returned a result that cannot be encoded: %w", err)
+	}
+	return b, nil
 }
 
 func fieldErrors(err error) contract.FieldErrors {

@@ -30,8 +30,10 @@ type sseEvent struct {
 	data []byte
 }
 
-func connectedEvent() sseEvent {
-	return sseEvent{name: EventConnected, data: []byte(`{"status":"connected"}`)}
+// connectedEvent opens a stream. Its id is the position the stream starts from, so a client that
+// reconnects (or polls, on a platform that cannot stream) resumes exactly there.
+func connectedEvent(id string) sseEvent {
+	return sseEvent{id: id, name: EventConnected, data: []byte(`{"status":"connected"}`)}
 }
 
 func heartbeatEvent() sseEvent {
@@ -106,7 +108,7 @@ func (h *eventHub) publish(name string, data []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seq++
-	ev := sseEvent{id: h.instance + "-" + strconv.FormatUint(h.seq, 10), seq: h.seq, name: name, data: data}
+	ev := sseEvent{id: h.id(h.seq), seq: h.seq, name: name, data: data}
 	if len(h.ring) > 0 {
 		h.ring[h.next] = ev
 		h.next = (h.next + 1) % len(h.ring)
@@ -138,25 +140,27 @@ func (s *subscriber) offer(ev sseEvent) {
 }
 
 // subscribe registers a subscriber and returns the buffered events after lastEventID (none when
-// the id is empty, foreign or unparsable). Registering and snapshotting under one lock means no
-// event falls between the replay and the live queue.
-func (h *eventHub) subscribe(lastEventID string) (*subscriber, []sseEvent) {
-	s := &subscriber{ch: make(chan sseEvent, h.queue)}
+// the id is empty, foreign or unparsable) and the id of the position the stream starts from.
+// Registering and snapshotting under one lock means no event falls between the replay and the
+// live queue.
+func (h *eventHub) subscribe(lastEventID string) (s *subscriber, replay []sseEvent, from string) {
+	s = &subscriber{ch: make(chan sseEvent, h.queue)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.subs[s] = struct{}{}
 	after, ok := h.parseID(lastEventID)
-	if !ok {
-		return s, nil
+	if !ok || after > h.seq {
+		return s, nil, h.id(h.seq)
 	}
-	var replay []sseEvent
 	for _, ev := range h.buffered() {
 		if ev.seq > after {
 			replay = append(replay, ev)
 		}
 	}
-	return s, replay
+	return s, replay, h.id(after)
 }
+
+func (h *eventHub) id(seq uint64) string { return h.instance + "-" + strconv.FormatUint(seq, 10) }
 
 func (h *eventHub) unsubscribe(s *subscriber) {
 	h.mu.Lock()
@@ -198,11 +202,11 @@ func (c *Controller) serveEvents(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("Content-Type", "text/event-stream; charset=utf-8")
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("X-Accel-Buffering", "no")
-	sub, replay := c.events.subscribe(r.Header.Get("Last-Event-ID"))
+	sub, replay, from := c.events.subscribe(r.Header.Get("Last-Event-ID"))
 	defer c.events.unsubscribe(sub)
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	if connectedEvent().writeTo(w) != nil {
+	if connectedEvent(from).writeTo(w) != nil {
 		return
 	}
 	for _, ev := range replay {

@@ -86,8 +86,8 @@ func TestEffectStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r := openStream(t, ctx, srv.URL, nil)
-	if ev := readEvent(t, r); ev != (sse{event: "supervaizer.connected", data: `{"status":"connected"}`}) {
-		t.Fatalf("first event %+v", ev)
+	if ev := readEvent(t, r); ev.event != "supervaizer.connected" || ev.data != `{"status":"connected"}` || !strings.HasSuffix(ev.id, "-0") {
+		t.Fatalf("first event %+v, want connected at position <instance>-0", ev)
 	}
 	// A surface load and a failed dispatch publish nothing; an action (even status "error") does.
 	post(t, c, rpcBody(t, 1, surfaceLoad, params(nil)), nil)
@@ -157,26 +157,51 @@ func (w *plainWriter) Header() http.Header         { return w.hdr }
 func (w *plainWriter) Write(b []byte) (int, error) { return w.body.Write(b) }
 func (w *plainWriter) WriteHeader(s int)           { w.status = s }
 
-// TestEffectStreamPollMode: without Flush the stream ends at once with what it has.
+// TestEffectStreamPollMode: without Flush each request ends at once with what it has, and a client
+// that polls with the last id it saw receives every effect exactly once.
 func TestEffectStreamPollMode(t *testing.T) {
 	c := effectController(t, core.Config{})
-	post(t, c, rpcBody(t, 1, actionInvoke, params(nil)), nil)
-	done := make(chan *plainWriter)
-	go func() {
-		w := &plainWriter{hdr: http.Header{}}
-		req := httptest.NewRequest(http.MethodGet, "/a2a/events", nil)
-		req.Header.Set("X-API-Key", testKey)
-		req.Header.Set("Last-Event-ID", "x-0")
-		c.ServeHTTP(w, req)
-		done <- w
-	}()
-	select {
-	case w := <-done:
-		if w.status != 200 || !strings.HasPrefix(w.body.String(), "event: supervaizer.connected\ndata: {\"status\":\"connected\"}\n\n") {
-			t.Fatalf("poll answer %d %q", w.status, w.body.String())
+	poll := func(lastID string) []sse {
+		t.Helper()
+		done := make(chan *plainWriter, 1)
+		go func() {
+			w := &plainWriter{hdr: http.Header{}}
+			req := httptest.NewRequest(http.MethodGet, "/a2a/events", nil)
+			req.Header.Set("X-API-Key", testKey)
+			if lastID != "" {
+				req.Header.Set("Last-Event-ID", lastID)
+			}
+			c.ServeHTTP(w, req)
+			done <- w
+		}()
+		select {
+		case w := <-done:
+			if w.status != 200 {
+				t.Fatalf("poll status %d", w.status)
+			}
+			var evs []sse
+			r := bufio.NewReader(&w.body)
+			for w.body.Len() > 0 || r.Buffered() > 0 {
+				evs = append(evs, readEvent(t, r))
+			}
+			return evs
+		case <-time.After(5 * time.Second):
+			t.Fatal("the stream did not end on a writer that cannot flush")
+			return nil
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the stream did not end on a writer that cannot flush")
+	}
+	first := poll("")
+	if len(first) != 1 || first[0].event != "supervaizer.connected" || first[0].id == "" {
+		t.Fatalf("first poll %+v, want only the connected event, with an id", first)
+	}
+	post(t, c, rpcBody(t, 1, actionInvoke, params(nil)), nil)
+	second := poll(first[0].id)
+	if len(second) != 2 || second[0].id != first[0].id || second[1].event != "supervaizer.effect" ||
+		second[1].data != `{"agent_slug":"s","action":"job.start","request_id":"request-1","effects":[{"type":"job.started","job_id":"job-123"}]}` {
+		t.Fatalf("second poll %+v, want connected then the effect", second)
+	}
+	if third := poll(second[1].id); len(third) != 1 || third[0].id != second[1].id {
+		t.Fatalf("third poll %+v, want only connected at the effect's position", third)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 
 	"github.com/supervaize/svz/core/contract"
@@ -32,9 +33,11 @@ func FuzzHandleRPC(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	// A panic would be recovered into -32603: a bad request reaching the handler is recorded.
+	var unchecked atomic.Pointer[contract.ActionRequest]
 	a.HandleAction("job.start", ActionFunc(func(_ context.Context, r *contract.ActionRequest) (*contract.ActionResult, error) {
-		if r.RequestID == "" && r.AgentSlug != "s" || r.WorkspaceAuthorization == nil {
-			panic("handler reached with an unchecked request")
+		if r.AgentSlug != "s" || r.Action != "job.start" || r.WorkspaceAuthorization == nil || r.WorkspaceAuthorization.GrantID != contract.LocalModeGrantID || !json.Valid(r.Input) {
+			unchecked.Store(r)
 		}
 		return &contract.ActionResult{Status: contract.StatusOK}, nil
 	}))
@@ -49,7 +52,10 @@ func FuzzHandleRPC(f *testing.F) {
 		CodeInternalError: true, CodeActionNotRegistered: true, CodeSurfaceNotRegistered: true, CodeWorkspaceAuthorizationFailed: true}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		resp := c.handleRPC(context.Background(), body, "")
-		out, err := json.Marshal(resp)
+		if r := unchecked.Swap(nil); r != nil {
+			t.Fatalf("the handler received an unchecked request %+v", r)
+		}
+		out, err := resp.encode()
 		if err != nil {
 			t.Fatalf("answer does not encode: %v", err)
 		}
@@ -63,8 +69,14 @@ func FuzzHandleRPC(f *testing.F) {
 		if resp.Error != nil && !codes[resp.Error.Code] {
 			t.Fatalf("unknown error code %d", resp.Error.Code)
 		}
-		if id, ok := back["id"]; ok && (len(id) == 0 || (id[0] != '"' && (id[0] < '0' || id[0] > '9') && id[0] != '-')) {
-			t.Fatalf("echoed id %s is neither a string nor an integer", id)
+		if id, ok := back["id"]; ok {
+			unreadable := resp.Error != nil && (resp.Error.Code == CodeParseError || resp.Error.Code == CodeInvalidRequest)
+			switch {
+			case string(id) == "null" && !unreadable:
+				t.Fatalf("null id on an answer to a readable request: %s", out)
+			case string(id) != "null" && (len(id) == 0 || (id[0] != '"' && (id[0] < '0' || id[0] > '9') && id[0] != '-')):
+				t.Fatalf("echoed id %s is neither a string nor an integer", id)
+			}
 		}
 	})
 }

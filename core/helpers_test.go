@@ -34,7 +34,7 @@ func testRegistration(t testing.TB) *contract.Registration {
 		Actions: []contract.ActionSpec{
 			contract.ActionID("job.start"), contract.ActionID("job.stop"),
 			contract.ActionID("workspace_binding.delete"),
-			contract.ActionDefinition{ID: "job.start.preview", Mutating: false, Scope: "job"},
+			contract.ActionDefinition{ID: "job.start.preview", ReadOnly: true, Scope: "job"},
 		},
 		WorkspaceBinding: &contract.WorkspaceBinding{Required: true, Modes: []string{"bind_existing", "create_and_bind"}},
 	})
@@ -51,7 +51,14 @@ type handlers struct {
 
 func newAgent(t testing.TB, h handlers) *core.Agent {
 	t.Helper()
-	a, err := core.NewAgent(core.AgentConfig{Name: agentName, Version: "1.0", Description: "Conformance agent", Registration: testRegistration(t)})
+	a, err := core.NewAgent(core.AgentConfig{
+		Name: agentName, Version: "1.0", Description: "Conformance agent", Author: "svz tests", Tags: []string{"conformance"},
+		Registration: testRegistration(t),
+		Introduction: &contract.Introduction{Tagline: "Answers the conformance cases", Summary: "The agent of spec §12.2.",
+			ExampleGoals: []string{"Start a job"}},
+		FullDescription: &contract.FullDescription{Format: "markdown", Content: "# S\n\nThe conformance agent."},
+		BillingCatalog:  []contract.BillingCatalogItem{{SKU: "job", Unit: "job", Description: "One job"}},
+	})
 	if err != nil {
 		t.Fatalf("NewAgent: %v", err)
 	}

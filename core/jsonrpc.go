@@ -33,8 +33,12 @@ type rpcError struct {
 type rpcResponse struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id,omitempty"`
-	Result  any             `json:"result,omitempty"`
-	Error   *rpcError       `json:"error,omitempty"`
+	// NullID writes "id": null: standard JSON-RPC for a request whose id could not be read (a
+	// parse error, a batch, a non-object). Other id-less requests get id-less answers, as in the
+	// reference.
+	NullID bool      `json:"-"`
+	Result any       `json:"result,omitempty"`
+	Error  *rpcError `json:"error,omitempty"`
 }
 
 // envelope is a validated JSON-RPC request.
@@ -119,15 +123,21 @@ func canonicalID(v json.RawMessage) (id json.RawMessage, valid bool) {
 func (r rpcResponse) encode() ([]byte, error) {
 	buf := make([]byte, 0, 512)
 	buf = append(buf, `{"jsonrpc":"2.0"`...)
-	if r.ID != nil {
+	switch {
+	case r.ID != nil:
 		buf = append(buf, `,"id":`...)
 		buf = append(buf, r.ID...)
+	case r.NullID:
+		buf = append(buf, `,"id":null`...)
 	}
 	var member []byte
 	var err error
 	if r.Error != nil {
 		buf = append(buf, `,"error":`...)
 		member, err = json.Marshal(r.Error)
+	} else if raw, ok := r.Result.(json.RawMessage); ok {
+		buf = append(buf, `,"result":`...)
+		member = raw // encoded by encodeResult
 	} else {
 		buf = append(buf, `,"result":`...)
 		member, err = json.Marshal(r.Result)
@@ -137,6 +147,13 @@ func (r rpcResponse) encode() ([]byte, error) {
 	}
 	buf = append(buf, member...)
 	return append(buf, '}'), nil
+}
+
+// unreadableRequest answers a body whose id cannot be known.
+func unreadableRequest(code int, message string, data any) rpcResponse {
+	r := errorResponse(nil, code, message, data)
+	r.NullID = true
+	return r
 }
 
 func errorResponse(id json.RawMessage, code int, message string, data any) rpcResponse {

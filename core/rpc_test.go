@@ -29,10 +29,10 @@ func TestRPCErrors(t *testing.T) {
 		body string
 		want string
 	}{
-		{"parse error", `{"jsonrpc": "2.0", "id": 1,`, `{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"}}`},
-		{"empty body", ``, `{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"}}`},
-		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"x"}]`, `{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request","data":{"detail":"batch requests are not supported: send one request object per call"}}}`},
-		{"scalar", `42`, `{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request","data":{"detail":"the request must be a JSON object"}}}`},
+		{"parse error", `{"jsonrpc": "2.0", "id": 1,`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`},
+		{"empty body", ``, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"x"}]`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request","data":{"detail":"batch requests are not supported: send one request object per call"}}}`},
+		{"scalar", `42`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request","data":{"detail":"the request must be a JSON object"}}}`},
 		{"case 5: unknown method", `{"jsonrpc":"2.0","id":"rpc-1","method":"missing.method"}`,
 			`{"jsonrpc":"2.0","id":"rpc-1","error":{"code":-32601,"message":"Method not found: missing.method"}}`},
 		{"case 6: no id, no id back", `{"jsonrpc":"2.0","method":"missing.method"}`,

@@ -214,9 +214,15 @@ func firstEvent(t *testing.T, r io.Reader) []byte {
 	return ev
 }
 
-var timestamps = regexp.MustCompile(`"timestamp":"[^"]*"`)
+var (
+	timestamps = regexp.MustCompile(`"timestamp":"[^"]*"`)
+	eventIDs   = regexp.MustCompile(`(?m)^id: [0-9a-f]+-[0-9]+$`) // "<instance>-<sequence>": random, and the count of earlier effects
+)
 
-func mask(b []byte) []byte { return timestamps.ReplaceAll(b, []byte(`"timestamp":"<masked>"`)) }
+func mask(b []byte) []byte {
+	b = timestamps.ReplaceAll(b, []byte(`"timestamp":"<masked>"`))
+	return eventIDs.ReplaceAll(b, []byte(`id: <instance>-<sequence>`))
+}
 
 // dir is this package's testdata directory, wherever the suite runs from.
 func dir() string {

@@ -26,6 +26,7 @@ import (
 	"github.com/supervaize/svz/adapters/httpserver"
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/config"
+	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/examples/helloworld/hello"
 	"github.com/supervaize/svz/internal/fingerprint"
 )
@@ -65,12 +66,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	ctrl, err := config.NewController(ctx, env, log, agents...)
+	cfg, err := config.Load(ctx, env, log)
 	if err != nil {
 		return err
 	}
-	printWelcome(stdout, public, env(config.EnvAPIKey), ctrl)
-	serveErr := httpserver.Serve(ctx, ctrl, httpserver.WithAddr(addr), httpserver.WithLoopbackOnly(), httpserver.WithLogger(log))
+	ctrl, err := core.New(cfg, agents...)
+	if err != nil {
+		if cfg.OnClose != nil {
+			err = errors.Join(err, cfg.OnClose())
+		}
+		return err
+	}
+	// Bind before printing anything: the commands printed must work.
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return errors.Join(fmt.Errorf("listen on %s: %w", addr, err), ctrl.Close())
+	}
+	_, bypass := cfg.Authorizer.(grant.LocalBypass)
+	printWelcome(stdout, public, env(config.EnvAPIKey), bypass, ctrl)
+	serveErr := httpserver.Serve(ctx, ctrl, httpserver.WithListener(ln), httpserver.WithLogger(log))
 	return errors.Join(serveErr, ctrl.Close())
 }
 
@@ -124,10 +138,10 @@ func envOr(getenv func(string) string, k, def string) string {
 	return def
 }
 
-// envPort is SUPERVAIZER_PORT, then PORT, then 8000; a non-numeric value gives 0, which the flag
-// check then refuses with a clear message.
+// envPort is PORT, then SUPERVAIZER_PORT (as on every platform), then 8000; a non-numeric value
+// gives 0, which the flag check then refuses with a clear message.
 func envPort(getenv func(string) string) int {
-	v := envOr(getenv, "SUPERVAIZER_PORT", envOr(getenv, "PORT", "8000"))
+	v := envOr(getenv, "PORT", envOr(getenv, "SUPERVAIZER_PORT", "8000"))
 	n, err := strconv.Atoi(v)
 	if err != nil {
 		return 0
@@ -137,25 +151,33 @@ func envPort(getenv func(string) string) int {
 
 // printWelcome prints the endpoints and two ready-to-paste curl commands (the seeds' examples).
 // A key the user chose is a secret: the commands then read it from the shell's environment and
-// only its fingerprint is shown.
-func printWelcome(w io.Writer, public, key string, ctrl *core.Controller) {
+// only its fingerprint is shown. When a trust setting switched the bypass off, the commands carry
+// the token header and say how to mint one.
+func printWelcome(w io.Writer, public, key string, bypass bool, ctrl *core.Controller) {
 	header, shown := config.LocalAPIKey, "API key "+config.LocalAPIKey
 	if key != config.LocalAPIKey {
 		header, shown = "$"+config.EnvAPIKey, "API key from "+config.EnvAPIKey+", fingerprint "+fingerprint.Of(key)
 	}
-	fmt.Fprintf(w, "\nsvz local mode: %s (%s)\n", public, shown)
-	fmt.Fprintln(w, "WARNING: workspace authorization is bypassed for /a2a unless a SUPERVAIZER_WORKSPACE_AUTH_* setting is present. Never expose this port.")
-	fmt.Fprintf(w, "\n  discovery  %s/.well-known/agents.json\n  health     %s/.well-known/health\n  JSON-RPC   POST %s/a2a\n  events     GET  %s/a2a/events\n", public, public, public, public)
 	slug := hello.Slug
 	if agents := ctrl.Agents(); len(agents) > 0 {
 		slug = agents[0].Slug()
 	}
+	fmt.Fprintf(w, "\nsvz local mode: %s (%s)\n", public, shown)
+	tokenLine := ""
+	if bypass {
+		fmt.Fprintln(w, "WARNING: workspace authorization is bypassed for /a2a: anyone who reaches this port can run the agents. Never expose it.")
+	} else {
+		fmt.Fprintln(w, "Workspace authorization is ON (a SUPERVAIZER_WORKSPACE_AUTH_* setting or a Studio account is present):")
+		fmt.Fprintf(w, "every /a2a call needs a token, e.g. TOKEN=$(go run ./cmd/svz dev token --agent %s --workspace local --scopes supervaizer/action.invoke,job.start)\n", slug)
+		tokenLine = "  -H \"X-Supervaize-Workspace-Authorization: Bearer $TOKEN\" \\\n"
+	}
+	fmt.Fprintf(w, "\n  discovery  %s/.well-known/agents.json\n  health     %s/.well-known/health\n  JSON-RPC   POST %s/a2a\n  events     GET  %s/a2a/events\n", public, public, public, public)
 	fmt.Fprintf(w, `
 Start a job:
 
 curl -s %[1]s/a2a \
   -H "X-API-Key: %[2]s" -H "Content-Type: application/json" \
-  -d '{"jsonrpc": "2.0", "id": 1, "method": "supervaizer/action.invoke",
+%[4]s  -d '{"jsonrpc": "2.0", "id": 1, "method": "supervaizer/action.invoke",
        "params": {"request_id": "r1", "actor": {"user_id": "me"},
                   "workspace": {"id": "local"}, "mission_id": "m1",
                   "agent_slug": "%[3]s", "surface": "job.start",
@@ -165,10 +187,10 @@ Load the job.start surface:
 
 curl -s %[1]s/a2a \
   -H "X-API-Key: %[2]s" -H "Content-Type: application/json" \
-  -d '{"jsonrpc": "2.0", "id": 1, "method": "supervaizer/surface.load",
+%[4]s  -d '{"jsonrpc": "2.0", "id": 1, "method": "supervaizer/surface.load",
        "params": {"request_id": "r1", "actor": {"user_id": "me"},
                   "workspace": {"id": "local"}, "mission_id": "m1",
                   "agent_slug": "%[3]s", "surface": "job.start"}}'
 
-`, public, header, slug)
+`, public, header, slug, tokenLine)
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/supervaize/svz/internal/testenv"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server goroutine and the test.
@@ -82,6 +84,9 @@ var curlRE = regexp.MustCompile(`(?s)curl -s .*?\}\}'`)
 // them, on a server started with the wildcard host (which must bind loopback).
 func TestPrintedCurlCommandsWork(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
+		if testenv.InCI() {
+			t.Fatal("curl is not installed (scripts/with-services needs it too)")
+		}
 		t.Skip("curl is not installed")
 	}
 	out, base := startLocal(t, map[string]string{}, "--host", "0.0.0.0")
@@ -151,5 +156,30 @@ func TestBindHost(t *testing.T) {
 		if got := bindHost(in); got != want {
 			t.Errorf("bindHost(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// With a trust setting the bypass is off: the welcome says so and the commands carry the token
+// header. A port in use fails before anything is printed.
+func TestWelcomeFollowsTheAuthorizer(t *testing.T) {
+	out, _ := startLocal(t, map[string]string{"SUPERVAIZER_WORKSPACE_AUTH_ISSUER": "https://studio.example"})
+	text := out.String()
+	if strings.Contains(text, "bypassed") || !strings.Contains(text, "Workspace authorization is ON") ||
+		strings.Count(text, `-H "X-Supervaize-Workspace-Authorization: Bearer $TOKEN"`) != 2 {
+		t.Errorf("welcome text:\n%s", text)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	var printed bytes.Buffer
+	err = run(context.Background(), []string{"--port", port}, func(k string) string {
+		return map[string]string{"SUPERVAIZER_DATA_DIR": t.TempDir()}[k]
+	}, &printed, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "listen on 127.0.0.1:"+port) || printed.Len() != 0 {
+		t.Errorf("port in use: err %v, printed %q", err, printed.String())
 	}
 }

@@ -78,8 +78,9 @@ func Load(ctx context.Context, getenv func(string) string, log *slog.Logger) (co
 	}
 
 	cfg.ServerID = strings.TrimSpace(getenv(EnvServerID))
+	generatedServerID := cfg.ServerID == ""
 	switch {
-	case cfg.ServerID == "":
+	case generatedServerID:
 		id, err := newUUID()
 		if err != nil {
 			return core.Config{}, fmt.Errorf("%s is unset and an id could not be generated: %w", EnvServerID, err)
@@ -118,6 +119,10 @@ func Load(ctx context.Context, getenv func(string) string, log *slog.Logger) (co
 		errs = append(errs, err)
 	}
 	cfg.StudioAgentIDs = ids
+	if settings.Required && generatedServerID && settings.Audience == "" {
+		errs = append(errs, fmt.Errorf("%s is required when %s is on: tokens name this server and a generated id changes at every start (or set %s)",
+			EnvServerID, grant.EnvRequired, grant.EnvAudience))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return core.Config{}, err
 	}
@@ -130,6 +135,11 @@ func Load(ctx context.Context, getenv func(string) string, log *slog.Logger) (co
 	}
 	cfg.Authorizer = authz
 	if _, ok := authz.(grant.LocalBypass); ok {
+		if getenv("AWS_LAMBDA_RUNTIME_API") != "" || getenv("K_SERVICE") != "" || getenv("FUNCTION_TARGET") != "" {
+			// Allowed (emulators and sam local use it), but a deployed function in local mode is
+			// open to anyone who knows the well-known key.
+			log.Error("SUPERVAIZER_LOCAL_MODE=true on a serverless platform: workspace authorization is bypassed; remove it from any deployed environment")
+		}
 		log.Warn("local mode: workspace authorization is BYPASSED for /a2a; anyone who reaches this port can run the agents with the API key. Never expose it.",
 			"api_key_fingerprint", fingerprint.Of(cfg.APIKey))
 	}

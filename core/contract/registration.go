@@ -140,21 +140,39 @@ type Capabilities struct {
 // ActionDefinition is one entry of capabilities.actions (V2ActionDefinition). Consumers authorize
 // and group actions from this metadata, never from the id string.
 //
-// On the wire: id, mutating and scope are always written (an empty Scope as "job"); label and
-// description (trimmed, blank = absent), kind (when "help"), target_field and dry_run only when
-// set. A bare JSON string decodes as {"id": s, "mutating": true, "scope": "job"}, and an object's
-// absent mutating/scope take those defaults. In Go an ActionDefinition is explicit: its Mutating
-// is what it says (see ActionID for the defaulted bare form).
+// Actions mutate agent state unless they say otherwise, as in the reference (mutating=true by
+// default): the Go field is ReadOnly so that its zero value is that safe default, and an explicit
+// definition that only adds a label keeps its action mutating (and idempotent when retried).
+//
+// On the wire: id, mutating (= !ReadOnly) and scope are always written (an empty Scope as "job");
+// label and description (trimmed, blank = absent), kind (when "help"), target_field and dry_run
+// only when set. A bare JSON string decodes as {"id": s, "mutating": true, "scope": "job"}, and an
+// object's absent mutating/scope take those defaults.
 type ActionDefinition struct {
+	ID          string
+	ReadOnly    bool   // mutating=false on the wire: the action changes no agent-side state
+	Scope       string // workspace, mission or job; "" means job
+	Label       string
+	Description string
+	Kind        string // command (default) or help
+	TargetField string
+	DryRun      bool
+	Extra       Extra
+}
+
+// Mutating reports whether the action changes agent-side state (the wire's "mutating").
+func (a ActionDefinition) Mutating() bool { return !a.ReadOnly }
+
+// actionWire is the wire form of ActionDefinition.
+type actionWire struct {
 	ID          string `json:"id"`
 	Mutating    bool   `json:"mutating"`
-	Scope       string `json:"scope"` // workspace, mission or job; "" means job
+	Scope       string `json:"scope"`
 	Label       string `json:"label,omitzero"`
 	Description string `json:"description,omitzero"`
-	Kind        string `json:"kind,omitzero"` // command (default) or help
+	Kind        string `json:"kind,omitzero"`
 	TargetField string `json:"target_field,omitzero"`
 	DryRun      bool   `json:"dry_run,omitzero"`
-	Extra       Extra  `json:"-"`
 }
 
 // SurfaceDefinition adds display text to a declared surface (V2SurfaceDefinition).
@@ -451,7 +469,7 @@ func (r *Registration) HasSurface(id string) bool {
 }
 
 func resumeAction() ActionDefinition {
-	return ActionDefinition{ID: RuleCheckpointResumeAction, Mutating: true, Scope: ScopeJob}
+	return ActionDefinition{ID: RuleCheckpointResumeAction, Scope: ScopeJob}
 }
 
 // nonNil returns s, or an empty slice when s is nil, so that it encodes as [].
@@ -634,15 +652,15 @@ func (c *Capabilities) UnmarshalJSON(data []byte) error {
 // MarshalJSON writes the action object: id, mutating, scope, then the optional members that are
 // set.
 func (a ActionDefinition) MarshalJSON() ([]byte, error) {
-	type plain ActionDefinition
-	p := plain(a)
-	p.Scope = orDefault(p.Scope, ScopeJob)
-	p.Label = displayText(p.Label)
-	p.Description = displayText(p.Description)
-	if p.Kind == KindCommand {
-		p.Kind = ""
+	w := actionWire{
+		ID: a.ID, Mutating: !a.ReadOnly, Scope: orDefault(a.Scope, ScopeJob),
+		Label: displayText(a.Label), Description: displayText(a.Description),
+		Kind: a.Kind, TargetField: a.TargetField, DryRun: a.DryRun,
 	}
-	return encodeObject(p, a.Extra)
+	if w.Kind == KindCommand {
+		w.Kind = ""
+	}
+	return encodeObject(w, a.Extra)
 }
 
 // UnmarshalJSON decodes an action given as a bare id string (≤1.5 agents) or as an object.
@@ -653,17 +671,19 @@ func (a *ActionDefinition) UnmarshalJSON(data []byte) error {
 		if err := json.Unmarshal(data, &id); err != nil {
 			return fmt.Errorf("decode action: %w", err)
 		}
-		*a = ActionDefinition{ID: id, Mutating: true, Scope: ScopeJob}
+		*a = ActionDefinition{ID: id, Scope: ScopeJob}
 		return nil
 	}
-	type plain ActionDefinition
-	p := plain{Mutating: true, Scope: ScopeJob}
-	if err := decodeInto(data, "action (a string or an object)", &p, &p.Extra); err != nil {
+	w := actionWire{Mutating: true, Scope: ScopeJob}
+	var extra Extra
+	if err := decodeInto(data, "action (a string or an object)", &w, &extra); err != nil {
 		return err
 	}
-	p.Label = displayText(p.Label)
-	p.Description = displayText(p.Description)
-	*a = ActionDefinition(p)
+	*a = ActionDefinition{
+		ID: w.ID, ReadOnly: !w.Mutating, Scope: w.Scope, Label: displayText(w.Label),
+		Description: displayText(w.Description), Kind: w.Kind, TargetField: w.TargetField, DryRun: w.DryRun,
+		Extra: extra,
+	}
 	return nil
 }
 

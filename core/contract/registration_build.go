@@ -331,7 +331,7 @@ func buildActions(p *problems, declared []ActionSpec, r *Registration, methods *
 		}
 		order = append(order, id)
 		if _, ok := derived[id]; !ok {
-			derived[id] = ActionDefinition{ID: id, Mutating: mutating, Scope: scope}
+			derived[id] = ActionDefinition{ID: id, ReadOnly: !mutating, Scope: scope}
 		}
 	}
 	for _, res := range r.Resources {
@@ -372,7 +372,7 @@ func buildActions(p *problems, declared []ActionSpec, r *Registration, methods *
 		} else if d, ok := derived[id]; ok {
 			out = append(out, d)
 		} else {
-			out = append(out, ActionDefinition{ID: id, Mutating: true, Scope: ScopeJob})
+			out = append(out, ActionDefinition{ID: id, Scope: ScopeJob})
 		}
 	}
 	return out

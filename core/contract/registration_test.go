@@ -75,7 +75,7 @@ func TestHelloWorldRegistrationGolden(t *testing.T) {
 	if !r.HasSurface("mission.agent.resource.hello_messages") || r.HasSurface("mission.analytics") {
 		t.Error("HasSurface")
 	}
-	if a, ok := r.Action("resource.hello_messages.list"); !ok || !a.Mutating || a.Scope != ScopeWorkspace {
+	if a, ok := r.Action("resource.hello_messages.list"); !ok || a.ReadOnly || a.Scope != ScopeWorkspace {
 		t.Errorf("Action(resource.hello_messages.list) = %+v, %v", a, ok)
 	}
 	if _, ok := r.Action("job.stop"); ok {
@@ -123,15 +123,15 @@ func fullSpec() RegistrationSpec {
 		},
 		Actions: []ActionSpec{
 			ActionID("job.start"),
-			ActionDefinition{ID: "job.stop", Mutating: true, Scope: ScopeJob, Label: "Stop", Description: "Stop the job; work already done is kept."},
+			ActionDefinition{ID: "job.stop", Scope: ScopeJob, Label: "Stop", Description: "Stop the job; work already done is kept."},
 			ActionID("resource.contacts.list"), // takes the derived metadata (scope mission)
-			ActionDefinition{ID: "goal.suggest", Kind: KindHelp, TargetField: "goal"},
-			&ActionDefinition{ID: "job.test", Mutating: true, DryRun: true, Label: "Test run"},
+			ActionDefinition{ID: "goal.suggest", ReadOnly: true, Kind: KindHelp, TargetField: "goal"},
+			&ActionDefinition{ID: "job.test", DryRun: true, Label: "Test run"},
 			// An explicit definition wins over the derived one.
-			ActionDefinition{ID: "dataset.progress_metrics.query", Scope: ScopeMission, Label: "Query progress",
+			ActionDefinition{ID: "dataset.progress_metrics.query", ReadOnly: true, Scope: ScopeMission, Label: "Query progress",
 				Extra: Extra{"x-ui": json.RawMessage(`{"icon": "chart"}`)}},
 			ActionID("context.assign"),
-			ActionDefinition{ID: "job.archive", Mutating: true, Kind: KindCommand},
+			ActionDefinition{ID: "job.archive", Kind: KindCommand},
 			ActionID("job.start"),
 		},
 		Resources: []ResourceDefinition{
@@ -254,7 +254,7 @@ func TestFullRegistrationGolden(t *testing.T) {
 		{"rule.checkpoint.resume", true, ScopeJob},
 	} {
 		a, ok := r.Action(tc.id)
-		if !ok || a.Mutating != tc.mutating || a.Scope != tc.scope {
+		if !ok || a.ReadOnly == tc.mutating || a.Scope != tc.scope {
 			t.Errorf("Action(%s) = %+v, %v; want mutating=%v scope=%s", tc.id, a, ok, tc.mutating, tc.scope)
 		}
 	}
@@ -322,10 +322,10 @@ func TestDecodeActionShapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []ActionDefinition{
-		{ID: "job.start", Mutating: true, Scope: ScopeJob},
-		{ID: "dataset.x.query", Mutating: false, Scope: ScopeWorkspace},
-		{ID: "job.stop", Mutating: true, Scope: ScopeJob, Label: "Stop"},
-		{ID: "goal.suggest", Scope: ScopeJob, Kind: KindHelp, TargetField: "goal", Extra: Extra{"kind_hint": json.RawMessage(`"x"`)}},
+		{ID: "job.start", Scope: ScopeJob},
+		{ID: "dataset.x.query", ReadOnly: true, Scope: ScopeWorkspace},
+		{ID: "job.stop", Scope: ScopeJob, Label: "Stop"},
+		{ID: "goal.suggest", ReadOnly: true, Scope: ScopeJob, Kind: KindHelp, TargetField: "goal", Extra: Extra{"kind_hint": json.RawMessage(`"x"`)}},
 	}
 	if !reflect.DeepEqual(caps.Actions, want) {
 		t.Errorf("got %+v\nwant %+v", caps.Actions, want)
@@ -364,7 +364,7 @@ func TestRuleCheckpointsImplyResumeAction(t *testing.T) {
 	}
 	// Declaring it already: no second one.
 	r2 := mustBuild(t, RegistrationSpec{AgentSlug: "s", DisplayName: "S", A2UICatalogVersion: "1",
-		Actions:         []ActionSpec{ActionDefinition{ID: RuleCheckpointResumeAction, Mutating: true, Scope: ScopeJob, Label: "Resume"}},
+		Actions:         []ActionSpec{ActionDefinition{ID: RuleCheckpointResumeAction, Scope: ScopeJob, Label: "Resume"}},
 		RuleCheckpoints: &RuleCheckpoints{Phases: []string{PhaseBefore}}})
 	if len(r2.Capabilities.Actions) != 1 || r2.Capabilities.Actions[0].Label != "Resume" {
 		t.Errorf("actions %+v", r2.Capabilities.Actions)
@@ -405,7 +405,7 @@ func TestWorkspaceBindingModesFillBlocks(t *testing.T) {
 	if got := string(mustMarshal(t, r.WorkspaceBinding)); got != want {
 		t.Errorf("got %s\nwant %s", got, want)
 	}
-	if a, ok := r.Action(WorkspaceBindingOptionsAction); !ok || a.Scope != ScopeWorkspace || !a.Mutating {
+	if a, ok := r.Action(WorkspaceBindingOptionsAction); !ok || a.Scope != ScopeWorkspace || a.ReadOnly {
 		t.Errorf("binding action %+v %v", a, ok)
 	}
 	if r.HasSurface(WorkspaceBindingCreateSurface) {
@@ -461,7 +461,7 @@ func TestBuildRegistrationErrors(t *testing.T) {
 			"actions[1]: an action must be an ActionID or an ActionDefinition, not <nil>",
 		}},
 		{"action defined twice", func(s *RegistrationSpec) {
-			s.Actions = []ActionSpec{ActionDefinition{ID: "a", Mutating: true}, ActionID("a"), ActionDefinition{ID: "a"}}
+			s.Actions = []ActionSpec{ActionDefinition{ID: "a"}, ActionID("a"), ActionDefinition{ID: "a"}}
 		}, []string{"actions[2]: action 'a' is defined twice"}},
 		{"blank surface definition id", func(s *RegistrationSpec) { s.Surfaces = []SurfaceSpec{SurfaceDefinition{Label: "x"}} }, []string{
 			"surfaces[0]: surface definitions must have a non-empty id",
@@ -479,7 +479,7 @@ func TestBuildRegistrationErrors(t *testing.T) {
 			"capabilities.actions[0].kind: Input should be 'command' or 'help'",
 		}},
 		{"mutating help action", func(s *RegistrationSpec) {
-			s.Actions = []ActionSpec{ActionDefinition{ID: "goal.suggest", Kind: KindHelp, Mutating: true}}
+			s.Actions = []ActionSpec{ActionDefinition{ID: "goal.suggest", Kind: KindHelp}}
 		}, []string{"capabilities.actions[0]: help actions must declare mutating=False: a help action proposes or checks a draft and never changes agent state"}},
 		{"target_field without help", func(s *RegistrationSpec) {
 			s.Actions = []ActionSpec{ActionDefinition{ID: "a", TargetField: "goal"}, ActionDefinition{ID: "b", Kind: KindCommand, TargetField: "goal"}}

@@ -185,7 +185,7 @@ func validateActionDefinition(p *problems, at string, a ActionDefinition) {
 	default:
 		p.add(at+".kind", "Input should be 'command' or 'help'")
 	}
-	if a.Kind == KindHelp && a.Mutating {
+	if a.Kind == KindHelp && !a.ReadOnly {
 		p.add(at, "help actions must declare mutating=False: a help action proposes or checks a draft and never changes agent state")
 	}
 	if a.TargetField != "" && a.Kind != KindHelp {

@@ -166,13 +166,14 @@ func (r *ActionResult) Validate() error {
 
 // Validate reports why r is not a valid V2SurfaceResult, or nil.
 func (r *SurfaceResult) Validate() error {
-	if len(r.Document) == 0 {
-		return nil // written as {}
+	var errs []error
+	if r.Surface == "" {
+		errs = append(errs, errors.New("surface is required"))
 	}
-	if !isObjectJSON(r.Document) {
-		return errors.New("document must be a JSON object")
+	if len(r.Document) > 0 && !isObjectJSON(r.Document) { // absent is written as {}
+		errs = append(errs, errors.New("document must be a JSON object"))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // MarshalJSON writes the result: effects as [] when empty, absent members omitted, unknown

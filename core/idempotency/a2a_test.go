@@ -82,7 +82,7 @@ func (a *agent) controller(t testing.TB, gate core.ActionGate) *core.Controller 
 		Surfaces: []contract.SurfaceSpec{contract.SurfaceID("job.start")},
 		Actions: []contract.ActionSpec{
 			contract.ActionID("job.start"),
-			contract.ActionDefinition{ID: "job.start.preview", Mutating: false, Scope: "job"},
+			contract.ActionDefinition{ID: "job.start.preview", ReadOnly: true, Scope: "job"},
 		},
 	})
 	if err != nil {
