@@ -7,5 +7,6 @@
 // SDK's models and vice versa. Where the reference omits absent members (action results) the types
 // omit zero values; where it writes nulls (surface results, registrations) they write nulls.
 // Unknown members are kept in each type's Extra and written back, as the reference allows extras.
-// The package has no dependency beyond the standard library and golang.org/x/text.
+// Beyond the standard library it depends on golang.org/x/text (Unicode normalization) and
+// github.com/mozillazg/go-unidecode (MIT; transliteration for slugs, corrected to text-unidecode).
 package contract

@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mozillazg/go-unidecode/table"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -18,9 +19,9 @@ import (
 // way are dropped, commas between digits are removed, every run of characters outside [-a-z0-9]
 // becomes "-", repeated "-" collapse and leading and trailing "-" are trimmed.
 //
-// The transliteration covers Latin (with diacritics, ligatures and stroked letters), Greek and
-// Cyrillic letters and common punctuation and symbols like text-unidecode does; other scripts
-// become separators, where text-unidecode would spell them out (CJK, Arabic...).
+// The transliteration is text-unidecode 1.3's for every character of the Basic Multilingual Plane
+// (客服 gives "ke-fu", שלום "shlvm", こんにちは "konnitiha"): go-unidecode's table, corrected where
+// text-unidecode differs. Like text-unidecode, characters beyond the BMP (emoji...) are dropped.
 func Slugify(name string) string {
 	text := replaceQuoteRuns(name, "-")
 	text = transliterate(norm.NFKD.String(text))
@@ -180,10 +181,9 @@ func decodeCharRefs(s string, hex bool) string {
 	return b.String()
 }
 
-// transliterate maps NFKD-normalized text to ASCII: combining marks are dropped, known letters
-// and symbols get their text-unidecode spelling, other characters of the Basic Multilingual Plane
-// become a space (a separator) and characters beyond it are dropped (text-unidecode has no data
-// for them).
+// transliterate maps NFKD-normalized text to ASCII the way text-unidecode 1.3 does, up to the
+// spelling of separators (text-unidecode's "[?]" for an unknown character is a space here; both
+// become one "-" in the slug).
 func transliterate(s string) string {
 	ascii := true
 	for i := 0; i < len(s); i++ {
@@ -200,33 +200,25 @@ func transliterate(s string) string {
 	for _, r := range s {
 		switch {
 		case r < utf8.RuneSelf:
-			b.WriteRune(r)
-		case unicode.In(r, unicode.Mn, unicode.Me) || isSilentFormat(r):
-			// Combining marks, the soft hyphen, joiners and bidi controls have no spelling.
-		default:
-			if t, ok := translitRune(r); ok {
-				b.WriteString(t)
-			} else if r <= 0xFFFF {
-				b.WriteByte(' ')
-			}
+			b.WriteByte(byte(r))
+		case r <= 0xFFFF:
+			b.WriteString(translitRune(r))
 		}
+		// text-unidecode has no data beyond the BMP and drops those characters.
 	}
 	return b.String()
 }
 
-// isSilentFormat reports the invisible format characters text-unidecode drops (others, like the
-// zero-width space, separate words).
-func isSilentFormat(r rune) bool {
-	return r == 0xAD || (0x200C <= r && r <= 0x200F) || (0x202A <= r && r <= 0x202E) || (0x206A <= r && r <= 0x206F)
-}
-
-// translitRune returns the ASCII spelling of r, for the characters NFKD leaves non-ASCII.
-func translitRune(r rune) (string, bool) {
-	i := sort.Search(len(translitTable), func(i int) bool { return translitTable[i].r >= r })
-	if i < len(translitTable) && translitTable[i].r == r {
-		return translitTable[i].s, true
+// translitRune returns text-unidecode's spelling of r, a non-ASCII character of the BMP.
+func translitRune(r rune) string {
+	i := sort.Search(len(translitOverrides), func(i int) bool { return translitOverrides[i].hi >= r })
+	if i < len(translitOverrides) && translitOverrides[i].lo <= r {
+		return translitOverrides[i].s
 	}
-	return "", false
+	if t := table.Tables[r>>8]; int(r&0xFF) < len(t) && t[r&0xFF] != "" {
+		return t[r&0xFF]
+	}
+	return " " // unknown to both tables: text-unidecode writes "[?]"
 }
 
 // entityRune returns the character of an HTML 4 entity name (Python's html.entities.name2codepoint).

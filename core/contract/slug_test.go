@@ -6,12 +6,16 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // testdata/slugify_vectors.json holds the outputs of python-slugify 8.0.4's algorithm with
-// text-unidecode 1.3 (the reference's dependencies) for agent-like names, HTML references,
-// punctuation, Greek and Cyrillic, and every character of Latin-1 Supplement and Latin
-// Extended-A between "a" and "b". They come from the reference, so there is no -update for them.
+// text-unidecode 1.3 (the reference's dependencies; Debian's python3-text-unidecode 1.3, Python
+// 3.11) for agent-like names, HTML references, punctuation, Greek and Cyrillic, every character of
+// Latin-1 Supplement and Latin Extended-A between "a" and "b", names in CJK, kana, Hangul, Hebrew,
+// Arabic, Thai, Indic scripts and emoji, both ends of every translitOverrides range and two
+// characters of each 256-character block of the BMP between "a" and "b". They come from the
+// reference, so there is no -update for them.
 func TestSlugifyReferenceVectors(t *testing.T) {
 	b, err := os.ReadFile("testdata/slugify_vectors.json")
 	if err != nil {
@@ -21,7 +25,7 @@ func TestSlugifyReferenceVectors(t *testing.T) {
 	if err := json.Unmarshal(b, &vectors); err != nil {
 		t.Fatal(err)
 	}
-	if len(vectors) < 250 {
+	if len(vectors) < 1100 {
 		t.Fatalf("only %d vectors", len(vectors))
 	}
 	for _, v := range vectors {
@@ -52,16 +56,56 @@ func TestSlugifyTable(t *testing.T) {
 	}
 }
 
-// Scripts without a transliteration table are separators here, where text-unidecode spells them
-// out (中文 → "zhong-wen"). This test pins the documented deviation.
-func TestSlugifyUntransliteratedScripts(t *testing.T) {
+// Every script of the BMP is transliterated as text-unidecode does; characters beyond it are
+// dropped, as text-unidecode has no data for them. (Values from the reference.)
+func TestSlugifyScripts(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
-		{"中文 agent", "agent"},
-		{"Ａｇｅｎｔ （全角）", "agent"},
-		{"عربي agent", "agent"},
+		{"客服", "ke-fu"},
+		{"Hello 你好", "hello-ni-hao"},
+		{"שלום Agent", "shlvm-agent"},
+		{"こんにちは", "konnitiha"},
+		// NFKD comes first: 𝔸 becomes A, while the emoji, beyond the BMP, is dropped.
+		{"Agent 🤖 𝔸", "agent-a"},
+		// An unknown BMP character (CJK Extension A here) separates; an emoji vanishes.
+		{"a㐀b", "a-b"},
+		{"a🤖b", "ab"},
 	} {
 		if got := Slugify(tc.in); got != tc.want {
 			t.Errorf("Slugify(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// The override table must stay a sorted list of disjoint ranges of non-ASCII BMP characters with
+// ASCII spellings, and the reference vectors must pin both ends of each range.
+func TestTranslitOverridesShape(t *testing.T) {
+	b, err := os.ReadFile("testdata/slugify_vectors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vectors []struct{ In string }
+	if err := json.Unmarshal(b, &vectors); err != nil {
+		t.Fatal(err)
+	}
+	pinned := make(map[string]bool, len(vectors))
+	for _, v := range vectors {
+		pinned[v.In] = true
+	}
+	prev := rune(utf8.RuneSelf - 1)
+	for _, o := range translitOverrides {
+		if o.lo <= prev || o.hi < o.lo || o.hi > 0xFFFF {
+			t.Errorf("range %#x-%#x: not sorted, disjoint and within the BMP", o.lo, o.hi)
+		}
+		prev = o.hi
+		for i := 0; i < len(o.s); i++ {
+			if o.s[i] >= utf8.RuneSelf {
+				t.Errorf("range %#x-%#x: %q is not ASCII", o.lo, o.hi, o.s)
+			}
+		}
+		for _, r := range []rune{o.lo, o.hi} {
+			if in := "a" + string(r) + "b"; !pinned[in] {
+				t.Errorf("no reference vector for %q (U+%04X)", in, r)
+			}
 		}
 	}
 }
@@ -88,7 +132,7 @@ func TestDeterministicAgentID(t *testing.T) {
 var slugShape = regexp.MustCompile(`^([a-z0-9]+(-[a-z0-9]+)*)?$`)
 
 func FuzzSlugify(f *testing.F) {
-	for _, s := range []string{"Hello World AI Agent", "l’agent", "&amp;#65;", "1,000", "Straße", "&#x110000;", "\xff\xfe", "Привет"} {
+	for _, s := range []string{"Hello World AI Agent", "l’agent", "&amp;#65;", "1,000", "Straße", "&#x110000;", "\xff\xfe", "Привет", "客服 Agent", "שָׁלוֹם", "こんにちは", "Agent 🤖\u200d"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -106,11 +150,16 @@ func FuzzSlugify(f *testing.F) {
 }
 
 func BenchmarkSlugify(b *testing.B) {
-	for _, name := range []string{"Hello World AI Agent", "Crème brûlée über Ångström &amp; Œuvre"} {
-		b.Run(strings.Fields(name)[0], func(b *testing.B) {
+	for _, tc := range []struct{ name, in string }{
+		{"ASCII", "Hello World AI Agent"},
+		{"Latin", "Crème brûlée über Ångström &amp; Œuvre"},
+		{"CJK", "客服助手 Customer Service 你好"},
+		{"Mixed", "שלום Agent مرحبا नमस्ते สวัสดี 안녕하세요 こんにちは 🤖"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				Slugify(name)
+				Slugify(tc.in)
 			}
 		})
 	}
