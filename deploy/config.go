@@ -94,11 +94,21 @@ var forwardedEnv = []string{
 	"SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS",
 	"SUPERVAIZER_STUDIO_AGENT_IDS",
 	"SUPERVAIZER_LOG_LEVEL",
-	"SUPERVAIZER_STORE",
-	"SUPERVAIZER_STORE_TABLE",
+	EnvStore,
+	EnvStoreTable,
 	"SUPERVAIZE_WORKSPACE_ID",
 	"SUPERVAIZE_API_URL",
 }
+
+// Store settings the controller reads (core/store/storeenv), forwarded from the host.
+const (
+	EnvStore      = "SUPERVAIZER_STORE"
+	EnvStoreTable = "SUPERVAIZER_STORE_TABLE"
+)
+
+// StoreIsDynamoDB reports whether a SUPERVAIZER_STORE value chooses DynamoDB (the controller reads
+// it without regard to case).
+func StoreIsDynamoDB(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "dynamodb") }
 
 // Variables the deploy sets itself.
 const (

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -294,12 +295,26 @@ func (d *Deployer) notices() {
 	}
 	// Lambda gets its DynamoDB table; elsewhere a per-instance store loses idempotency and
 	// checkpoint state between instances.
-	if d.Platform.Name != PlatformLambda {
-		switch d.getenv("SUPERVAIZER_STORE") {
-		case "", "bolt", "memory":
-			d.note("notice", "SUPERVAIZER_STORE is not a shared store: each instance keeps its own idempotency and checkpoint state; set SUPERVAIZER_STORE=postgres, redis or dynamodb (with SUPERVAIZER_STORE_URL or SUPERVAIZER_STORE_TABLE) before up")
+	const local = "SUPERVAIZER_STORE is not a shared store: each instance keeps its own idempotency and checkpoint state; "
+	switch strings.ToLower(strings.TrimSpace(d.getenv(EnvStore))) {
+	case "", "bolt", "memory":
+		switch d.Platform.Name {
+		case PlatformAppRunner:
+			d.note("notice", local+"set SUPERVAIZER_STORE=postgres or redis (with SUPERVAIZER_STORE_URL), or dynamodb (svz creates the table, SUPERVAIZER_STORE_TABLE or "+d.Config.ResourceName()+"), before up")
+		case PlatformCloudRun:
+			d.note("notice", local+"set SUPERVAIZER_STORE=postgres or redis (with SUPERVAIZER_STORE_URL) before up")
 		}
 	}
+}
+
+// CheckStore refuses, as a failure of step "config", a store the platform's controller cannot
+// reach: Cloud Run has no AWS credentials, so it cannot open DynamoDB. getenv reads the host
+// environment, whose SUPERVAIZER_STORE up forwards.
+func CheckStore(platform string, getenv func(string) string) error {
+	if platform == PlatformCloudRun && StoreIsDynamoDB(getenv(EnvStore)) {
+		return &StepError{Step: "config", Err: fmt.Errorf("%s=dynamodb: %s has no AWS credentials to reach DynamoDB; use postgres or redis (with SUPERVAIZER_STORE_URL)", EnvStore, PlatformCloudRun)}
+	}
+	return nil
 }
 
 // Plan reports what Up would change, changing nothing. It builds the image to know its digest.
@@ -307,6 +322,9 @@ func (d *Deployer) Plan(ctx context.Context) (Result, error) {
 	res := d.result("plan")
 	if err := d.Config.Validate(); err != nil {
 		return res, &StepError{Step: "config", Err: err}
+	}
+	if err := CheckStore(d.Platform.Name, d.getenv); err != nil {
+		return res, err
 	}
 	d.notices()
 	_, digest, err := d.build(ctx)
@@ -382,6 +400,9 @@ func (d *Deployer) Up(ctx context.Context) (Result, error) {
 	res := d.result("up")
 	if err := d.Config.Validate(); err != nil {
 		return res, &StepError{Step: "config", Err: err}
+	}
+	if err := CheckStore(d.Platform.Name, d.getenv); err != nil {
+		return res, err
 	}
 	d.notices()
 	img, digest, err := d.build(ctx)
@@ -469,6 +490,9 @@ func (d *Deployer) Up(ctx context.Context) (Result, error) {
 	if live != nil {
 		publicURL = live.URL
 	}
+	// rollback restores the service as it was before this up; it comes from the deploy step only.
+	// The public-URL update that follows a create would "restore" the service just created minus
+	// its URL: a first deployment has nothing to roll back to.
 	var rollback func(context.Context) error
 	deploy := func(step, msg string, svc Service) error {
 		return d.step(step, msg, func() (string, error) {
@@ -478,7 +502,7 @@ func (d *Deployer) Up(ctx context.Context) (Result, error) {
 			}
 			res.Changes = mergeChanges(res.Changes, dep.Changes)
 			res.URL = dep.Live.URL
-			if rollback == nil {
+			if step == StepDeploy {
 				rollback = dep.Rollback
 			}
 			publicURL = svc.Env[EnvPublicURL]
@@ -503,7 +527,7 @@ func (d *Deployer) Up(ctx context.Context) (Result, error) {
 			return "", err
 		}
 		res.Health = &rep
-		return fmt.Sprintf("healthy after %d attempt(s), /a2a answered %s", rep.Attempts, rep.RPC), nil
+		return fmt.Sprintf("healthy after %d attempt(s), %d Agent Card(s), /a2a answered %s", rep.Attempts, len(rep.Cards), rep.RPC), nil
 	})
 	if err == nil {
 		return res, nil

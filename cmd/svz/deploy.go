@@ -68,7 +68,7 @@ func newDeployPlanCmd(f *deployFlags) *cobra.Command {
 		Short: "Show what up would create, update or leave alone (changes nothing)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return run(cmd, f, "plan", func(ctx context.Context, d *deploy.Deployer) (any, error) {
+			return run(cmd, f, "plan", "", func(ctx context.Context, d *deploy.Deployer) (any, error) {
 				res, err := d.Plan(ctx)
 				return resultDoc(res), err
 			})
@@ -84,12 +84,11 @@ func newDeployUpCmd(f *deployFlags) *cobra.Command {
 		Short: "Build, push, store secrets, deploy and check the controller",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			question := ""
 			if f.cfg.RotateSecrets {
-				if err := confirm(cmd, f, "Rotate the secrets of "+f.cfg.ResourceName()+"? Studio must then be given the new API key."); err != nil {
-					return err
-				}
+				question = "Rotate the secrets of " + f.cfg.ResourceName() + "? Studio must then be given the new API key."
 			}
-			return run(cmd, f, "up", func(ctx context.Context, d *deploy.Deployer) (any, error) {
+			return run(cmd, f, "up", question, func(ctx context.Context, d *deploy.Deployer) (any, error) {
 				res, err := d.Up(ctx)
 				return resultDoc(res), err
 			})
@@ -110,10 +109,7 @@ func newDeployDownCmd(f *deployFlags) *cobra.Command {
 			if f.cfg.Purge {
 				what = "Delete " + f.cfg.ResourceName() + " on " + f.cfg.Platform + " with its secrets and stored data?"
 			}
-			if err := confirm(cmd, f, what); err != nil {
-				return err
-			}
-			return run(cmd, f, "down", func(ctx context.Context, d *deploy.Deployer) (any, error) {
+			return run(cmd, f, "down", what, func(ctx context.Context, d *deploy.Deployer) (any, error) {
 				res, err := d.Down(ctx)
 				return resultDoc(res), err
 			})
@@ -130,7 +126,7 @@ func newDeployStatusCmd(f *deployFlags) *cobra.Command {
 		Short: "Report URL, image digest, secret presence and health (non-zero exit when not healthy)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return run(cmd, f, "status", func(ctx context.Context, d *deploy.Deployer) (any, error) {
+			return run(cmd, f, "status", "", func(ctx context.Context, d *deploy.Deployer) (any, error) {
 				st, err := d.Status(ctx)
 				return st, err
 			})
@@ -161,14 +157,25 @@ func isTerminal(f *os.File) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// run opens the platform, runs one command and prints its outcome. The error names the failed step.
-func run(cmd *cobra.Command, f *deployFlags, name string, do func(context.Context, *deploy.Deployer) (any, error)) error {
+// run asks question (when not empty), opens the platform, runs one command and prints its outcome;
+// a refusal is reported like any failure, at step "confirm". The error names the failed step.
+func run(cmd *cobra.Command, f *deployFlags, name, question string, do func(context.Context, *deploy.Deployer) (any, error)) error {
 	if f.output != "text" && f.output != "json" {
 		return fmt.Errorf("--output %q: want text or json", f.output)
 	}
 	ctx := cmd.Context()
 	if err := f.cfg.Validate(); err != nil {
 		return report(cmd, f, name, nil, &deploy.StepError{Step: "config", Err: err})
+	}
+	if name == "plan" || name == "up" { // before connecting: the refusal needs no credentials
+		if err := deploy.CheckStore(f.cfg.Platform, os.Getenv); err != nil {
+			return report(cmd, f, name, nil, err)
+		}
+	}
+	if question != "" {
+		if err := confirm(cmd, f, question); err != nil {
+			return report(cmd, f, name, nil, &deploy.StepError{Step: "confirm", Err: err})
+		}
 	}
 	if cwd, err := os.Getwd(); err == nil {
 		f.cfg.Dir = cwd

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -44,9 +45,10 @@ func TestDeployConfigErrors(t *testing.T) {
 		{[]string{"deploy", "status", "-p", "cloud-run", "-n", "hello"}, `deploy status failed at step "config": --project-id is required for cloud-run`},
 		{[]string{"deploy", "plan", "-p", "lambda", "-n", "hello", "--arch", "386"}, `deploy plan failed at step "config": --arch "386": want amd64 or arm64`},
 		{[]string{"deploy", "plan", "-p", "lambda", "-n", "hello", "-o", "yaml"}, `--output "yaml": want text or json`},
-		{[]string{"deploy", "down", "-p", "lambda", "-n", "hello"}, "Delete hello-dev on lambda? pass --yes to confirm (no terminal to ask on)"},
-		{[]string{"deploy", "down", "-p", "lambda", "-n", "hello", "--purge"}, "Delete hello-dev on lambda with its secrets and stored data? pass --yes to confirm (no terminal to ask on)"},
-		{[]string{"deploy", "up", "-p", "lambda", "-n", "hello", "--rotate-secrets"}, "Rotate the secrets of hello-dev? Studio must then be given the new API key. pass --yes to confirm (no terminal to ask on)"},
+		{[]string{"deploy", "down", "-p", "lambda", "-n", "hello"}, `deploy down failed at step "confirm": Delete hello-dev on lambda? pass --yes to confirm (no terminal to ask on)`},
+		{[]string{"deploy", "down", "-p", "lambda", "-n", "hello", "--purge"}, `deploy down failed at step "confirm": Delete hello-dev on lambda with its secrets and stored data? pass --yes to confirm (no terminal to ask on)`},
+		{[]string{"deploy", "up", "-p", "lambda", "-n", "hello", "--rotate-secrets"}, `deploy up failed at step "confirm": Rotate the secrets of hello-dev? Studio must then be given the new API key. pass --yes to confirm (no terminal to ask on)`},
+		{[]string{"deploy", "down", "-p", "lambda"}, `deploy down failed at step "config": --name is required`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, _, err := svz(t, tc.args...)
@@ -65,6 +67,60 @@ func TestDeployJSONFailure(t *testing.T) {
 	v := decode(t, out)
 	if v["ok"] != false || v["failed_step"] != "config" || v["command"] != "plan" || v["error"] != "step config: --name is required" {
 		t.Fatalf("document %v", v)
+	}
+}
+
+// TestDeployJSONConfirmRefused: a refused confirmation is one JSON document on stdout, like every
+// other failure, before anything is connected to.
+func TestDeployJSONConfirmRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want map[string]any
+	}{
+		{[]string{"deploy", "up", "-p", "lambda", "-n", "hello", "--rotate-secrets", "-o", "json"}, map[string]any{
+			"ok": false, "command": "up", "failed_step": "confirm",
+			"error": "step confirm: Rotate the secrets of hello-dev? Studio must then be given the new API key. pass --yes to confirm (no terminal to ask on)",
+		}},
+		{[]string{"deploy", "down", "-p", "lambda", "-n", "hello", "-o", "json"}, map[string]any{
+			"ok": false, "command": "down", "failed_step": "confirm",
+			"error": "step confirm: Delete hello-dev on lambda? pass --yes to confirm (no terminal to ask on)",
+		}},
+		{[]string{"deploy", "down", "-p", "app-runner", "-n", "hello", "--purge", "-o", "json"}, map[string]any{
+			"ok": false, "command": "down", "failed_step": "confirm",
+			"error": "step confirm: Delete hello-dev on app-runner with its secrets and stored data? pass --yes to confirm (no terminal to ask on)",
+		}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out, stderr, err := svz(t, tc.args...)
+			if got := decode(t, out); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("document %v\nwant %v", got, tc.want)
+			}
+			want := "deploy " + tc.want["command"].(string) + ` failed at step "confirm": ` + strings.TrimPrefix(tc.want["error"].(string), "step confirm: ")
+			if err == nil || err.Error() != want {
+				t.Fatalf("err %v\nwant %s", err, want)
+			}
+			if strings.Contains(stderr, "→") {
+				t.Fatalf("a step ran after the refusal:\n%s", stderr)
+			}
+		})
+	}
+}
+
+// TestDeployCloudRunRefusesDynamoDB: Cloud Run has no AWS credentials; plan and up say so at step
+// config, before connecting to Google Cloud (no credentials needed to be told).
+func TestDeployCloudRunRefusesDynamoDB(t *testing.T) {
+	t.Setenv("SUPERVAIZER_STORE", "dynamodb")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/adc.json")
+	for _, cmd := range []string{"plan", "up"} {
+		out, stderr, err := svz(t, "deploy", cmd, "-p", "cloud-run", "-n", "hello", "--project-id", "proj", "-o", "json")
+		want := map[string]any{"ok": false, "command": cmd, "failed_step": "config",
+			"error": "step config: SUPERVAIZER_STORE=dynamodb: cloud-run has no AWS credentials to reach DynamoDB; use postgres or redis (with SUPERVAIZER_STORE_URL)"}
+		if got := decode(t, out); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: document %v\nwant %v\nstderr %s", cmd, got, want, stderr)
+		}
+		if err == nil || !strings.HasPrefix(err.Error(), "deploy "+cmd+` failed at step "config": SUPERVAIZER_STORE=dynamodb`) {
+			t.Fatalf("%s: err %v", cmd, err)
+		}
 	}
 }
 

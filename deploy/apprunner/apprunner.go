@@ -6,6 +6,13 @@
 // allowed GetSecretValue on exactly the service's secrets, which App Runner injects as
 // RuntimeEnvironmentSecrets under the names the server reads.
 //
+// With SUPERVAIZER_STORE=dynamodb it also ensures the store's table (SUPERVAIZER_STORE_TABLE, by
+// default {name}-{env}; see awsdeploy.StoreTable), allows the instance role the store's item access
+// on exactly that table, and sets AWS_REGION, which the controller's DynamoDB client reads from its
+// environment (App Runner's API reserves only PORT and names starting with AWSAPPRUNNER, so
+// AWS_REGION can be set, and svz does not rely on the container getting it otherwise). Down with
+// purge deletes that table only when svz created it.
+//
 // App Runner stopped accepting new customers on 2026-04-30: accounts that never used it cannot
 // create services. Rollback re-applies the previous image and configuration.
 package apprunner
@@ -21,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/apprunner"
 	"github.com/aws/aws-sdk-go-v2/service/apprunner/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ecr"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -40,12 +48,18 @@ const (
 	HealthPath = "/.well-known/health"
 	// ECRAccessPolicy is the managed policy of the ECR access role.
 	ECRAccessPolicy = "arn:aws:iam::aws:policy/service-role/AWSAppRunnerServicePolicyForECRAccess"
+	// EnvRegion is set to the service's region when the store is DynamoDB.
+	EnvRegion = "AWS_REGION"
 )
 
 // Driver deploys to App Runner.
 type Driver struct {
 	AppRunner *apprunner.Client
 	IAM       *iam.Client
+	// DynamoDB, Account and Region serve the store table (SUPERVAIZER_STORE=dynamodb).
+	DynamoDB *dynamodb.Client
+	Account  string
+	Region   string
 	// Poll is the pause between status checks; 0 means 5 seconds.
 	Poll time.Duration
 	// Wait bounds one create, update or delete; 0 means 20 minutes.
@@ -55,6 +69,20 @@ type Driver struct {
 var _ deploy.Driver = (*Driver)(nil)
 
 func (d *Driver) roles() *awsdeploy.Roles { return &awsdeploy.Roles{Client: d.IAM} }
+
+func (d *Driver) table() *awsdeploy.StoreTable { return &awsdeploy.StoreTable{Client: d.DynamoDB} }
+
+// tableOf is the DynamoDB table of the controller's store given its environment: the
+// SUPERVAIZER_STORE_TABLE, by default the service's name; "" when the store is not DynamoDB.
+func tableOf(name string, env map[string]string) string {
+	if !deploy.StoreIsDynamoDB(env[deploy.EnvStore]) {
+		return ""
+	}
+	if t := strings.TrimSpace(env[deploy.EnvStoreTable]); t != "" {
+		return t
+	}
+	return name
+}
 
 // Role names of a service.
 func AccessRoleName(service string) string   { return service + "-apprunner-ecr" }
@@ -69,8 +97,15 @@ func repoType(image string) types.ImageRepositoryType {
 
 func (d *Driver) wantRoles(s deploy.Service) []awsdeploy.Role {
 	inst := awsdeploy.Role{Name: InstanceRoleName(s.Name), Trust: awsdeploy.TrustPolicy("tasks.apprunner.amazonaws.com")}
+	var st []awsdeploy.Statement
 	if arns := awsdeploy.SecretARNs(s); len(arns) > 0 {
-		p := awsdeploy.NewPolicy(awsdeploy.Statement{Sid: "Secrets", Action: awsdeploy.List{"secretsmanager:GetSecretValue"}, Resource: arns})
+		st = append(st, awsdeploy.Statement{Sid: "Secrets", Action: awsdeploy.List{"secretsmanager:GetSecretValue"}, Resource: arns})
+	}
+	if t := tableOf(s.Name, s.Env); t != "" {
+		st = append(st, awsdeploy.TableStatement(awsdeploy.TableARN(d.Region, d.Account, t)))
+	}
+	if len(st) > 0 {
+		p := awsdeploy.NewPolicy(st...)
 		inst.Inline = &p
 	}
 	roles := []awsdeploy.Role{inst}
@@ -86,6 +121,16 @@ type spec struct {
 	instance types.InstanceConfiguration
 }
 
+// Env is the service's plain environment: s.Env, and with a DynamoDB store its table and region.
+func (d *Driver) Env(s deploy.Service) map[string]string {
+	env := maps.Clone(s.Env)
+	if t := tableOf(s.Name, s.Env); t != "" {
+		env[deploy.EnvStoreTable] = t
+		env[EnvRegion] = d.Region
+	}
+	return env
+}
+
 func (d *Driver) want(s deploy.Service, instanceRole, accessRole string) spec {
 	secrets := map[string]string{}
 	for k, ref := range s.Secrets {
@@ -98,7 +143,7 @@ func (d *Driver) want(s deploy.Service, instanceRole, accessRole string) spec {
 			ImageRepositoryType: repoType(s.Image),
 			ImageConfiguration: &types.ImageConfiguration{
 				Port:                        aws.String(Port),
-				RuntimeEnvironmentVariables: maps.Clone(s.Env),
+				RuntimeEnvironmentVariables: d.Env(s),
 				RuntimeEnvironmentSecrets:   secrets,
 			},
 		},
@@ -211,6 +256,13 @@ func (d *Driver) Plan(ctx context.Context, s deploy.Service) ([]deploy.Change, e
 		}
 		changes = append(changes, c)
 	}
+	if t := tableOf(s.Name, s.Env); t != "" {
+		c, err := d.table().Plan(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		changes = append(changes, c)
+	}
 	c := deploy.Change{Resource: "app-runner-service", Name: s.Name, Action: deploy.Create}
 	svc, err := d.find(ctx, s.Name)
 	if err != nil {
@@ -260,6 +312,14 @@ func (d *Driver) Deploy(ctx context.Context, s deploy.Service) (deploy.Deploymen
 			instanceRole = arn
 		} else {
 			accessRole = arn
+		}
+	}
+	// The table exists before the controller's start-up DescribeTable.
+	if t := tableOf(s.Name, s.Env); t != "" {
+		c, err := d.table().Ensure(ctx, t)
+		dep.Changes = append(dep.Changes, c)
+		if err != nil {
+			return dep, err
 		}
 	}
 	want := d.want(s, instanceRole, accessRole)
@@ -425,16 +485,20 @@ func (d *Driver) Inspect(ctx context.Context, name string) (deploy.Live, error) 
 	return toLive(svc), nil
 }
 
-// Delete removes the service, waits for it to go, then removes both roles.
-func (d *Driver) Delete(ctx context.Context, name string, _ bool) ([]deploy.Change, error) {
+// Delete removes the service, waits for it to go, then removes both roles. The store table the
+// service used (or, when the service is gone, one named after it) is kept, and with purge deleted
+// when svz created it.
+func (d *Driver) Delete(ctx context.Context, name string, purge bool) ([]deploy.Change, error) {
 	c := deploy.Change{Resource: "app-runner-service", Name: name, Action: deploy.Delete}
 	svc, err := d.find(ctx, name)
 	if err != nil {
 		return nil, err
 	}
+	table := ""
 	if svc == nil {
 		c.Action, c.Detail = deploy.NoOp, "absent"
 	} else {
+		table = tableOf(name, toLive(svc).Env)
 		if err := d.delete(ctx, aws.ToString(svc.ServiceArn)); err != nil {
 			return nil, err
 		}
@@ -446,6 +510,22 @@ func (d *Driver) Delete(ctx context.Context, name string, _ bool) ([]deploy.Chan
 		if err != nil {
 			return cs, err
 		}
+	}
+	known := table != ""
+	switch {
+	case purge:
+		if !known {
+			table = name // a table an earlier deployment may have created
+		}
+		tc, err := d.table().Delete(ctx, table, true)
+		if err != nil {
+			return append(cs, tc), err
+		}
+		if known || tc.Detail != "absent" {
+			cs = append(cs, tc)
+		}
+	case known:
+		cs = append(cs, deploy.Change{Resource: "dynamodb-table", Name: table, Action: deploy.NoOp, Detail: "kept (pass --purge to delete stored data)"})
 	}
 	return cs, nil
 }
@@ -483,12 +563,15 @@ func NewPlatform(ctx context.Context, cfg aws.Config) (deploy.Platform, error) {
 		return deploy.Platform{}, err
 	}
 	return deploy.Platform{
-		Name:        deploy.PlatformAppRunner,
-		Scope:       acct,
-		Region:      cfg.Region,
-		Registry:    &awsdeploy.ECR{Client: ecr.NewFromConfig(cfg), Account: acct, Region: cfg.Region},
-		Secrets:     &awsdeploy.SecretsManager{Client: secretsmanager.NewFromConfig(cfg)},
-		Driver:      &Driver{AppRunner: apprunner.NewFromConfig(cfg), IAM: iam.NewFromConfig(cfg)},
+		Name:     deploy.PlatformAppRunner,
+		Scope:    acct,
+		Region:   cfg.Region,
+		Registry: &awsdeploy.ECR{Client: ecr.NewFromConfig(cfg), Account: acct, Region: cfg.Region},
+		Secrets:  &awsdeploy.SecretsManager{Client: secretsmanager.NewFromConfig(cfg)},
+		Driver: &Driver{
+			AppRunner: apprunner.NewFromConfig(cfg), IAM: iam.NewFromConfig(cfg), DynamoDB: dynamodb.NewFromConfig(cfg),
+			Account: acct, Region: cfg.Region,
+		},
 		Notices:     []string{Notice},
 		DefaultArch: "amd64",
 	}, nil

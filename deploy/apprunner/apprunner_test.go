@@ -3,10 +3,13 @@ package apprunner_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"reflect"
 	"slices"
 	"sort"
@@ -16,6 +19,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sdkapprunner "github.com/aws/aws-sdk-go-v2/service/apprunner"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -37,10 +42,13 @@ type env struct {
 	platform deploy.Platform
 	iam      *iam.Client
 	sm       *secretsmanager.Client
+	ddb      *dynamodb.Client
+	acct     string
 	repo     string
 	name     string
 	gate     *health.Gate
 	down     map[string]bool
+	host     map[string]string // the deploying host's environment
 }
 
 func newEnv(t *testing.T) *env {
@@ -52,13 +60,16 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e := &env{fake: apprunnerfake.Start(t, acct, cfg.Region), iam: iam.NewFromConfig(cfg), sm: secretsmanager.NewFromConfig(cfg),
-		name: awstest.Name("ar"), down: map[string]bool{}}
+		ddb: dynamodb.NewFromConfig(cfg), acct: acct, name: awstest.Name("ar"), down: map[string]bool{}, host: map[string]string{}}
+	endpoint := os.Getenv("AWS_ENDPOINT_URL") // moto, set by awstest.Config
 	fl := &fleet.Fleet{Serving: func() (fleet.Revision, bool) {
 		img, vars, secrets, ok := e.fake.Running(e.name + "-dev")
 		if !ok {
 			return fleet.Revision{}, false
 		}
-		resolved := map[string]string{"PORT": apprunner.Port}
+		// What an instance has besides its configuration: the port, and its instance role's
+		// credentials (static here, for moto). No AWS_REGION: only svz can set it.
+		resolved := map[string]string{"PORT": apprunner.Port, "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 		for k, v := range vars {
 			resolved[k] = v
 		}
@@ -86,7 +97,7 @@ func newEnv(t *testing.T) *env {
 	}
 	e.platform.Driver = &apprunner.Driver{
 		AppRunner: sdkapprunner.NewFromConfig(cfg, func(o *sdkapprunner.Options) { o.BaseEndpoint = aws.String(e.fake.URL) }),
-		IAM:       e.iam, Poll: 5 * time.Millisecond,
+		IAM:       e.iam, DynamoDB: e.ddb, Account: acct, Region: cfg.Region, Poll: 5 * time.Millisecond,
 	}
 	return e
 }
@@ -112,7 +123,7 @@ func (e *env) deployer(version string, mod func(*deploy.Config)) *deploy.Deploye
 		mod(&cfg)
 	}
 	return &deploy.Deployer{
-		Config: cfg, Platform: e.platform, Getenv: func(string) string { return "" }, Gate: e.gate,
+		Config: cfg, Platform: e.platform, Getenv: func(k string) string { return e.host[k] }, Gate: e.gate,
 		Image: testImage(version), Keychain: authn.NewMultiKeychain(),
 	}
 }
@@ -263,5 +274,195 @@ func TestAppRunnerLifecycle(t *testing.T) {
 	}
 	if _, err := e.platform.Driver.Inspect(ctx, svc); err == nil {
 		t.Error("service still found after down")
+	}
+}
+
+// instancePolicy reads the inline policy of the service's instance role.
+func (e *env) instancePolicy(t *testing.T, svc string) awsdeploy.Policy {
+	t.Helper()
+	pol, err := e.iam.GetRolePolicy(context.Background(), &iam.GetRolePolicyInput{RoleName: aws.String(svc + "-apprunner"), PolicyName: aws.String("svz")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := url.QueryUnescape(aws.ToString(pol.PolicyDocument))
+	p, err := awsdeploy.ParsePolicy(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tableState describes a table as DynamoDB reports it: "absent", or its key, TTL attribute and tags.
+func (e *env) tableState(t *testing.T, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	out, err := e.ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	var nf *ddbtypes.ResourceNotFoundException
+	if errors.As(err, &nf) {
+		return "absent"
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key []string
+	for _, k := range out.Table.KeySchema {
+		key = append(key, aws.ToString(k.AttributeName)+" "+string(k.KeyType))
+	}
+	for _, a := range out.Table.AttributeDefinitions {
+		key = append(key, aws.ToString(a.AttributeName)+":"+string(a.AttributeType))
+	}
+	ttl, err := e.ddb.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags, err := e.ddb.ListTagsOfResource(ctx, &dynamodb.ListTagsOfResourceInput{ResourceArn: out.Table.TableArn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tg []string
+	for _, x := range tags.Tags {
+		tg = append(tg, aws.ToString(x.Key)+"="+aws.ToString(x.Value))
+	}
+	d := ttl.TimeToLiveDescription
+	return fmt.Sprintf("key %s; ttl %s %s; tags %s", strings.Join(key, ","), aws.ToString(d.AttributeName), d.TimeToLiveStatus, strings.Join(tg, ","))
+}
+
+// TestAppRunnerDynamoDBStore: with SUPERVAIZER_STORE=dynamodb svz creates the table, lets the
+// instance role use exactly it and sets AWS_REGION, so the real controller opens its store on
+// moto at start (its DescribeTable) and passes the gate; down keeps the table, --purge deletes it.
+func TestAppRunnerDynamoDBStore(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	svc := e.name + "-dev"
+	gen := func(c *deploy.Config) { c.GenerateAPIKey, c.GeneratePrivateKey = true, true }
+	e.host["SUPERVAIZER_STORE"] = "dynamodb"
+	t.Cleanup(func() {
+		_, _ = e.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(svc)})
+	})
+
+	var notices []string
+	d := e.deployer("v1", gen)
+	d.Progress = func(ev deploy.Event) {
+		if ev.State == deploy.StateNote {
+			notices = append(notices, ev.Message)
+		}
+	}
+	res, err := d.Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"no-op image-repository " + e.repo + "/" + svc,
+		"create secret " + svc + "-api-key", "create secret " + svc + "-private-key",
+		"create iam-role " + svc + "-apprunner", "create iam-role " + svc + "-apprunner-ecr",
+		"create dynamodb-table " + svc,
+		"create app-runner-service " + svc,
+	}
+	if got := actions(res.Changes); !reflect.DeepEqual(got, want) {
+		t.Fatalf("plan:\n got %q\nwant %q", got, want)
+	}
+	if !reflect.DeepEqual(notices, []string{apprunner.Notice}) {
+		t.Errorf("notices %q, want only App Runner's end of sale", notices)
+	}
+
+	res, err = e.deployer("v1", gen).Up(ctx)
+	if err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	if res.Health == nil || res.Health.RPC != "error -32601" || len(res.Health.Cards) != 1 {
+		t.Fatalf("health %+v", res.Health)
+	}
+	_, vars, _, _ := e.fake.Running(svc)
+	if vars["AWS_REGION"] != awstest.Region || vars["SUPERVAIZER_STORE"] != "dynamodb" || vars["SUPERVAIZER_STORE_TABLE"] != svc {
+		t.Errorf("runtime variables %v", vars)
+	}
+	if got, want := e.tableState(t, svc), "key k HASH,k:S; ttl ttl ENABLED; tags managed-by=svz"; got != want {
+		t.Errorf("table: %s\nwant %s", got, want)
+	}
+	p := e.instancePolicy(t, svc)
+	tableARN := "arn:aws:dynamodb:us-east-1:" + e.acct + ":table/" + svc
+	if len(p.Statement) != 2 || p.Statement[1].Sid != "StoreTable" ||
+		!reflect.DeepEqual([]string(p.Statement[1].Action), []string{"dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"}) ||
+		!reflect.DeepEqual([]string(p.Statement[1].Resource), []string{tableARN}) {
+		t.Errorf("instance role policy %+v", p)
+	}
+
+	// Converged: a second up changes nothing.
+	res, err = e.deployer("v1", gen).Up(ctx)
+	if err != nil || deploy.Changed(res.Changes) {
+		t.Fatalf("second up: %q %v", actions(res.Changes), err)
+	}
+
+	// Down keeps the data; down --purge (the service already gone) deletes the table svz made.
+	res, err = e.deployer("v1", nil).Down(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(actions(res.Changes), "no-op dynamodb-table "+svc) || e.tableState(t, svc) == "absent" {
+		t.Fatalf("down: %q, table %s", actions(res.Changes), e.tableState(t, svc))
+	}
+	res, err = e.deployer("v1", func(c *deploy.Config) { c.Purge = true }).Down(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(actions(res.Changes), "delete dynamodb-table "+svc) || e.tableState(t, svc) != "absent" {
+		t.Fatalf("down --purge: %q, table %s", actions(res.Changes), e.tableState(t, svc))
+	}
+}
+
+// TestAppRunnerDynamoDBUserTable: a table the user names and made (untagged, TTL off) is used,
+// gets TTL, and survives down --purge; SUPERVAIZER_STORE is read without regard to case.
+func TestAppRunnerDynamoDBUserTable(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	svc := e.name + "-dev"
+	table := awstest.Name("usertable")
+	if _, err := e.ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(table), BillingMode: ddbtypes.BillingModePayPerRequest,
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("k"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("k"), KeyType: ddbtypes.KeyTypeHash}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = e.ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	e.host["SUPERVAIZER_STORE"] = "DynamoDB"
+	e.host["SUPERVAIZER_STORE_TABLE"] = table
+	gen := func(c *deploy.Config) { c.GenerateAPIKey, c.GeneratePrivateKey = true, true }
+
+	res, err := e.deployer("v1", gen).Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := actions(res.Changes); !slices.Contains(got, "update dynamodb-table "+table) {
+		t.Fatalf("plan %q", got)
+	}
+	if _, err := e.deployer("v1", gen).Up(ctx); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	_, vars, _, _ := e.fake.Running(svc)
+	if vars["AWS_REGION"] != awstest.Region || vars["SUPERVAIZER_STORE_TABLE"] != table {
+		t.Errorf("runtime variables %v", vars)
+	}
+	if got, want := e.tableState(t, table), "key k HASH,k:S; ttl ttl ENABLED; tags "; got != want {
+		t.Errorf("table: %s\nwant %s", got, want)
+	}
+	if p := e.instancePolicy(t, svc); len(p.Statement) != 2 ||
+		!reflect.DeepEqual([]string(p.Statement[1].Resource), []string{"arn:aws:dynamodb:us-east-1:" + e.acct + ":table/" + table}) {
+		t.Errorf("instance role policy %+v", p)
+	}
+	res, err = e.deployer("v1", func(c *deploy.Config) { c.Purge = true }).Down(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tc deploy.Change
+	for _, c := range res.Changes {
+		if c.Resource == "dynamodb-table" {
+			tc = c
+		}
+	}
+	if tc != (deploy.Change{Resource: "dynamodb-table", Name: table, Action: deploy.NoOp, Detail: "kept: not created by svz"}) || e.tableState(t, table) == "absent" {
+		t.Fatalf("down --purge: %+v, table %s", tc, e.tableState(t, table))
 	}
 }

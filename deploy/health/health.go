@@ -1,6 +1,7 @@
 // Package health decides whether a deployed controller serves: its health route reports
-// "operational", its Agent Card list answers, and a JSON-RPC call carrying the stored API key reaches
-// the controller. Any JSON-RPC envelope proves the key (the probe method does not exist, so the
+// "operational", its agent list names at least one Agent Card and every card listed (the first 20)
+// answers as JSON with its supervaizer.v2 block, and a JSON-RPC call carrying the stored API key reaches the
+// controller. Any JSON-RPC envelope proves the key (the probe method does not exist, so the
 // controller answers -32601); HTTP 401 proves the key wrong and fails at once, without retrying.
 package health
 
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -36,9 +38,14 @@ type Gate struct {
 type Report struct {
 	URL      string `json:"url"`
 	Attempts int    `json:"attempts"`
+	// Cards are the Agent Card URLs checked, as agents.json lists them.
+	Cards []string `json:"cards"`
 	// RPC is the JSON-RPC answer to the probe, e.g. "error -32601".
 	RPC string `json:"rpc"`
 }
+
+// maxCards bounds the cards checked per attempt: a controller serves a handful of agents.
+const maxCards = 20
 
 // Check probes baseURL until the three checks pass, the API key is rejected, or the timeout ends.
 func (g *Gate) Check(ctx context.Context, baseURL, apiKey string) (Report, error) {
@@ -55,9 +62,9 @@ func (g *Gate) Check(ctx context.Context, baseURL, apiKey string) (Report, error
 	rep := Report{URL: base}
 	for {
 		rep.Attempts++
-		rpc, err := g.once(ctx, base, apiKey)
+		cards, rpc, err := g.once(ctx, base, apiKey)
 		if err == nil {
-			rep.RPC = rpc
+			rep.Cards, rep.RPC = cards, rpc
 			return rep, nil
 		}
 		if errors.Is(err, ErrUnauthorized) {
@@ -81,42 +88,126 @@ func (g *Gate) client() *http.Client {
 	return &http.Client{Timeout: 30 * time.Second}
 }
 
-// once runs the three checks in order.
-func (g *Gate) once(ctx context.Context, base, apiKey string) (string, error) {
+// once runs the checks in order and returns the cards checked and the probe's answer.
+func (g *Gate) once(ctx context.Context, base, apiKey string) ([]string, string, error) {
+	body, err := g.get(ctx, base+"/.well-known/health", "/.well-known/health")
+	if err != nil {
+		return nil, "", err
+	}
 	var h struct {
 		Status string `json:"status"`
 	}
-	if err := g.getJSON(ctx, base+"/.well-known/health", &h); err != nil {
-		return "", err
+	if err := json.Unmarshal(body, &h); err != nil {
+		return nil, "", fmt.Errorf("GET /.well-known/health: not JSON: %w", err)
 	}
 	if h.Status != "operational" {
-		return "", fmt.Errorf("GET /.well-known/health: status %q, want \"operational\"", h.Status)
+		return nil, "", fmt.Errorf("GET /.well-known/health: status %q, want \"operational\"", h.Status)
 	}
-	var cards json.RawMessage
-	if err := g.getJSON(ctx, base+"/.well-known/agents.json", &cards); err != nil {
-		return "", err
+	body, err = g.get(ctx, base+"/.well-known/agents.json", "/.well-known/agents.json")
+	if err != nil {
+		return nil, "", err
 	}
-	return g.rpc(ctx, base+"/a2a", apiKey)
+	cards, err := cardURLs(base, body)
+	if err != nil {
+		return nil, "", fmt.Errorf("GET /.well-known/agents.json: %w", err)
+	}
+	for _, c := range cards {
+		label := cardLabel(c)
+		body, err := g.get(ctx, c, label)
+		if err != nil {
+			return nil, "", err
+		}
+		if err := checkCard(body); err != nil {
+			return nil, "", fmt.Errorf("GET %s: %w", label, err)
+		}
+	}
+	rpc, err := g.rpc(ctx, base+"/a2a", apiKey)
+	return cards, rpc, err
 }
 
-func (g *Gate) getJSON(ctx context.Context, url string, v any) error {
-	path := url[strings.Index(url, "/.well-known"):]
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// cardURLs reads the agent list and resolves each agent_card_url against the service URL (the
+// controller lists relative URLs when it has no public URL). It wants at least one agent.
+func cardURLs(base string, body []byte) ([]string, error) {
+	var list struct {
+		Agents []struct {
+			AgentCardURL string `json:"agent_card_url"`
+		} `json:"agents"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, fmt.Errorf("not an agent list: %w", err)
+	}
+	if len(list.Agents) == 0 {
+		return nil, errors.New("no agent listed, so no Agent Card to check")
+	}
+	b, err := url.Parse(base + "/")
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
+		return nil, fmt.Errorf("service URL: %w", err)
+	}
+	var cards []string
+	for i, a := range list.Agents {
+		if i == maxCards {
+			break
+		}
+		if a.AgentCardURL == "" {
+			return nil, fmt.Errorf("agent %d has no agent_card_url", i)
+		}
+		ref, err := url.Parse(a.AgentCardURL)
+		if err != nil {
+			return nil, fmt.Errorf("agent %d: agent_card_url is not a URL", i)
+		}
+		u := b.ResolveReference(ref)
+		if u.Scheme != "http" && u.Scheme != "https" {
+			return nil, fmt.Errorf("agent %d: agent_card_url scheme %q, want http or https", i, u.Scheme)
+		}
+		if u.Host == "" {
+			return nil, fmt.Errorf("agent %d: agent_card_url has no host", i)
+		}
+		cards = append(cards, u.String())
+	}
+	return cards, nil
+}
+
+// cardLabel names a card in messages by its path (the host is the service's, or the public URL's).
+func cardLabel(card string) string {
+	u, err := url.Parse(card)
+	if err != nil || u.Path == "" {
+		return "Agent Card"
+	}
+	return u.Path
+}
+
+// checkCard wants a JSON Agent Card carrying the supervaizer.v2 block, which Studio reads. Member
+// names are matched exactly, as Studio matches them.
+func checkCard(body []byte) error {
+	var card map[string]json.RawMessage
+	if err := json.Unmarshal(body, &card); err != nil {
+		return fmt.Errorf("not a JSON Agent Card: %w", err)
+	}
+	var ext map[string]json.RawMessage
+	if raw, ok := card["supervaizer"]; !ok || json.Unmarshal(raw, &ext) != nil || ext == nil {
+		return errors.New("the Agent Card has no supervaizer block")
+	}
+	if v2 := bytes.TrimSpace(ext["v2"]); len(v2) == 0 || v2[0] != '{' {
+		return errors.New("the Agent Card has no supervaizer.v2 block")
+	}
+	return nil
+}
+
+// get fetches a JSON document; label names it in errors.
+func (g *Gate) get(ctx context.Context, target, label string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", label, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	body, status, err := g.do(req)
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
+		return nil, fmt.Errorf("GET %s: %w", label, err)
 	}
 	if status != http.StatusOK {
-		return fmt.Errorf("GET %s: HTTP %d: %s", path, status, excerpt(body))
+		return nil, fmt.Errorf("GET %s: HTTP %d: %s", label, status, excerpt(body))
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("GET %s: not JSON: %w", path, err)
-	}
-	return nil
+	return body, nil
 }
 
 func (g *Gate) rpc(ctx context.Context, url, apiKey string) (string, error) {

@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/supervaize/svz/deploy/health"
+	"github.com/supervaize/svz/examples/helloworld/hello"
 )
 
 const key = "k-0123456789abcdef0123456789abcdef"
@@ -28,7 +31,10 @@ func controller(t *testing.T, failures int32, rpcStatus int, rpcBody string) (*h
 		_, _ = io.WriteString(w, `{"schema_version":"a2a_2023_v1","status":"operational","agents":{}}`)
 	})
 	mux.HandleFunc("GET /.well-known/agents.json", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, `{"schema_version":"a2a_2023_v1","agents":[]}`)
+		_, _ = io.WriteString(w, `{"schema_version":"a2a_2023_v1","agents":[{"name":"Hello","agent_card_url":"`+cardPath+`"}]}`)
+	})
+	mux.HandleFunc("GET "+cardPath, func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, validCard)
 	})
 	mux.HandleFunc("POST /a2a", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -49,6 +55,11 @@ func controller(t *testing.T, failures int32, rpcStatus int, rpcBody string) (*h
 	return srv, &calls
 }
 
+// cardPath is where the test controllers serve their one Agent Card.
+const cardPath = "/.well-known/agents/v1.0/hello_agent.json"
+
+const validCard = `{"name":"Hello","version":"1.0","supervaizer":{"v2":{"supervaizer_contract_version":2,"agent":{"slug":"hello"}}}}`
+
 const methodNotFound = `{"jsonrpc":"2.0","id":"svz-health","error":{"code":-32601,"message":"Method not found: svz/ping"}}`
 
 func gate() *health.Gate {
@@ -61,7 +72,8 @@ func TestCheckPassesAfterStartup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Attempts != 3 || rep.RPC != "error -32601" || rep.URL != srv.URL || calls.Load() != 3 {
+	if rep.Attempts != 3 || rep.RPC != "error -32601" || rep.URL != srv.URL || calls.Load() != 3 ||
+		!reflect.DeepEqual(rep.Cards, []string{srv.URL + cardPath}) {
 		t.Fatalf("report %+v after %d health calls", rep, calls.Load())
 	}
 }
@@ -109,6 +121,111 @@ func TestCheckNotOperational(t *testing.T) {
 	_, err := g.Check(context.Background(), srv.URL, key)
 	if err == nil || !strings.HasSuffix(err.Error(), `GET /.well-known/health: status "degraded", want "operational"`) {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// cardSite serves a healthy controller whose agent list and card are given; list may name the
+// server's own URL as {base}.
+func cardSite(t *testing.T, list string, cardStatus int, card string) *httptest.Server {
+	t.Helper()
+	var srv *httptest.Server
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/health", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"status":"operational"}`)
+	})
+	mux.HandleFunc("GET /.well-known/agents.json", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, strings.ReplaceAll(list, "{base}", srv.URL))
+	})
+	mux.HandleFunc("GET "+cardPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(cardStatus)
+		_, _ = io.WriteString(w, card)
+	})
+	mux.HandleFunc("POST /a2a", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, methodNotFound)
+	})
+	srv = httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestCheckAgentCards: the gate fetches every card agents.json lists (absolute, or relative to the
+// service URL) and wants a JSON card with its supervaizer.v2 block.
+func TestCheckAgentCards(t *testing.T) {
+	relative := `{"agents":[{"agent_card_url":"` + cardPath + `"}]}`
+	absolute := `{"agents":[{"agent_card_url":"{base}` + cardPath + `"}]}`
+	for _, tc := range []struct {
+		name       string
+		list       string
+		cardStatus int
+		card       string
+		want       string // error suffix; "" passes
+	}{
+		{"relative", relative, http.StatusOK, validCard, ""},
+		{"absolute", absolute, http.StatusOK, validCard, ""},
+		{"no agent", `{"schema_version":"a2a_2023_v1","agents":[]}`, http.StatusOK, validCard,
+			"GET /.well-known/agents.json: no agent listed, so no Agent Card to check"},
+		{"list not json", `<html>`, http.StatusOK, validCard,
+			"GET /.well-known/agents.json: not an agent list: invalid character '<' looking for beginning of value"},
+		{"no card url", `{"agents":[{"name":"x"}]}`, http.StatusOK, validCard,
+			"GET /.well-known/agents.json: agent 0 has no agent_card_url"},
+		{"bad scheme", `{"agents":[{"agent_card_url":"file:///etc/passwd"}]}`, http.StatusOK, validCard,
+			`GET /.well-known/agents.json: agent 0: agent_card_url scheme "file", want http or https`},
+		{"no host", `{"agents":[{"agent_card_url":"http:card"}]}`, http.StatusOK, validCard,
+			`GET /.well-known/agents.json: agent 0: agent_card_url has no host`},
+		{"card missing", relative, http.StatusNotFound, `{"detail":"Not Found"}`,
+			`GET ` + cardPath + `: HTTP 404: {"detail":"Not Found"}`},
+		{"card not json", relative, http.StatusOK, `<html>`,
+			"GET " + cardPath + ": not a JSON Agent Card: invalid character '<' looking for beginning of value"},
+		{"no supervaizer block", absolute, http.StatusOK, `{"name":"Hello"}`,
+			"GET " + cardPath + ": the Agent Card has no supervaizer block"},
+		{"null v2", relative, http.StatusOK, `{"supervaizer":{"v2":null}}`,
+			"GET " + cardPath + ": the Agent Card has no supervaizer.v2 block"},
+		{"v2 not an object", relative, http.StatusOK, `{"supervaizer":{"v2":"yes"}}`,
+			"GET " + cardPath + ": the Agent Card has no supervaizer.v2 block"},
+		{"names differ in case", relative, http.StatusOK, `{"Supervaizer":{"V2":{}}}`,
+			"GET " + cardPath + ": the Agent Card has no supervaizer block"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := cardSite(t, tc.list, tc.cardStatus, tc.card)
+			g := &health.Gate{Timeout: 100 * time.Millisecond, Interval: 10 * time.Millisecond}
+			rep, err := g.Check(context.Background(), srv.URL, key)
+			if tc.want == "" {
+				if err != nil || !reflect.DeepEqual(rep.Cards, []string{srv.URL + cardPath}) || rep.RPC != "error -32601" {
+					t.Fatalf("report %+v, err %v", rep, err)
+				}
+				return
+			}
+			if err == nil || !strings.HasSuffix(err.Error(), tc.want) {
+				t.Fatalf("err %v\nwant … %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckHelloWorld runs the gate against the real Hello World controller, without a public URL
+// (relative card URLs) and with one (absolute).
+func TestCheckHelloWorld(t *testing.T) {
+	for _, public := range []bool{false, true} {
+		var srv *httptest.Server
+		env := map[string]string{"SUPERVAIZER_API_KEY": key, "SUPERVAIZER_STORE": "memory", "SUPERVAIZER_SERVER_ID": "2f8e1c3a-5b6d-4e7f-8a9b-0c1d2e3f4a5b"}
+		srv = httptest.NewUnstartedServer(nil)
+		srv.Start()
+		t.Cleanup(srv.Close)
+		if public {
+			env["SUPERVAIZER_PUBLIC_URL"] = srv.URL
+		}
+		h, err := hello.Build(context.Background(), func(k string) string { return env[k] }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Config.Handler = h
+		rep, err := gate().Check(context.Background(), srv.URL, key)
+		if err != nil {
+			t.Fatalf("public URL %v: %v", public, err)
+		}
+		if want := []string{srv.URL + "/.well-known/agents/v1.0/hello-world-ai-agent_agent.json"}; !reflect.DeepEqual(rep.Cards, want) || rep.RPC != "error -32601" {
+			t.Fatalf("public URL %v: report %+v", public, rep)
+		}
 	}
 }
 

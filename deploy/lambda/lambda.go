@@ -4,8 +4,9 @@
 // URL (auth NONE: Studio authenticates with X-API-Key and grant tokens) with the two public-invoke
 // permissions AWS requires, an execution role {name}-{env}-lambda whose inline policy allows exactly
 // its log group, GetSecretValue on its own secrets and item access to its store table, and that
-// DynamoDB table {name}-{env} (on-demand, key pk, TTL on the store's expiry attribute). Secrets reach
-// the function as *_SECRET_ARN variables the controller resolves at init.
+// DynamoDB table {name}-{env} (on demand, partition key "k" of type S, TTL on "ttl": the schema
+// core/store/dynamodb checks, see awsdeploy.StoreTable). Secrets reach the function as *_SECRET_ARN
+// variables the controller resolves at init.
 //
 // Rollback restores the image and configuration the function had before the update.
 package lambda
@@ -20,22 +21,20 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/ecr"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
-	storedynamo "github.com/supervaize/svz/core/store/dynamodb"
 	"github.com/supervaize/svz/deploy"
 	"github.com/supervaize/svz/deploy/awsdeploy"
 )
 
 // Store table schema: the one core/store/dynamodb checks at start.
 const (
-	TableKey          = storedynamo.AttrKey
-	TableTTLAttribute = storedynamo.AttrTTL
+	TableKey          = awsdeploy.TableKey
+	TableTTLAttribute = awsdeploy.TableTTLAttribute
 )
 
 // Function settings.
@@ -74,6 +73,8 @@ var _ deploy.Driver = (*Driver)(nil)
 
 func (d *Driver) roles() *awsdeploy.Roles { return &awsdeploy.Roles{Client: d.IAM} }
 
+func (d *Driver) table() *awsdeploy.StoreTable { return &awsdeploy.StoreTable{Client: d.DynamoDB} }
+
 func (d *Driver) invokeMode() lambdatypes.InvokeMode {
 	if d.InvokeMode == "" {
 		return lambdatypes.InvokeModeResponseStream
@@ -84,18 +85,13 @@ func (d *Driver) invokeMode() lambdatypes.InvokeMode {
 // RoleName is the execution role of a service.
 func RoleName(service string) string { return service + "-lambda" }
 
-func (d *Driver) tableARN(service string) string {
-	return fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", d.Region, d.Account, service)
-}
-
 // role is the least-privilege execution role of the service.
 func (d *Driver) role(s deploy.Service) awsdeploy.Role {
 	logGroup := fmt.Sprintf("arn:aws:logs:%s:%s:log-group:/aws/lambda/%s", d.Region, d.Account, s.Name)
 	st := []awsdeploy.Statement{
 		{Sid: "Logs", Action: awsdeploy.List{"logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"},
 			Resource: awsdeploy.List{logGroup, logGroup + ":*"}},
-		{Sid: "StoreTable", Action: awsdeploy.List{"dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"},
-			Resource: awsdeploy.List{d.tableARN(s.Name)}},
+		awsdeploy.TableStatement(awsdeploy.TableARN(d.Region, d.Account, s.Name)),
 	}
 	if arns := awsdeploy.SecretARNs(s); len(arns) > 0 {
 		st = append(st, awsdeploy.Statement{Sid: "Secrets", Action: awsdeploy.List{"secretsmanager:GetSecretValue"}, Resource: arns})
@@ -208,7 +204,7 @@ func (d *Driver) Plan(ctx context.Context, s deploy.Service) ([]deploy.Change, e
 		return nil, err
 	}
 	changes := []deploy.Change{rc}
-	tc, err := d.planTable(ctx, s.Name)
+	tc, err := d.table().Plan(ctx, s.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -236,69 +232,6 @@ func (d *Driver) Plan(ctx context.Context, s deploy.Service) ([]deploy.Change, e
 		return nil, err
 	}
 	return append(changes, uc...), nil
-}
-
-func (d *Driver) planTable(ctx context.Context, name string) (deploy.Change, error) {
-	c := deploy.Change{Resource: "dynamodb-table", Name: name, Action: deploy.NoOp}
-	exists, ttlOK, err := d.readTable(ctx, name)
-	switch {
-	case err != nil:
-		return c, err
-	case !exists:
-		c.Action = deploy.Create
-	case !ttlOK:
-		c.Action, c.Detail = deploy.Update, "enable TTL on "+TableTTLAttribute
-	}
-	return c, nil
-}
-
-func (d *Driver) readTable(ctx context.Context, name string) (exists, ttlOK bool, err error) {
-	_, err = d.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
-	var nf *ddbtypes.ResourceNotFoundException
-	switch {
-	case errors.As(err, &nf):
-		return false, false, nil
-	case err != nil:
-		return false, false, fmt.Errorf("dynamodb:DescribeTable %s: %w", name, err)
-	}
-	ttl, err := d.DynamoDB.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
-	if err != nil {
-		return true, false, fmt.Errorf("dynamodb:DescribeTimeToLive %s: %w", name, err)
-	}
-	t := ttl.TimeToLiveDescription
-	ok := t != nil && aws.ToString(t.AttributeName) == TableTTLAttribute &&
-		(t.TimeToLiveStatus == ddbtypes.TimeToLiveStatusEnabled || t.TimeToLiveStatus == ddbtypes.TimeToLiveStatusEnabling)
-	return true, ok, nil
-}
-
-func (d *Driver) ensureTable(ctx context.Context, name string) (deploy.Change, error) {
-	c, err := d.planTable(ctx, name)
-	if err != nil || c.Action == deploy.NoOp {
-		return c, err
-	}
-	if c.Action == deploy.Create {
-		_, err := d.DynamoDB.CreateTable(ctx, &dynamodb.CreateTableInput{
-			TableName:            aws.String(name),
-			BillingMode:          ddbtypes.BillingModePayPerRequest,
-			AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String(TableKey), AttributeType: ddbtypes.ScalarAttributeTypeS}},
-			KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String(TableKey), KeyType: ddbtypes.KeyTypeHash}},
-			Tags:                 []ddbtypes.Tag{{Key: aws.String(awsdeploy.ManagedByTag), Value: aws.String("svz")}},
-		})
-		if err != nil {
-			return c, fmt.Errorf("dynamodb:CreateTable %s: %w", name, err)
-		}
-		if err := dynamodb.NewTableExistsWaiter(d.DynamoDB).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 5*time.Minute); err != nil {
-			return c, fmt.Errorf("wait for table %s: %w", name, err)
-		}
-	}
-	// The store checks expiry itself; TTL only sweeps expired items eventually.
-	if _, err := d.DynamoDB.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName:               aws.String(name),
-		TimeToLiveSpecification: &ddbtypes.TimeToLiveSpecification{AttributeName: aws.String(TableTTLAttribute), Enabled: aws.Bool(true)},
-	}); err != nil {
-		return c, fmt.Errorf("dynamodb:UpdateTimeToLive %s: %w", name, err)
-	}
-	return c, nil
 }
 
 // planURL compares the Function URL and its permissions.
@@ -383,7 +316,7 @@ func (d *Driver) Deploy(ctx context.Context, s deploy.Service) (deploy.Deploymen
 		return dep, err
 	}
 	dep.Changes = append(dep.Changes, rc)
-	tc, err := d.ensureTable(ctx, s.Name)
+	tc, err := d.table().Ensure(ctx, s.Name)
 	if err != nil {
 		return dep, err
 	}
@@ -635,12 +568,9 @@ func (d *Driver) Delete(ctx context.Context, name string, purge bool) ([]deploy.
 	}
 	tc := deploy.Change{Resource: "dynamodb-table", Name: name, Action: deploy.NoOp, Detail: "kept (pass --purge to delete stored data)"}
 	if purge {
-		tc.Action, tc.Detail = deploy.Delete, ""
-		var tnf *ddbtypes.ResourceNotFoundException
-		if _, err := d.DynamoDB.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)}); errors.As(err, &tnf) {
-			tc.Action, tc.Detail = deploy.NoOp, "absent"
-		} else if err != nil {
-			return cs, fmt.Errorf("dynamodb:DeleteTable %s: %w", name, err)
+		// The table is named after the service: it is the function's, whoever created it.
+		if tc, err = d.table().Delete(ctx, name, false); err != nil {
+			return cs, err
 		}
 	}
 	return append(cs, tc), nil

@@ -286,7 +286,9 @@ func validate(src *sourceConfiguration, inst *instanceConfiguration) *apiError {
 			return errorf("InvalidRequestException", "Port %q is invalid.", ic.Port)
 		}
 		for k := range ic.RuntimeEnvironmentVariables {
-			if !envRE.MatchString(k) || strings.HasPrefix(k, "AWSAPPRUNNER") {
+			// Reserved: PORT and the AWSAPPRUNNER prefix (App Runner's developer guide and API
+			// reference); AWS_* names such as AWS_REGION are accepted.
+			if !envRE.MatchString(k) || k == "PORT" || strings.HasPrefix(k, "AWSAPPRUNNER") {
 				return errorf("InvalidRequestException", "Environment variable name %q is invalid or reserved.", k)
 			}
 		}

@@ -1,0 +1,165 @@
+package deploy_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/google/go-containerregistry/pkg/authn"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/supervaize/svz/deploy"
+	"github.com/supervaize/svz/deploy/health"
+	"github.com/supervaize/svz/deploy/image"
+	"github.com/supervaize/svz/deploy/internal/awstest"
+	"github.com/supervaize/svz/deploy/lambda"
+	"github.com/supervaize/svz/internal/testenv"
+)
+
+// toServer sends every request to one test server, whatever host it names (the Function URL moto
+// hands out does not resolve).
+type toServer struct{ u *url.URL }
+
+func (s toServer) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.URL.Scheme, req.URL.Host = s.u.Scheme, s.u.Host
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// TestFirstUpFailingGateIsLeftInPlace: when the gate fails after the first deployment of a service,
+// there is nothing to roll back to. The public-URL update that follows the create must not serve
+// as a "rollback" that strips SUPERVAIZER_PUBLIC_URL from the service just created.
+func TestFirstUpFailingGateIsLeftInPlace(t *testing.T) {
+	reg := testenv.Need(t, testenv.OCIRegistry)
+	cfg := awstest.Config(t)
+	ctx := context.Background()
+	p, err := lambda.NewPlatform(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unhealthy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "starting", http.StatusServiceUnavailable)
+	}))
+	defer unhealthy.Close()
+	u, _ := url.Parse(unhealthy.URL)
+	name := awstest.Name("first")
+	svc := name + "-dev"
+	var events []deploy.Event
+	d := &deploy.Deployer{
+		Config: deploy.Config{Platform: deploy.PlatformLambda, Name: name, Env: "dev", Arch: "amd64", ImageRepo: reg + "/svz",
+			GenerateAPIKey: true, GeneratePrivateKey: true},
+		Platform: p, Getenv: func(string) string { return "" }, Keychain: authn.NewMultiKeychain(),
+		Image: func(_ context.Context, arch string) (v1.Image, error) {
+			return image.New(image.Spec{Binary: []byte("controller " + name), Arch: arch, CACerts: []byte("ca"), Created: time.Unix(0, 0)})
+		},
+		Gate:     &health.Gate{Client: &http.Client{Transport: toServer{u}}, Timeout: 300 * time.Millisecond, Interval: 20 * time.Millisecond},
+		Progress: func(e deploy.Event) { events = append(events, e) },
+	}
+	t.Cleanup(func() {
+		d.Config.Purge = true
+		_, _ = d.Down(context.Background())
+	})
+
+	res, err := d.Up(ctx)
+	if deploy.FailedStep(err) != deploy.StepHealth || !strings.Contains(err.Error(), "GET /.well-known/health: HTTP 503: starting") {
+		t.Fatalf("up: step %q: %v", deploy.FailedStep(err), err)
+	}
+	if res.RolledBack {
+		t.Fatal("a first deployment was reported rolled back")
+	}
+	var notes []string
+	for _, e := range events {
+		if e.Step == deploy.StepRollback && e.State != deploy.StateNote {
+			t.Errorf("rollback step ran: %+v", e)
+		}
+		if e.Step == deploy.StepRollback {
+			notes = append(notes, e.Message)
+		}
+	}
+	if want := []string{"no previous version to roll back to; the service is left in place for inspection (svz deploy down removes it)"}; !reflect.DeepEqual(notes, want) {
+		t.Errorf("rollback notes %q, want %q", notes, want)
+	}
+	// The service stays as deployed, its public URL included.
+	fn, err := awslambda.NewFromConfig(cfg).GetFunction(ctx, &awslambda.GetFunctionInput{FunctionName: aws.String(svc)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fn.Configuration.Environment.Variables[deploy.EnvPublicURL]; res.URL == "" || got != res.URL {
+		t.Errorf("%s = %q, want the service URL %q", deploy.EnvPublicURL, got, res.URL)
+	}
+	if got := aws.ToString(fn.Code.ImageUri); got != res.Image {
+		t.Errorf("image %s, want %s", got, res.Image)
+	}
+}
+
+// TestStoreChecks: Cloud Run cannot reach DynamoDB (no AWS credentials), so plan and up refuse it
+// before building; the shared-store notice offers each platform only what it can use.
+func TestStoreChecks(t *testing.T) {
+	errStop := errors.New("stop after the notices")
+	run := func(platform, store string, up bool) ([]string, error) {
+		var notes []string
+		d := &deploy.Deployer{
+			Config:   deploy.Config{Platform: platform, Name: "hello", Env: "dev", ProjectID: "proj"},
+			Platform: deploy.Platform{Name: platform},
+			Getenv: func(k string) string {
+				if k == deploy.EnvStore {
+					return store
+				}
+				return ""
+			},
+			Image:    func(context.Context, string) (v1.Image, error) { return nil, errStop },
+			Progress: func(e deploy.Event) { notes = append(notes, e.Step+" "+e.State+" "+e.Message) },
+		}
+		var err error
+		if up {
+			_, err = d.Up(context.Background())
+		} else {
+			_, err = d.Plan(context.Background())
+		}
+		return notes, err
+	}
+	const refused = "step config: SUPERVAIZER_STORE=dynamodb: cloud-run has no AWS credentials to reach DynamoDB; use postgres or redis (with SUPERVAIZER_STORE_URL)"
+	for _, store := range []string{"dynamodb", " DynamoDB "} {
+		for _, up := range []bool{false, true} {
+			events, err := run(deploy.PlatformCloudRun, store, up)
+			if err == nil || err.Error() != refused || deploy.FailedStep(err) != "config" || len(events) != 0 {
+				t.Errorf("cloud-run with %q (up %v): %v, events %q", store, up, err, events)
+			}
+		}
+	}
+
+	const local = "notice note SUPERVAIZER_STORE is not a shared store: each instance keeps its own idempotency and checkpoint state; "
+	for _, tc := range []struct {
+		platform, store string
+		want            []string
+	}{
+		{deploy.PlatformCloudRun, "", []string{local + "set SUPERVAIZER_STORE=postgres or redis (with SUPERVAIZER_STORE_URL) before up"}},
+		{deploy.PlatformCloudRun, "Bolt", []string{local + "set SUPERVAIZER_STORE=postgres or redis (with SUPERVAIZER_STORE_URL) before up"}},
+		{deploy.PlatformCloudRun, "postgres", nil},
+		{deploy.PlatformAppRunner, "memory", []string{local + "set SUPERVAIZER_STORE=postgres or redis (with SUPERVAIZER_STORE_URL), or dynamodb (svz creates the table, SUPERVAIZER_STORE_TABLE or hello-dev), before up"}},
+		{deploy.PlatformAppRunner, "dynamodb", nil},
+		{deploy.PlatformLambda, "", nil},
+	} {
+		events, err := run(tc.platform, tc.store, false)
+		if !errors.Is(err, errStop) {
+			t.Errorf("%s %q: %v", tc.platform, tc.store, err)
+		}
+		var notes []string
+		for _, e := range events {
+			if strings.HasPrefix(e, "notice ") {
+				notes = append(notes, e)
+			}
+		}
+		if !reflect.DeepEqual(notes, tc.want) {
+			t.Errorf("%s %q: notices %q\nwant %q", tc.platform, tc.store, notes, tc.want)
+		}
+	}
+}
