@@ -192,6 +192,17 @@ func TestA2AReplayAndConflict(t *testing.T) {
 	if got := call(t, base, params(map[string]any{"request_id": "request-2", "actor": map[string]any{"user_id": "user-2"}})); got != want {
 		t.Errorf("retry = %s\nwant %s", got, want)
 	}
+	// Studio sends its current context with every call: the mission's name and metadata, the
+	// workspace's slug, a draft session. A retry that differs only there is the same request.
+	studio := params(map[string]any{
+		"request_id":       "request-3",
+		"mission":          map[string]any{"id": "mission-1", "name": "Renamed", "metadata": map[string]any{"filter": map[string]any{"contact": "c-9"}}},
+		"workspace":        map[string]any{"id": "workspace-1", "slug": "renamed-workspace"},
+		"draft_session_id": "draft-9",
+	})
+	if got := call(t, base, studio); got != want {
+		t.Errorf("retry with Studio's current context = %s\nwant %s", got, want)
+	}
 	conflict := rpcResult(conflictResult)
 	for name, over := range map[string]map[string]any{
 		"input":   {"input": map[string]any{"count": 3}},

@@ -38,6 +38,20 @@ func FuzzFingerprint(f *testing.F) {
 		if got, _ := fingerprint(&retry); got != fp {
 			t.Fatalf("transport fields changed the fingerprint")
 		}
+		// Studio's current context is not part of the request's identity either.
+		retry.Mission = &contract.MissionContext{ID: req.MissionID, Name: new("renamed"), Metadata: json.RawMessage(`{"v":2}`)}
+		retry.Workspace.Slug = new("renamed")
+		retry.DraftSessionID = new("draft-other")
+		retry.Extra = contract.Extra{"unknown": json.RawMessage(`true`)}
+		if got, _ := fingerprint(&retry); got != fp {
+			t.Fatalf("mission, workspace slug, draft session or unknown members changed the fingerprint")
+		}
+		retry.JobID = new("job-other")
+		if req.JobID == nil || *req.JobID != "job-other" {
+			if got, _ := fingerprint(&retry); got == fp {
+				t.Fatalf("another job_id kept the fingerprint")
+			}
+		}
 		raw, err := json.Marshal(req)
 		if err != nil {
 			t.Fatalf("encode a decoded request: %v", err)

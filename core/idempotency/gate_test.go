@@ -136,14 +136,16 @@ func TestReplayReturnsTheOriginalResult(t *testing.T) {
 
 func TestConflict(t *testing.T) {
 	edits := map[string]func(*contract.ActionRequest){
-		"input":            func(r *contract.ActionRequest) { r.Input = json.RawMessage(`{"count":3,"name":"Campaign"}`) },
-		"number spelling":  func(r *contract.ActionRequest) { r.Input = json.RawMessage(`{"count":2.0,"name":"Campaign"}`) },
-		"job_id":           func(r *contract.ActionRequest) { r.JobID = ptr("job-2") },
-		"no job_id":        func(r *contract.ActionRequest) { r.JobID = nil },
-		"mission_id":       func(r *contract.ActionRequest) { r.MissionID = "mission-2" },
-		"surface":          func(r *contract.ActionRequest) { r.Surface = "other" },
-		"unknown member":   func(r *contract.ActionRequest) { r.Extra = contract.Extra{"priority": json.RawMessage(`1`)} },
-		"draft_session_id": func(r *contract.ActionRequest) { r.DraftSessionID = ptr("draft-1") },
+		"input":           func(r *contract.ActionRequest) { r.Input = json.RawMessage(`{"count":3,"name":"Campaign"}`) },
+		"number spelling": func(r *contract.ActionRequest) { r.Input = json.RawMessage(`{"count":2.0,"name":"Campaign"}`) },
+		"job_id":          func(r *contract.ActionRequest) { r.JobID = ptr("job-2") },
+		"no job_id":       func(r *contract.ActionRequest) { r.JobID = nil },
+		"mission_id":      func(r *contract.ActionRequest) { r.MissionID = "mission-2" },
+		"surface":         func(r *contract.ActionRequest) { r.Surface = "other" },
+		"case_id":         func(r *contract.ActionRequest) { r.CaseID = ptr("case-1") },
+		"step_id":         func(r *contract.ActionRequest) { r.StepID = ptr("step-1") },
+		"input member":    func(r *contract.ActionRequest) { r.Input = json.RawMessage(`{"count":2,"name":"Campaign","x":null}`) },
+		"no input":        func(r *contract.ActionRequest) { r.Input = nil },
 	}
 	for name, edit := range edits {
 		t.Run(name, func(t *testing.T) {
@@ -161,6 +163,56 @@ func TestConflict(t *testing.T) {
 			// The original request still replays.
 			if got := f.do(t, request(), &h); got != firstResult {
 				t.Errorf("replay after a conflict = %s", got)
+			}
+		})
+	}
+}
+
+// TestRetryWithCurrentContextReplays: Studio resends a job.start with the mission's current name
+// and metadata, the workspace's current slug and its own transient context; none of that makes
+// it another request (seeds, "Idempotence" and "Contexte de mission").
+func TestRetryWithCurrentContextReplays(t *testing.T) {
+	edits := map[string]func(*contract.ActionRequest){
+		"mission metadata": func(r *contract.ActionRequest) {
+			r.Mission = &contract.MissionContext{ID: r.MissionID, Metadata: json.RawMessage(`{"filter":{"contact":"c-2"}}`)}
+		},
+		"mission name": func(r *contract.ActionRequest) {
+			r.Mission = &contract.MissionContext{ID: r.MissionID, Name: ptr("Renamed mission")}
+		},
+		"mission unknown member": func(r *contract.ActionRequest) {
+			r.Mission = &contract.MissionContext{ID: r.MissionID, Extra: contract.Extra{"color": json.RawMessage(`"red"`)}}
+		},
+		"workspace slug":    func(r *contract.ActionRequest) { r.Workspace.Slug = ptr("renamed-workspace") },
+		"no workspace slug": func(r *contract.ActionRequest) { r.Workspace.Slug = nil },
+		"workspace member":  func(r *contract.ActionRequest) { r.Workspace.Extra = contract.Extra{"name": json.RawMessage(`"W"`)} },
+		"draft_session_id":  func(r *contract.ActionRequest) { r.DraftSessionID = ptr("draft-2") },
+		"request_id":        func(r *contract.ActionRequest) { r.RequestID = "request-2" },
+		"actor":             func(r *contract.ActionRequest) { r.Actor = contract.Actor{UserID: "user-2"} },
+		"grant":             func(r *contract.ActionRequest) { r.WorkspaceAuthorization.GrantID = "grant-2" },
+		"unknown member":    func(r *contract.ActionRequest) { r.Extra = contract.Extra{"priority": json.RawMessage(`1`)} },
+		"input spacing": func(r *contract.ActionRequest) {
+			r.Input = json.RawMessage(" {\"name\" : \"Campaign\", \"count\" : 2} ")
+		},
+	}
+	for name, edit := range edits {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			var h handler
+			first := request()
+			first.Mission = &contract.MissionContext{ID: first.MissionID, Name: ptr("Mission"), Metadata: json.RawMessage(`{"filter":{"contact":"c-1"}}`)}
+			first.DraftSessionID = ptr("draft-1")
+			if got := f.do(t, first, &h); got != firstResult {
+				t.Fatalf("first result = %s", got)
+			}
+			retry := request()
+			retry.Mission = &contract.MissionContext{ID: retry.MissionID, Name: ptr("Mission"), Metadata: json.RawMessage(`{"filter":{"contact":"c-1"}}`)}
+			retry.DraftSessionID = ptr("draft-1")
+			edit(retry)
+			if got := f.do(t, retry, &h); got != firstResult {
+				t.Errorf("retry = %s\nwant the replay %s", got, firstResult)
+			}
+			if n := h.runs.Load(); n != 1 {
+				t.Errorf("handler ran %d times, want 1", n)
 			}
 		})
 	}
@@ -191,14 +243,15 @@ func TestScope(t *testing.T) {
 		})
 	}
 
-	// The request's workspace is not what scopes a verified call: the verified one is.
+	// The request's workspace is not what scopes a verified call: the verified one is (the grant
+	// verifier refuses a request whose workspace is not the token's), so this is the same record.
 	f := newFixture(t)
 	var h handler
 	f.do(t, request(), &h)
 	spoofed := request()
 	spoofed.Workspace.ID = "workspace-2"
-	if got := f.do(t, spoofed, &h); got != conflictResult {
-		t.Errorf("same verified workspace, another request workspace: %s; want a conflict", got)
+	if got := f.do(t, spoofed, &h); got != firstResult || h.runs.Load() != 1 {
+		t.Errorf("same verified workspace, another request workspace: %s after %d runs; want the replay", got, h.runs.Load())
 	}
 }
 

@@ -8,6 +8,11 @@
 //     byte, without running the handler; results carry replay_safety.strictly_idempotent_response
 //     = true;
 //   - a different request gets status "error" with errors[0].code = "idempotency_conflict";
+//     different means another input, mission_id, job_id, case_id, step_id or surface. Nothing
+//     else counts: request_id, actor and the grant change with every call; Studio sends the
+//     mission's current name and metadata with every request; the workspace slug can be
+//     renamed; draft_session_id is transient UI context; unknown members are not part of the
+//     contract. A retry that differs only there is replayed;
 //   - a request arriving while the first still runs gets "idempotency_in_progress" with a retry
 //     hint; two runs never overlap. The running claim is a lease that ends with the request's
 //     deadline (DefaultLease without one), and the handler's context ends with it;
@@ -310,26 +315,38 @@ func keyID(key string) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// fingerprint is the SHA-256 of the canonical JSON of the request without its transport fields:
-// members sorted at every depth, no whitespace, numbers exactly as sent.
+// fingerprinted is what a retry must repeat unchanged: the input and the identities the seeds
+// name (mission_id, job_id, and the case and step a request targets), and the surface it comes
+// from. The scope key already holds the verified workspace, agent slug and action. Everything
+// else Studio may send differently on a legitimate retry and is left out: the transport fields
+// (request_id, actor, the grant), the mission block (Studio sends the mission's current name and
+// metadata with every request), the workspace slug, draft_session_id (transient UI context) and
+// members the contract does not know.
+type fingerprinted struct {
+	Input     any     `json:"input"`
+	MissionID string  `json:"mission_id"`
+	JobID     *string `json:"job_id"`
+	CaseID    *string `json:"case_id"`
+	StepID    *string `json:"step_id"`
+	Surface   string  `json:"surface"`
+}
+
+// fingerprint is the SHA-256 of the canonical JSON of the fingerprinted fields: members sorted
+// at every depth, no whitespace, numbers exactly as sent.
 func fingerprint(req *contract.ActionRequest) (string, error) {
-	raw, err := json.Marshal(req)
-	if err != nil {
-		return "", fmt.Errorf("encode the request: %w", err)
+	input := []byte(req.Input)
+	if len(input) == 0 {
+		input = []byte("{}") // the decoder's value for an absent input
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec := json.NewDecoder(bytes.NewReader(input))
 	dec.UseNumber() // 2^53+1 and 2^53 must not look alike
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return "", fmt.Errorf("decode the request: %w", err)
+	f := fingerprinted{MissionID: req.MissionID, JobID: req.JobID, CaseID: req.CaseID, StepID: req.StepID, Surface: req.Surface}
+	if err := dec.Decode(&f.Input); err != nil {
+		return "", fmt.Errorf("decode the input: %w", err)
 	}
-	// Transport fields change between retries of one request without changing what it asks for.
-	for _, f := range [...]string{"request_id", "actor", "workspace_authorization"} {
-		delete(m, f)
-	}
-	canon, err := json.Marshal(m)
+	canon, err := json.Marshal(f)
 	if err != nil {
-		return "", fmt.Errorf("encode the request: %w", err)
+		return "", fmt.Errorf("encode the fingerprinted fields: %w", err)
 	}
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:]), nil

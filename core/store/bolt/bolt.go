@@ -4,9 +4,16 @@
 //
 // Records live in the bucket "svz.store.v1" as key → 8-byte big-endian version, 8-byte big-endian
 // expiry in Unix milliseconds, then the value. Values are limited to MaxValueSize bytes.
+//
+// Expired records are deleted as the store is written, with no sweeper: every Create or Update
+// that writes also examines the next ReclaimBatch records of the bucket, resuming where the
+// previous write stopped and wrapping at the end, and deletes the expired ones in the same
+// transaction (so at no extra fsync). A full pass takes n/ReclaimBatch writes for n records, so
+// expired records are at most about 1/ReclaimBatch of the file.
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -32,6 +39,9 @@ const DefaultTimeout = time.Second
 
 const headerSize = 16
 
+// ReclaimBatch is how many records each write examines for expiry.
+const ReclaimBatch = 32
+
 const bucket = "svz.store.v1"
 
 // Store is a store.Store in a bbolt file.
@@ -40,6 +50,10 @@ type Store struct {
 	path   string
 	now    func() time.Time
 	closed atomic.Bool
+
+	// reclaimFrom is the key the next write's scan for expired records starts at (nil: the
+	// first). Only write transactions use it, and bbolt runs one at a time.
+	reclaimFrom []byte
 }
 
 var _ store.Store = (*Store)(nil)
@@ -212,7 +226,42 @@ func (s *Store) update(ctx context.Context, key string, value []byte, expiresAt 
 	if err := kit.CheckWrite(key, value, MaxValueSize, expiresAt, s.now()); err != nil {
 		return err
 	}
-	return closedErr(s.db.Update(func(tx *bbolt.Tx) error { return fn(tx.Bucket([]byte(bucket))) }))
+	return closedErr(s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte(bucket))
+		if err := fn(b); err != nil {
+			return err
+		}
+		s.reclaim(b)
+		return nil
+	}))
+}
+
+// reclaim deletes the expired records among the next ReclaimBatch of b. It never fails the
+// write it rides on: a record it cannot read is left alone (Get reports it), and a failed delete
+// ends the pass.
+func (s *Store) reclaim(b *bbolt.Bucket) {
+	now := s.now()
+	c := b.Cursor()
+	k, v := c.First()
+	if s.reclaimFrom != nil {
+		k, v = c.Seek(s.reclaimFrom)
+	}
+	var expired [][]byte
+	for range ReclaimBatch {
+		if k == nil {
+			break
+		}
+		if len(v) >= headerSize && !kit.Live(int64(binary.BigEndian.Uint64(v[8:16])), now) {
+			expired = append(expired, bytes.Clone(k))
+		}
+		k, v = c.Next()
+	}
+	s.reclaimFrom = bytes.Clone(k) // nil at the end: the next pass starts over
+	for _, k := range expired {
+		if b.Delete(k) != nil {
+			return
+		}
+	}
 }
 
 // live decodes the record under key, copying it out of the transaction's memory, and reports

@@ -3,11 +3,15 @@ package bolt_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	bbolt "go.etcd.io/bbolt"
 
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/bolt"
@@ -132,11 +136,126 @@ func TestClosedStoreReportsClosed(t *testing.T) {
 	}
 }
 
+// countByPrefix opens the bbolt file itself and counts the keys of the store's bucket by their
+// prefix up to the first '/'.
+func countByPrefix(t *testing.T, path string) map[string]int {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	counts := map[string]int{}
+	err = db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte("svz.store.v1")).ForEach(func(k, _ []byte) error {
+			prefix, _, _ := strings.Cut(string(k), "/")
+			counts[prefix]++
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return counts
+}
+
+// TestExpiredRecordsAreReclaimed: each write examines the next ReclaimBatch records and deletes
+// the expired ones, so expired records leave the file; live and unreadable records stay.
+func TestExpiredRecordsAreReclaimed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "svz.db")
+	c := storetest.NewClock()
+	ctx := context.Background()
+	s, err := bolt.Open(path, bolt.WithClock(c.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Keys sort as a/ (expiring in 1 s), n/ (written below, 1 h), z/ (a day).
+	for i := range 100 {
+		if _, err := s.Create(ctx, fmt.Sprintf("a/%03d", i), []byte("v"), c.Now().Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		if _, err := s.Create(ctx, fmt.Sprintf("z/%d", i), []byte("v"), c.Now().Add(24*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	// A record this package did not write: reclamation leaves it alone and writes still succeed.
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte("svz.store.v1")).Put([]byte("a/corrupt"), []byte{1, 2, 3})
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c.Advance(time.Second)
+	// Each write reopens the store, so every pass also resumes correctly from the first key.
+	write := func(i int) map[string]int {
+		t.Helper()
+		s, err := bolt.Open(path, bolt.WithClock(c.Now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Create(ctx, fmt.Sprintf("n/%03d", i), []byte("v"), c.Now().Add(time.Hour)); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		s.Close()
+		return countByPrefix(t, path)
+	}
+	// Write 1 examines a/000-031, write 2 a/032-063, write 3 a/064-095, write 4 the rest.
+	for i, wantA := range []int{101 - 32, 101 - 64, 101 - 96, 1} {
+		got := write(i)
+		want := map[string]int{"a": wantA, "n": i + 1, "z": 10}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("after write %d: records %v, want %v", i+1, got, want)
+		}
+	}
+	// The n/ records expire in turn; within one pass they are gone.
+	c.Advance(time.Hour)
+	if got, want := write(4), map[string]int{"a": 1, "n": 1, "z": 10}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("after the n/ records expired and one write: records %v, want %v", got, want)
+	}
+	s, err = bolt.Open(path, bolt.WithClock(c.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Get(ctx, "a/corrupt"); err == nil || !strings.Contains(err.Error(), "corrupt record") {
+		t.Errorf("Get of the unreadable record: %v, want it reported", err)
+	}
+}
+
 func BenchmarkStore(b *testing.B) {
 	s, err := bolt.Open(filepath.Join(b.TempDir(), "svz.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
+	storetest.Benchmark(b, s, nil)
+}
+
+// BenchmarkStoreWithExpired runs the store benchmarks on a file that already holds many expired
+// records, as a long-running process accumulates them: the cost of reclaiming them is in the
+// figures.
+func BenchmarkStoreWithExpired(b *testing.B) {
+	c := storetest.NewClock()
+	s, err := bolt.Open(filepath.Join(b.TempDir(), "svz.db"), bolt.WithClock(c.Now))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	value := make([]byte, storetest.BenchValueSize)
+	for i := range 5000 {
+		if _, err := s.Create(context.Background(), "expired/"+strconv.Itoa(i), value, c.Now().Add(time.Second)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c.Advance(2 * time.Minute)
 	storetest.Benchmark(b, s, nil)
 }

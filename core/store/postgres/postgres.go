@@ -1,7 +1,7 @@
 // Package postgres is the PostgreSQL store.Store, on a pgx/v5 pool. Every operation is one SQL
 // statement, hence one round trip, and atomic on its own: no transaction spans two calls.
 //
-// The table (default "svz_store", created if absent) is:
+// The table (default "svz_store") and the index of its expiries are created if absent:
 //
 //	CREATE TABLE svz_store (
 //	    key        text   PRIMARY KEY,
@@ -9,13 +9,21 @@
 //	    version    bigint NOT NULL,  -- random, set on every write
 //	    expires_ms bigint NOT NULL   -- Unix milliseconds; live while now < expires_ms
 //	);
+//	CREATE INDEX svz_store_expires_ms ON svz_store (expires_ms);
 //
-// Expired rows are ignored by every statement and overwritten by Create; DeleteExpired reclaims
-// them and may be run from time to time. Values are limited to MaxValueSize bytes.
+// Expired rows are ignored by every statement and overwritten by Create. They are also deleted,
+// with no sweeper and no extra round trip: every ReclaimEvery-th Create of a Store (its first
+// one included, so short-lived instances take part) is a variant of the Create statement that
+// also deletes up to ReclaimBatch rows expired for more than SweepGrace, found through the index.
+// The grace keeps reclamation invisible to instances whose clocks lag; one such Create at a time
+// per table reclaims (the others skip it rather than wait), so reclaiming never blocks or fails a
+// write. Values are limited to MaxValueSize bytes.
 package postgres
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -37,13 +45,27 @@ const MaxValueSize = 1 << 20
 // DefaultTable is the table used unless WithTable says otherwise.
 const DefaultTable = "svz_store"
 
+// Reclamation of expired rows (see the package documentation).
+const (
+	// ReclaimEvery: one Create in this many also deletes expired rows.
+	ReclaimEvery = 16
+	// ReclaimBatch bounds the rows one Create deletes: four times what ReclaimEvery Creates can
+	// add, so reclamation keeps up with any write rate.
+	ReclaimBatch = 64
+	// SweepGrace is how long after its expiry a row is kept: longer than any clock skew between
+	// instances, so none of them can see a row disappear while it still counts as live there.
+	SweepGrace = time.Minute
+)
+
 // Store is a store.Store in a PostgreSQL table.
 type Store struct {
-	pool   *pgxpool.Pool
-	now    func() time.Time
-	closed atomic.Bool
+	pool    *pgxpool.Pool
+	now     func() time.Time
+	closed  atomic.Bool
+	creates atomic.Uint64 // Creates so far: every ReclaimEvery-th one reclaims
+	table   string        // quoted; names the advisory lock of reclamation
 
-	sqlGet, sqlCreate, sqlUpdate, sqlDelete, sqlDeleteExpired string
+	sqlGet, sqlCreate, sqlCreateReclaim, sqlUpdate, sqlDelete string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -84,14 +106,14 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	for _, opt := range opts {
 		opt(&o)
 	}
-	table, err := quoteTable(o.table)
+	table, index, err := quoteTable(o.table)
 	if err != nil {
 		pool.Close()
 		return nil, err
 	}
-	s := &Store{pool: pool, now: o.now}
+	s := &Store{pool: pool, now: o.now, table: table}
 	s.prepareSQL(table)
-	if err := s.setup(ctx, table); err != nil {
+	if err := s.setup(ctx, table, index); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -104,20 +126,29 @@ func Address(cfg *pgxpool.Config) string {
 	return net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
 }
 
-func quoteTable(name string) (string, error) {
+// quoteTable returns the quoted name of the table and the quoted, unqualified name of the index
+// of its expiries (PostgreSQL creates an index in its table's schema): the table's name and
+// "_expires_ms", or a hash in place of the name's end when that would exceed 63 bytes.
+func quoteTable(name string) (table, index string, err error) {
 	parts := strings.Split(name, ".")
 	if len(parts) > 2 {
-		return "", fmt.Errorf("postgres: table name %q: want name or schema.name", name)
+		return "", "", fmt.Errorf("postgres: table name %q: want name or schema.name", name)
 	}
 	for _, p := range parts {
 		if !identifier(p) {
-			return "", fmt.Errorf("postgres: table name %q: each part must be a lower-case identifier ([a-z_][a-z0-9_]*, at most 63 bytes)", name)
+			return "", "", fmt.Errorf("postgres: table name %q: each part must be a lower-case identifier ([a-z_][a-z0-9_]*, at most 63 bytes)", name)
 		}
 	}
-	return pgx.Identifier(parts).Sanitize(), nil
+	const suffix = "_expires_ms"
+	idx := parts[len(parts)-1] + suffix
+	if len(idx) > 63 {
+		sum := sha256.Sum256([]byte(parts[len(parts)-1]))
+		idx = parts[len(parts)-1][:63-len(suffix)-9] + "_" + hex.EncodeToString(sum[:4]) + suffix
+	}
+	return pgx.Identifier(parts).Sanitize(), pgx.Identifier{idx}.Sanitize(), nil
 }
 
-func (s *Store) setup(ctx context.Context, table string) error {
+func (s *Store) setup(ctx context.Context, table, index string) error {
 	addr := Address(s.pool.Config())
 	if err := s.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("postgres: cannot reach %s: %w", addr, err)
@@ -134,13 +165,31 @@ func (s *Store) setup(ctx context.Context, table string) error {
 			version    bigint NOT NULL,
 			expires_ms bigint NOT NULL
 		)`)
-		return err
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT key, value, version, expires_ms FROM `+table+` LIMIT 0`); err != nil {
+			return fmt.Errorf("the table does not have the store's columns: %w", err)
+		}
+		// Any index led by expires_ms serves (an administrator may have made one); creating one
+		// needs the table's owner, so it is only tried when none exists.
+		var indexed bool
+		err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a
+			ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+			WHERE i.indrelid = $1::regclass AND a.attname = 'expires_ms')`, table).Scan(&indexed)
+		if err != nil {
+			return err
+		}
+		if !indexed {
+			stmt := `CREATE INDEX IF NOT EXISTS ` + index + ` ON ` + table + ` (expires_ms)`
+			if _, err := tx.Exec(ctx, stmt); err != nil {
+				return fmt.Errorf("the table has no index on expires_ms and it cannot be created (as the table's owner, run %s): %w", stmt, err)
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("postgres: create table %s on %s: %w", table, addr, err)
-	}
-	if _, err := s.pool.Exec(ctx, `SELECT key, value, version, expires_ms FROM `+table+` LIMIT 0`); err != nil {
-		return fmt.Errorf("postgres: table %s on %s does not have the store's columns: %w", table, addr, err)
+		return fmt.Errorf("postgres: set up table %s on %s: %w", table, addr, err)
 	}
 	return nil
 }
@@ -150,7 +199,7 @@ func (s *Store) prepareSQL(table string) {
 	// One statement: it returns the live row (a read-only query, so a replay costs no commit), or
 	// inserts, replacing an expired row. When a concurrent Create commits between this
 	// statement's snapshot and its insert, neither happens and Create runs it again.
-	s.sqlCreate = `WITH cur AS (
+	create := `WITH cur AS (
 			SELECT value, version, expires_ms FROM ` + table + ` WHERE key = $1 AND expires_ms > $5
 		), ins AS (
 			INSERT INTO ` + table + ` AS r (key, value, version, expires_ms)
@@ -158,8 +207,23 @@ func (s *Store) prepareSQL(table string) {
 			ON CONFLICT (key) DO UPDATE SET value = excluded.value, version = excluded.version, expires_ms = excluded.expires_ms
 				WHERE r.expires_ms <= $5
 			RETURNING 1
-		)
+		)%s
 		SELECT EXISTS (SELECT 1 FROM ins), cur.value, cur.version, cur.expires_ms FROM (SELECT) AS one LEFT JOIN cur ON true`
+	s.sqlCreate = fmt.Sprintf(create, "")
+	// The reclaiming Create is a statement of its own, so the plain one keeps its plan and cost.
+	// gc deletes up to ReclaimBatch rows expired before $6, oldest first through the expires_ms
+	// index (a constant LIMIT, so that every plan picks the index). Its row locks must not form a
+	// deadlock with another statement's insert (PostgreSQL does not promise in which order a
+	// statement's CTEs run, so ins may wait on a conflicting row while gc holds its rows): gc
+	// skips rows others lock, leaves this statement's own key to ins, and runs only in the
+	// statement that wins a non-blocking advisory lock of the table ($7), so no two statements
+	// hold gc locks at once.
+	s.sqlCreateReclaim = fmt.Sprintf(create, `, gc AS (
+			DELETE FROM `+table+` WHERE ctid = ANY (ARRAY (
+				SELECT ctid FROM `+table+` WHERE expires_ms <= $6 AND key <> $1
+					AND EXISTS (SELECT WHERE pg_try_advisory_xact_lock(hashtext($7), 0))
+				ORDER BY expires_ms LIMIT `+strconv.Itoa(ReclaimBatch)+` FOR UPDATE SKIP LOCKED))
+		)`)
 	// The CTE reads the row as it was, so a failed compare-and-swap says why in the same trip.
 	s.sqlUpdate = `WITH cur AS (SELECT version, expires_ms FROM ` + table + ` WHERE key = $1),
 		upd AS (UPDATE ` + table + ` SET value = $3, version = $4, expires_ms = $5
@@ -168,7 +232,6 @@ func (s *Store) prepareSQL(table string) {
 	s.sqlDelete = `WITH cur AS (SELECT 1 FROM ` + table + ` WHERE key = $1),
 		del AS (DELETE FROM ` + table + ` WHERE key = $1 AND (version = $2 OR expires_ms <= $3) RETURNING 1)
 		SELECT EXISTS (SELECT 1 FROM del), EXISTS (SELECT 1 FROM cur)`
-	s.sqlDeleteExpired = `DELETE FROM ` + table + ` WHERE expires_ms <= $1`
 }
 
 // Get implements store.Store.
@@ -198,6 +261,10 @@ func (s *Store) Create(ctx context.Context, key string, value []byte, expiresAt 
 		return store.Record{}, fmt.Errorf("postgres: create: %w", err)
 	}
 	version := int64(kit.NewVersion())
+	sql, args := s.sqlCreate, []any{key, nonNil(value), version, kit.Millis(expiresAt), kit.Millis(now)}
+	if s.creates.Add(1)%ReclaimEvery == 1 {
+		sql, args = s.sqlCreateReclaim, append(args, kit.Millis(now.Add(-SweepGrace)), s.table)
+	}
 	for range createAttempts {
 		var (
 			created bool
@@ -205,8 +272,7 @@ func (s *Store) Create(ctx context.Context, key string, value []byte, expiresAt 
 			curVer  *int64
 			curExp  *int64
 		)
-		err := s.pool.QueryRow(ctx, s.sqlCreate, key, nonNil(value), version, kit.Millis(expiresAt), kit.Millis(now)).
-			Scan(&created, &value0, &curVer, &curExp)
+		err := s.pool.QueryRow(ctx, sql, args...).Scan(&created, &value0, &curVer, &curExp)
 		switch {
 		case err != nil:
 			return store.Record{}, fmt.Errorf("postgres: create: %w", err)
@@ -263,19 +329,6 @@ func (s *Store) Delete(ctx context.Context, key string, version uint64) error {
 		return fmt.Errorf("postgres: delete: %w", store.ErrConflict)
 	}
 	return nil
-}
-
-// DeleteExpired removes expired rows and returns how many. Correctness never depends on it; run it
-// now and then to reclaim space.
-func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
-	if s.closed.Load() {
-		return 0, fmt.Errorf("postgres: delete expired: %w", store.ErrClosed)
-	}
-	tag, err := s.pool.Exec(ctx, s.sqlDeleteExpired, kit.Millis(s.now()))
-	if err != nil {
-		return 0, fmt.Errorf("postgres: delete expired: %w", err)
-	}
-	return tag.RowsAffected(), nil
 }
 
 // MaxValueSize implements store.Store.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/supervaize/svz/core/store"
@@ -153,6 +154,20 @@ func TestOneRoundTripPerCall(t *testing.T) {
 			t.Errorf("%s took %d round trips, want 1", c.name, got)
 		}
 	}
+	// Four Creates so far; the ReclaimEvery+1-th reclaims, in one round trip too (its statement
+	// was prepared by the first Create).
+	for i := 5; i <= postgres.ReclaimEvery; i++ {
+		if _, err := s.Create(ctx, key(i), []byte("v"), exp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := tr.n.Load()
+	if _, err := s.Create(ctx, "reclaiming", []byte("v"), exp); err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.n.Load() - before; got != 1 {
+		t.Errorf("a reclaiming Create took %d round trips, want 1", got)
+	}
 }
 
 func key(i int) string { return "k" + strconv.Itoa(i) }
@@ -242,32 +257,241 @@ func TestUnreachableServerNamesAddressNotPassword(t *testing.T) {
 	}
 }
 
-func TestDeleteExpired(t *testing.T) {
+// countRows returns how many rows of table have a key starting with prefix.
+func countRows(t testing.TB, pool *pgxpool.Pool, table, prefix string) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM `+table+` WHERE starts_with(key, $1)`, prefix).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// insertExpired inserts n rows under prefix that expired at expiresMs, as another process would
+// have left them.
+func insertExpired(t testing.TB, pool *pgxpool.Pool, table, prefix string, n int, expiresMs int64) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `INSERT INTO `+table+` (key, value, version, expires_ms)
+		SELECT $1 || i, '\x00'::bytea, i, $3 FROM generate_series(1, $2::int) AS i`, prefix, n, expiresMs)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestExpiredRowsAreReclaimed: every ReclaimEvery-th Create, the first one included, deletes up to
+// ReclaimBatch rows expired for more than SweepGrace; rows expired more recently and live rows
+// stay.
+func TestExpiredRowsAreReclaimed(t *testing.T) {
 	url := testenv.Need(t, testenv.PostgresURL)
+	table := testTable(t, url)
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := storetest.NewClock()
-	s := open(t, cfg, postgres.WithTable(testTable(t, url)), postgres.WithClock(c.Now))
+	s := open(t, cfg, postgres.WithTable(table), postgres.WithClock(c.Now))
 	defer s.Close()
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
 	ctx := context.Background()
-	for i, ttl := range []time.Duration{time.Second, time.Second, time.Hour} {
-		if _, err := s.Create(ctx, key(i), []byte("v"), c.Now().Add(ttl)); err != nil {
+
+	const old = 150
+	nowMs := c.Now().UnixMilli()
+	insertExpired(t, pool, table, "old/", old, nowMs-postgres.SweepGrace.Milliseconds())    // expired exactly one grace ago
+	insertExpired(t, pool, table, "recent/", 5, nowMs-postgres.SweepGrace.Milliseconds()+1) // within the grace
+	insertExpired(t, pool, table, "live-raw/", 5, nowMs+time.Hour.Milliseconds())           // live
+	live, err := s.Create(ctx, "live", []byte("v"), c.Now().Add(time.Hour))                 // Create 1: reclaims
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := []int{countRows(t, pool, table, "old/")}
+	for i := range 2*postgres.ReclaimEvery + 1 { // Creates 2 to 34: 17 and 33 reclaim
+		if _, err := s.Create(ctx, "new/"+strconv.Itoa(i), []byte("v"), c.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		counts = append(counts, countRows(t, pool, table, "old/"))
+	}
+	for i, n := range counts {
+		create := i + 1
+		turns := (create-1)/postgres.ReclaimEvery + 1
+		if want := max(0, old-turns*postgres.ReclaimBatch); n != want {
+			t.Errorf("after Create %d: %d expired rows left, want %d", create, n, want)
+		}
+	}
+	if n := countRows(t, pool, table, "recent/"); n != 5 {
+		t.Errorf("%d rows expired within the grace left, want 5", n)
+	}
+	if n := countRows(t, pool, table, "live-raw/"); n != 5 {
+		t.Errorf("%d live rows left, want 5", n)
+	}
+	if got, err := s.Get(ctx, "live"); err != nil || got.Version != live.Version {
+		t.Errorf("live record: %+v, %v", got, err)
+	}
+	if n := countRows(t, pool, table, "new/"); n != 2*postgres.ReclaimEvery+1 {
+		t.Errorf("%d new rows, want %d", n, 2*postgres.ReclaimEvery+1)
+	}
+
+	// A new instance reclaims at its first Create: a serverless instance may serve one request.
+	insertExpired(t, pool, table, "old2/", 10, nowMs-time.Hour.Milliseconds())
+	other := open(t, cfg, postgres.WithTable(table), postgres.WithClock(c.Now))
+	defer other.Close()
+	if _, err := other.Create(ctx, "first", []byte("v"), c.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if n := countRows(t, pool, table, "old2/"); n != 0 {
+		t.Errorf("a new instance's first Create left %d expired rows, want 0", n)
+	}
+}
+
+// TestReclaimNeverFailsConcurrentCreates: instances reclaiming at the same time as others replace
+// expired rows (the rows reclamation locks) must neither deadlock nor fail a write.
+func TestReclaimNeverFailsConcurrentCreates(t *testing.T) {
+	url := testenv.Need(t, testenv.PostgresURL)
+	table := testTable(t, url)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := storetest.NewClock()
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	// Many instances, so that many Creates are reclaiming turns (each instance's first one is).
+	const instances, perInstance, keys = 8, 3, 400
+	stores := make([]*postgres.Store, instances)
+	for i := range stores {
+		stores[i] = open(t, cfg.Copy(), postgres.WithTable(table), postgres.WithClock(c.Now))
+		defer stores[i].Close()
+	}
+	for round := range 3 {
+		insertExpired(t, pool, table, fmt.Sprintf("k%d/", round), keys, c.Now().Add(-time.Hour).UnixMilli())
+		var wg sync.WaitGroup
+		errs := make(chan error, instances*perInstance)
+		for i := range instances * perInstance {
+			s := stores[i%instances]
+			wg.Go(func() {
+				for j := range keys / 4 {
+					// Replace expired rows that reclamation is also deleting, in an order that
+					// differs per goroutine.
+					k := fmt.Sprintf("k%d/%d", round, 1+(j*(2*i+1))%keys)
+					_, err := s.Create(context.Background(), k, []byte("v"), c.Now().Add(time.Hour))
+					if err != nil && !errors.Is(err, store.ErrExists) {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("round %d: Create failed: %v", round, err)
+		}
+	}
+}
+
+// TestIndexOfExpiries: New creates the index reclamation reads, also on a table created before
+// it existed; as a role that does not own the table it cannot, and says what to run.
+func TestIndexOfExpiries(t *testing.T) {
+	url := testenv.Need(t, testenv.PostgresURL)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	indexes := func(table string) []string {
+		t.Helper()
+		rows, err := pool.Query(ctx, `SELECT indexname FROM pg_indexes WHERE tablename = $1 AND indexdef LIKE '%(expires_ms%' ORDER BY 1`, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	fresh := testTable(t, url)
+	open(t, cfg.Copy(), postgres.WithTable(fresh)).Close()
+	open(t, cfg.Copy(), postgres.WithTable(fresh)).Close() // and only once
+	if got := indexes(fresh); len(got) != 1 || got[0] != fresh+"_expires_ms" {
+		t.Errorf("indexes on expires_ms of a new table: %q, want [%s_expires_ms]", got, fresh)
+	}
+
+	long := "svz_" + strings.Repeat("l", 59)
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+long) })
+	open(t, cfg.Copy(), postgres.WithTable(long)).Close()
+	if got := indexes(long); len(got) != 1 || len(got[0]) > 63 || !strings.HasSuffix(got[0], "_expires_ms") {
+		t.Errorf("indexes on expires_ms of a table with a 63-byte name: %q", got)
+	}
+
+	// A table made with the earlier layout, owned by the administrator; the application's role
+	// may only read and write it.
+	older := testTable(t, url)
+	if _, err := pool.Exec(ctx, `CREATE TABLE `+older+` (key text PRIMARY KEY, value bytea NOT NULL, version bigint NOT NULL, expires_ms bigint NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	role := older + "_app"
+	for _, q := range []string{`CREATE ROLE ` + role + ` LOGIN`, `GRANT USAGE, CREATE ON SCHEMA public TO ` + role,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + older + ` TO ` + role} {
+		if _, err := pool.Exec(ctx, q); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.Advance(time.Second)
-	n, err := s.DeleteExpired(ctx)
-	if err != nil || n != 2 {
-		t.Errorf("DeleteExpired = %d, %v; want 2, nil", n, err)
+	t.Cleanup(func() {
+		admin, err := pgxpool.New(context.Background(), url)
+		if err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+			return
+		}
+		defer admin.Close()
+		for _, q := range []string{`DROP OWNED BY ` + role, `DROP ROLE ` + role} {
+			if _, err := admin.Exec(context.Background(), q); err != nil {
+				t.Errorf("%s: %v", q, err)
+			}
+		}
+	})
+	app := cfg.Copy()
+	app.ConnConfig.User = role
+	apool, err := pgxpool.NewWithConfig(ctx, app)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := s.Get(ctx, key(2)); err != nil {
-		t.Errorf("live record after DeleteExpired: %v", err)
+	_, err = postgres.New(ctx, apool, postgres.WithTable(older))
+	want := `postgres: set up table "` + older + `" on ` + postgres.Address(cfg) + `: the table has no index on expires_ms and it cannot be created ` +
+		`(as the table's owner, run CREATE INDEX IF NOT EXISTS "` + older + `_expires_ms" ON "` + older + `" (expires_ms)): ERROR: must be owner of table ` + older
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("New as a role that cannot index: error = %v\nwant prefix %s", err, want)
 	}
-	s.Close()
-	if _, err := s.DeleteExpired(ctx); !errors.Is(err, store.ErrClosed) {
-		t.Errorf("DeleteExpired after Close: %v, want ErrClosed", err)
+	// Once the administrator has indexed the table, under any name, the role can use it.
+	if _, err := pool.Exec(ctx, `CREATE INDEX `+older+`_by_expiry ON `+older+` (expires_ms, key)`); err != nil {
+		t.Fatal(err)
+	}
+	apool, err = pgxpool.NewWithConfig(ctx, app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := postgres.New(ctx, apool, postgres.WithTable(older))
+	if err != nil {
+		t.Fatalf("New as the application's role on an indexed table: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.Create(ctx, "k", []byte("v"), time.Now().Add(time.Minute)); err != nil {
+		t.Errorf("Create as the application's role: %v", err)
+	}
+	if got := indexes(older); len(got) != 1 {
+		t.Errorf("indexes on expires_ms: %q, want only the administrator's", got)
 	}
 }
 
@@ -341,4 +565,32 @@ func TestCreateRacingAnUncommittedInsert(t *testing.T) {
 	if !errors.Is(o.err, store.ErrExists) || string(o.rec.Value) != "theirs" || o.rec.Version != 42 {
 		t.Errorf("Create = %+v, %v; want the other writer's record and ErrExists", o.rec, o.err)
 	}
+}
+
+// BenchmarkStoreWithExpired runs the store benchmarks on a table that already holds many expired
+// rows, as a long-running deployment accumulates them: the cost of reclaiming them is in the
+// figures.
+func BenchmarkStoreWithExpired(b *testing.B) {
+	url := testenv.Need(b, testenv.PostgresURL)
+	var tr trips
+	table := testTable(b, url)
+	c := storetest.NewClock()
+	s := open(b, tr.config(b, url), postgres.WithTable(table), postgres.WithClock(c.Now))
+	defer s.Close()
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	_, err = pool.Exec(context.Background(), `INSERT INTO `+table+` (key, value, version, expires_ms)
+		SELECT 'expired/' || i, convert_to(repeat('x', $1), 'UTF8'), i, $2 FROM generate_series(1, 20000) AS i`,
+		storetest.BenchValueSize, c.Now().Add(time.Second).UnixMilli())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(context.Background(), `VACUUM ANALYZE `+table); err != nil {
+		b.Fatal(err)
+	}
+	c.Advance(2 * time.Minute)
+	storetest.Benchmark(b, s, tr.n.Load)
 }

@@ -14,7 +14,7 @@ import (
 // the credentials of the environment or of the container endpoint: see internal/awsapi), with
 // no AWS SDK configuration loader, whose initialisation would slow every cold start.
 func openDynamoDB(ctx context.Context, getenv func(string) string) (store.Store, error) {
-	table, err := setting(getenv, Table, "dynamodb", "svz-store")
+	table, err := tableSetting(getenv, "dynamodb", "svz-store")
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,10 @@ func openPostgres(ctx context.Context, getenv func(string) string) (store.Store,
 	if err != nil {
 		return nil, err
 	}
-	table, _ := setting(getenv, Table, "postgres", "")
+	table, err := tableSetting(getenv, "postgres", "")
+	if err != nil {
+		return nil, err
+	}
 	if table == "" {
 		table = postgres.DefaultTable
 	}

@@ -12,7 +12,11 @@
 // shared profiles and instance metadata are not read.
 //
 // A bad or unreachable store fails in Open, at start, with an error that names the setting to fix
-// and never shows a password. Each backend sits in its own file behind a build tag (svz_nobolt,
+// and never shows a secret: a URL is shown with its userinfo and every query value masked, and
+// whatever a dependency's message might quote of the settings' secrets (the URL's password and
+// query values, the password of a key=value connection string, AWS_SECRET_ACCESS_KEY,
+// AWS_SESSION_TOKEN, AWS_CONTAINER_AUTHORIZATION_TOKEN, the userinfo and query values of the AWS
+// endpoint URLs) is masked too. Each backend sits in its own file behind a build tag (svz_nobolt,
 // svz_nodynamodb, svz_nopostgres, svz_noredis), so a size-sensitive binary can leave it out;
 // choosing a left-out backend is then an error.
 package storeenv
@@ -51,6 +55,14 @@ const kinds = "memory, bolt, dynamodb, postgres, redis"
 // Open opens the store the settings choose, reading them through getenv (os.Getenv in production).
 // It checks reachability before returning; the caller closes the store.
 func Open(ctx context.Context, getenv func(string) string) (store.Store, error) {
+	s, err := open(ctx, getenv)
+	if err != nil {
+		return nil, scrub(err, secrets(getenv))
+	}
+	return s, nil
+}
+
+func open(ctx context.Context, getenv func(string) string) (store.Store, error) {
 	ctx, cancel := context.WithTimeout(ctx, ConnectTimeout)
 	defer cancel()
 	kind, _ := setting(getenv, Kind, "", "")
@@ -70,6 +82,9 @@ func Open(ctx context.Context, getenv func(string) string) (store.Store, error) 
 	case "redis":
 		return openRedis(ctx, getenv)
 	}
+	if !plainName(kind) { // e.g. the URL, set in the wrong variable: never echo it
+		return nil, fmt.Errorf("%s: unknown store (the value is not shown); want one of %s", Kind, kinds)
+	}
 	return nil, fmt.Errorf("%s: unknown store %q; want one of %s", Kind, kind, kinds)
 }
 
@@ -80,4 +95,18 @@ func setting(getenv func(string) string, name, kind, example string) (string, er
 		return "", fmt.Errorf("%s: required when %s=%s (e.g. %s)", name, Kind, kind, example)
 	}
 	return v, nil
+}
+
+// plainName reports whether v is short and made of letters, digits, '-' and '_' only: a value an
+// error message may quote.
+func plainName(v string) bool {
+	if v == "" || len(v) > 32 {
+		return false
+	}
+	for _, c := range []byte(v) {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
 }
