@@ -45,6 +45,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -238,7 +239,7 @@ func (c *Client) attempt(ctx context.Context, op string, body []byte, hash strin
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("%s endpoint %q: %w", c.svc.Name, c.endpoint, err)
+		return nil, fmt.Errorf("%s endpoint %q: %w", c.svc.Name, ShownURL(c.endpoint), err)
 	}
 	req.Header.Set("Content-Type", "application/x-amz-json-"+c.svc.JSONVersion)
 	req.Header.Set("X-Amz-Target", c.svc.Target+"."+op)
@@ -249,6 +250,10 @@ func (c *Client) attempt(ctx context.Context, op string, body []byte, hash strin
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		// A *url.Error names the endpoint with its query: show it masked instead.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = fmt.Errorf("%s %s: %w", ue.Op, ShownURL(ue.URL), ue.Err)
+		}
 		return nil, transient{err}
 	}
 	defer resp.Body.Close()
@@ -408,4 +413,25 @@ func unwrapTransient(err error) error {
 // staticCredentials returns credentials that never expire.
 func staticCredentials(id, secret, token string) aws.Credentials {
 	return aws.Credentials{AccessKeyID: id, SecretAccessKey: secret, SessionToken: token, Source: "environment"}
+}
+
+// ShownURL is raw as it may appear in logs and errors: credentials and query values masked, no
+// fragment; an unparsable value is not shown at all.
+func ShownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Opaque != "" {
+		return "<unparsable URL>"
+	}
+	if u.User != nil {
+		u.User = url.User("xxxxx")
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			q[k] = []string{"xxxxx"}
+		}
+		u.RawQuery = q.Encode()
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
 }

@@ -360,3 +360,16 @@ func TestMoto(t *testing.T) {
 		t.Fatalf("DescribeTable of a missing table: %#v", err)
 	}
 }
+
+func TestShownURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://127.0.0.1:4566/":                         "http://127.0.0.1:4566/",
+		"https://u:s3cret@host.example/p?token=s3cret#f": "https://xxxxx@host.example/p?token=xxxxx",
+		"mailto:s3cret@x":                                "<unparsable URL>",
+		"http://[::1":                                    "<unparsable URL>",
+	} {
+		if got := ShownURL(in); got != want {
+			t.Errorf("ShownURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -117,7 +117,7 @@ func checkContainerURL(v string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("AWS_CONTAINER_CREDENTIALS_FULL_URI %q must use https, or http to loopback, 169.254.170.2, 169.254.170.23 or fd00:ec2::23", u.Redacted())
+	return fmt.Errorf("AWS_CONTAINER_CREDENTIALS_FULL_URI %q must use https, or http to loopback, 169.254.170.2, 169.254.170.23 or fd00:ec2::23", ShownURL(u.String()))
 }
 
 // checkToken refuses a token that would split the Authorization header.

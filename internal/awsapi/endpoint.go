@@ -85,7 +85,7 @@ func checkURL(name, v string) (string, error) {
 		return "", fmt.Errorf("%s is not a URL", name)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("%s: %q is not an http(s) URL", name, u.Redacted())
+		return "", fmt.Errorf("%s: %q is not an http(s) URL", name, ShownURL(u.String()))
 	}
 	return v, nil
 }

@@ -81,7 +81,7 @@ func TestEndpoint(t *testing.T) {
 		{"relative URL", testDynamoDB, env("AWS_ENDPOINT_URL_DYNAMODB", "/ddb"), "us-east-1", "",
 			`AWS_ENDPOINT_URL_DYNAMODB: "/ddb" is not an http(s) URL`},
 		{"other scheme, password hidden", testDynamoDB, env("AWS_ENDPOINT_URL", "ftp://u:hunter2@h"), "us-east-1", "",
-			`AWS_ENDPOINT_URL: "ftp://u:xxxxx@h" is not an http(s) URL`},
+			`AWS_ENDPOINT_URL: "ftp://xxxxx@h" is not an http(s) URL`},
 		{"region with a dot", testDynamoDB, env(), "evil.com/x", "", `AWS region "evil.com/x" is not a region name (e.g. eu-west-3)`},
 		{"upper-case region", testDynamoDB, env(), "EU-WEST-3", "", `AWS region "EU-WEST-3" is not a region name (e.g. eu-west-3)`},
 		{"empty region", testDynamoDB, env(), "", "", `AWS region "" is not a region name (e.g. eu-west-3)`},
