@@ -1,17 +1,25 @@
-// Package cloudrun serves an http.Handler as a Cloud Run function through the Functions Framework
-// for Go: the handler is registered with functions.HTTP under FUNCTION_TARGET, so the framework
-// serves it at "/" (every path reaches the handler), applies Cloud Run's request timeout
-// (CLOUD_RUN_TIMEOUT_SECONDS) as the request context deadline, and flushes pass straight through,
-// so event streams stream.
+// Package cloudrun serves an http.Handler on Cloud Run, as a Cloud Run function or service.
 //
-// On SIGTERM (Cloud Run gives 10 seconds) or when ctx ends, Serve refuses new requests, ends the
-// event streams and waits for the other requests before returning.
+// Serve (what platform.Main runs when FUNCTION_TARGET or K_SERVICE is set) serves the handler
+// the way the Functions Framework serves the function named by FUNCTION_TARGET: every path
+// reaches it, Cloud Run's request timeout (CLOUD_RUN_TIMEOUT_SECONDS) is the request context
+// deadline, and flushes go straight to the client, so event streams stream. It runs its own
+// net/http server rather than the framework's, which can be neither given a listener nor shut
+// down: on SIGTERM (Cloud Run sends SIGKILL 10 seconds later) or when ctx ends, Serve stops
+// accepting, ends the event streams, and returns only once every other response has been
+// written to the end.
+//
+// Register is for a source deployment, whose main the buildpack generates: it registers the
+// handler with the framework (functions.HTTP), which then serves it under FUNCTION_TARGET. That
+// main does not drain on SIGTERM: deploy an image whose main calls platform.Main to have it.
 package cloudrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -19,7 +27,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 	"github.com/supervaize/svz/adapters/internal/httpkit"
 )
@@ -31,8 +38,14 @@ const DefaultPort = "8080"
 // Cloud Run leaves between SIGTERM and SIGKILL.
 const DefaultShutdownTimeout = 8 * time.Second
 
+// readHeaderTimeout bounds the request headers. Nothing else is bounded by the server: Cloud
+// Run's front end enforces the request timeout (which the request deadline reflects) and owns
+// the keep-alive of its connections to the instance.
+const readHeaderTimeout = 10 * time.Second
+
 type config struct {
 	host, port string
+	ln         net.Listener
 	log        *slog.Logger
 	shutdown   time.Duration
 }
@@ -45,6 +58,9 @@ func WithHost(host string) Option { return func(c *config) { c.host = host } }
 
 // WithPort sets the port; the default is $PORT, or DefaultPort.
 func WithPort(port string) Option { return func(c *config) { c.port = port } }
+
+// WithListener serves on ln instead of listening on the host and port.
+func WithListener(ln net.Listener) Option { return func(c *config) { c.ln = ln } }
 
 // WithLogger sets the logger (slog.Default() otherwise).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
@@ -60,51 +76,74 @@ func Register(name string, h http.Handler) {
 	functions.HTTP(name, frameworkFunc(httpkit.NewTracker(slog.Default(), 0).Handler(h)))
 }
 
-// Serve registers h as the function named by FUNCTION_TARGET (or, without it, at "/" as Cloud Run
-// services without a target expect) and serves it with the Functions Framework until ctx ends or
-// the process receives SIGTERM or SIGINT. It then refuses new requests (503), ends event streams,
-// waits for the other requests, and returns nil; or an error when requests were still running at
-// the shutdown deadline (they are cancelled), or when the framework cannot serve.
-//
-// The framework owns its listener and never closes it: Serve is meant to run once per process,
-// which exits after it returns.
+// Serve serves h on every path until ctx ends or the process receives SIGTERM or SIGINT. It then
+// stops accepting connections, answers 503 to requests already read, ends event streams, waits
+// for the other requests and for their responses to be written, and returns nil; or an error
+// when requests were still running at the shutdown deadline (they are cancelled and their
+// connections closed), or when it cannot listen or serve.
 func Serve(ctx context.Context, h http.Handler, opts ...Option) error {
 	cfg := config{log: slog.Default(), port: os.Getenv("PORT"), shutdown: DefaultShutdownTimeout}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.port == "" {
-		cfg.port = DefaultPort
+	timeout, err := requestTimeout(os.Getenv("CLOUD_RUN_TIMEOUT_SECONDS"))
+	if err != nil {
+		return err
 	}
-	if n, err := strconv.Atoi(cfg.port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("cloudrun: port %q must be a number from 1 to 65535", cfg.port)
+	ln := cfg.ln
+	if ln == nil {
+		if cfg.port == "" {
+			cfg.port = DefaultPort
+		}
+		if n, err := strconv.Atoi(cfg.port); err != nil || n < 0 || n > 65535 {
+			return fmt.Errorf("cloudrun: port %q must be a number from 0 to 65535", cfg.port)
+		}
+		if ln, err = net.Listen("tcp", net.JoinHostPort(cfg.host, cfg.port)); err != nil {
+			return fmt.Errorf("cloudrun: listen: %w", err)
+		}
 	}
-	tracker := httpkit.NewTracker(cfg.log, 0)
-	fn := frameworkFunc(tracker.Handler(h))
-	target := os.Getenv("FUNCTION_TARGET")
-	if target != "" {
-		functions.HTTP(target, fn)
-	} else if err := funcframework.RegisterHTTPFunctionContext(ctx, "/", fn); err != nil {
-		return fmt.Errorf("cloudrun: register the function: %w", err)
-	}
-
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+
+	tracker := httpkit.NewTracker(cfg.log, timeout)
+	srv := &http.Server{
+		Handler:           tracker.Handler(h),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ErrorLog:          slog.NewLogLogger(cfg.log.Handler(), slog.LevelWarn),
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- funcframework.StartHostPort(cfg.host, cfg.port) }()
-	cfg.log.Info("serving Cloud Run function", "target", target, "addr", cfg.host+":"+cfg.port)
+	go func() { errc <- srv.Serve(ln) }()
+	cfg.log.Info("serving Cloud Run function", "target", os.Getenv("FUNCTION_TARGET"), "addr", ln.Addr().String())
+
 	select {
 	case err := <-errc:
-		return fmt.Errorf("cloudrun: serve %s:%s: %w", cfg.host, cfg.port, err)
+		return fmt.Errorf("cloudrun: serve %s: %w", ln.Addr(), err)
 	case <-ctx.Done():
 	}
 	cfg.log.Info("shutting down", "drain", cfg.shutdown.String())
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdown)
 	defer cancel()
-	if err := tracker.Shutdown(sctx); err != nil {
-		return fmt.Errorf("cloudrun: shutdown: %w", err)
+	drainErr := httpkit.Drain(sctx, srv, tracker)
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("cloudrun: serve: %w", err)
+	}
+	if drainErr != nil {
+		return fmt.Errorf("cloudrun: shutdown: %w", drainErr)
 	}
 	return nil
+}
+
+// requestTimeout reads CLOUD_RUN_TIMEOUT_SECONDS, which Cloud Run sets to the service's request
+// timeout (at most an hour today); unset, requests have no deadline.
+func requestTimeout(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 86400 {
+		return 0, fmt.Errorf("cloudrun: CLOUD_RUN_TIMEOUT_SECONDS=%q must be a whole number of seconds from 1 to 86400", v)
+	}
+	return time.Duration(n) * time.Second, nil
 }
 
 // frameworkFunc adapts h to the framework. A response aborted after it started (a handler panic,

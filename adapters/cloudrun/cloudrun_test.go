@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,47 +17,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 	"github.com/supervaize/svz/adapters/internal/httpkit"
 	"github.com/supervaize/svz/adapters/internal/testkit"
 )
 
-// Each Serve registers a function with the framework's process-wide registry, where a name can
-// be taken once: every test run gets fresh names.
-var run atomic.Int64
-
-func targetName(t *testing.T) string {
-	return fmt.Sprintf("Controller%d_%s", run.Add(1), regexp.MustCompile(`\W`).ReplaceAllString(t.Name(), "_"))
-}
-
-// serve runs Serve for h on a loopback port with FUNCTION_TARGET set, and returns its base URL
-// and a stop function returning Serve's result.
+// serve runs Serve for h on a loopback listener, with env set, and returns its base URL and a
+// stop function returning Serve's result.
 func serve(t *testing.T, h http.Handler, env map[string]string, opts ...Option) (string, func() error) {
 	t.Helper()
-	t.Setenv("FUNCTION_TARGET", targetName(t))
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	port := testkit.Port(t, testkit.CloudRun)
+	ln := testkit.Listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() {
-		errc <- Serve(ctx, h, append([]Option{WithHost("127.0.0.1"), WithPort(strconv.Itoa(port))}, opts...)...)
-	}()
-	addr := testkit.Addr(port)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		select {
-		case err := <-errc:
-			t.Fatalf("Serve: %v", err)
-		default:
-		}
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the framework does not listen on %s", addr)
-		}
-	}
+	go func() { errc <- Serve(ctx, h, append([]Option{WithListener(ln)}, opts...)...) }()
 	var stopped bool
 	var result error
 	stop := func() error {
@@ -74,15 +48,15 @@ func serve(t *testing.T, h http.Handler, env map[string]string, opts ...Option) 
 		return result
 	}
 	t.Cleanup(func() { _ = stop() })
-	return "http://" + addr, stop
+	return "http://" + ln.Addr().String(), stop
 }
 
 var timestampRE = regexp.MustCompile(`"timestamp":"[^"]*"`)
 
-func TestServe(t *testing.T) {
-	log, logs := testkit.Logger()
-	release := make(chan struct{})
-	slowStarted := make(chan struct{})
+const internalErrorBody = `{"error":"Internal Error","error_type":"internal_error","detail":"The controller failed to handle the request","timestamp":"T","status_code":500}`
+
+// testMux is the handler of TestServe and TestRegister.
+func testMux(t *testing.T) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/deadline", func(w http.ResponseWriter, r *http.Request) {
 		dl, ok := r.Context().Deadline()
@@ -102,52 +76,78 @@ func TestServe(t *testing.T) {
 		_ = http.NewResponseController(w).Flush()
 		panic("late boom")
 	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %s", r.Method, r.URL.RequestURI())
+	})
+	return mux
+}
+
+func get(t *testing.T, url string) (int, string, error) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// testCommon checks what Serve and the Functions Framework must do alike.
+func testCommon(t *testing.T, base string, logs *testkit.LogBuffer) {
+	t.Run("every path reaches the handler", func(t *testing.T) {
+		if code, body, _ := get(t, base+"/.well-known/agents/v1.0/x_agent.json?a=1"); code != 200 || body != "GET /.well-known/agents/v1.0/x_agent.json?a=1" {
+			t.Fatalf("%d %q", code, body)
+		}
+	})
+	t.Run("Cloud Run timeout is the request deadline", func(t *testing.T) {
+		if _, body, _ := get(t, base+"/deadline"); body != "true 30s" {
+			t.Fatalf("deadline %q", body)
+		}
+	})
+	t.Run("flushes reach the client", func(t *testing.T) {
+		resp, err := http.Get(base + "/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close() // the client leaves: the stream ends
+		if line, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || line != "event: supervaizer.connected\n" {
+			t.Fatalf("the first event did not flush through: %q %v", line, err)
+		}
+	})
+	t.Run("panic", func(t *testing.T) {
+		code, body, _ := get(t, base+"/panic")
+		body = timestampRE.ReplaceAllString(body, `"timestamp":"T"`)
+		if code != 500 || body != internalErrorBody {
+			t.Fatalf("%d %s", code, body)
+		}
+		if logs != nil && !strings.Contains(logs.String(), `"panic":"boom sk-secret"`) {
+			t.Fatalf("panic not logged: %s", logs)
+		}
+	})
+	t.Run("panic after the response started", func(t *testing.T) {
+		code, body, err := get(t, base+"/late-panic")
+		if code != 200 || err == nil || strings.Contains(body, "panic occurred") {
+			t.Fatalf("%d %q %v: the response must end broken", code, body, err)
+		}
+	})
+}
+
+func TestServe(t *testing.T) {
+	log, logs := testkit.Logger()
+	release := make(chan struct{})
+	slowStarted := make(chan struct{})
+	mux := testMux(t)
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
 		close(slowStarted)
 		<-release
 		_, _ = io.WriteString(w, "done")
 	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "%s %s", r.Method, r.URL.RequestURI())
-	})
-	base, stop := serve(t, mux, map[string]string{"CLOUD_RUN_TIMEOUT_SECONDS": "30"}, WithLogger(log))
-
-	get := func(t *testing.T, path string) (int, string, error) {
-		t.Helper()
-		resp, err := http.Get(base + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b), err
+	base, stop := serve(t, mux, map[string]string{"CLOUD_RUN_TIMEOUT_SECONDS": "30", "FUNCTION_TARGET": "Controller"}, WithLogger(log))
+	testCommon(t, base, logs)
+	if want := `"msg":"serving Cloud Run function","target":"Controller","addr":"` + strings.TrimPrefix(base, "http://") + `"`; !strings.Contains(logs.String(), want) {
+		t.Fatalf("log %s\nwant %s", logs, want)
 	}
-	t.Run("every path reaches the handler", func(t *testing.T) {
-		if code, body, _ := get(t, "/.well-known/agents/v1.0/x_agent.json?a=1"); code != 200 || body != "GET /.well-known/agents/v1.0/x_agent.json?a=1" {
-			t.Fatalf("%d %q", code, body)
-		}
-	})
-	t.Run("Cloud Run timeout is the request deadline", func(t *testing.T) {
-		if _, body, _ := get(t, "/deadline"); body != "true 30s" {
-			t.Fatalf("deadline %q", body)
-		}
-	})
-	t.Run("panic", func(t *testing.T) {
-		code, body, _ := get(t, "/panic")
-		body = timestampRE.ReplaceAllString(body, `"timestamp":"T"`)
-		if code != 500 || body != `{"error":"Internal Error","error_type":"internal_error","detail":"The controller failed to handle the request","timestamp":"T","status_code":500}` {
-			t.Fatalf("%d %s", code, body)
-		}
-		if !strings.Contains(logs.String(), `"panic":"boom sk-secret"`) {
-			t.Fatalf("panic not logged: %s", logs)
-		}
-	})
-	t.Run("panic after the response started", func(t *testing.T) {
-		code, body, err := get(t, "/late-panic")
-		if code != 200 || err == nil || strings.Contains(body, "panic occurred") {
-			t.Fatalf("%d %q %v: the response must end broken", code, body, err)
-		}
-	})
 
 	// A stream and a slow request are in flight when shutdown begins.
 	stream, err := http.Get(base + "/events")
@@ -177,9 +177,15 @@ func TestServe(t *testing.T) {
 	if rest, err := io.ReadAll(br); err != nil || string(rest) != "data: {}\n\n" {
 		t.Fatalf("stream after shutdown: %q %v", rest, err)
 	}
-	time.Sleep(50 * time.Millisecond) // let shutdown begin before probing it
-	if code, body, _ := get(t, "/"); code != 503 || body != httpkit.ShuttingDownBody {
-		t.Fatalf("during shutdown: %d %s", code, body)
+	// Nothing new is served: the connection is refused, or answered 503 when it was accepted
+	// just before the listener closed.
+	probe := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	if resp, err := probe.Get(base + "/"); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 503 || string(b) != httpkit.ShuttingDownBody {
+			t.Fatalf("during shutdown: %d %s", resp.StatusCode, b)
+		}
 	}
 	close(release)
 	if got := <-slow; got != "done" {
@@ -203,77 +209,187 @@ func TestServeShutdownDeadline(t *testing.T) {
 		}
 	}()
 	<-started
-	if err := stop(); err == nil || !strings.HasPrefix(err.Error(), "cloudrun: shutdown: 1 request(s) still running at the shutdown deadline were cancelled") {
+	if err := stop(); err == nil || err.Error() != "cloudrun: shutdown: 1 request(s) still running at the shutdown deadline were cancelled: context deadline exceeded" {
 		t.Fatalf("Serve: %v", err)
 	}
 }
 
-func TestServeBadPort(t *testing.T) {
-	for _, port := range []string{"http", "0", "65536"} {
-		err := Serve(context.Background(), http.NotFoundHandler(), WithPort(port))
-		if want := fmt.Sprintf("cloudrun: port %q must be a number from 1 to 65535", port); err == nil || err.Error() != want {
-			t.Errorf("port %q: %v", port, err)
-		}
+func TestServeBadSettings(t *testing.T) {
+	taken := testkit.Listen(t).Addr().String()
+	for _, tc := range []struct {
+		name    string
+		timeout string
+		opts    []Option
+		want    string
+	}{
+		{"port name", "", []Option{WithPort("http")}, `cloudrun: port "http" must be a number from 0 to 65535`},
+		{"negative port", "", []Option{WithPort("-1")}, `cloudrun: port "-1" must be a number from 0 to 65535`},
+		{"port too large", "", []Option{WithPort("65536")}, `cloudrun: port "65536" must be a number from 0 to 65535`},
+		{"port taken", "", []Option{WithHost("127.0.0.1"), WithPort(strings.TrimPrefix(taken, "127.0.0.1:"))}, "cloudrun: listen: listen tcp " + taken + ": bind: address already in use"},
+		{"timeout unit", "30s", nil, `cloudrun: CLOUD_RUN_TIMEOUT_SECONDS="30s" must be a whole number of seconds from 1 to 86400`},
+		{"timeout zero", "0", nil, `cloudrun: CLOUD_RUN_TIMEOUT_SECONDS="0" must be a whole number of seconds from 1 to 86400`},
+		{"timeout too long", "86401", nil, `cloudrun: CLOUD_RUN_TIMEOUT_SECONDS="86401" must be a whole number of seconds from 1 to 86400`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("CLOUD_RUN_TIMEOUT_SECONDS", tc.timeout)
+			log, _ := testkit.Logger()
+			err := Serve(context.Background(), http.NotFoundHandler(), append(tc.opts, WithLogger(log))...)
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("error %v, want %s", err, tc.want)
+			}
+		})
 	}
 }
 
-// A Cloud Run service without FUNCTION_TARGET registers its function at "/", which the
-// framework allows once per process, and SIGTERM must reach a real process: this test runs the
-// server in a child process (this test binary).
+// TestRegister serves a registered function with the Functions Framework itself, as the main a
+// buildpack generates for a source deployment does.
+func TestRegister(t *testing.T) {
+	t.Setenv("CLOUD_RUN_TIMEOUT_SECONDS", "30")
+	testCommon(t, framework(t, testMux(t)), nil)
+}
+
+// Each framework server registers a function in the framework's process-wide registry, where a
+// name can be taken once.
+var registered atomic.Int64
+
+// framework registers h with Register and serves it with funcframework.StartHostPort on a
+// loopback port, and returns the base URL. The framework's server cannot be stopped: it lives
+// until the test binary exits.
+func framework(t *testing.T, h http.Handler) string {
+	t.Helper()
+	name := fmt.Sprintf("Controller%d", registered.Add(1))
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /whoami", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, name) })
+	mux.Handle("/", h)
+	Register(name, mux)
+	t.Setenv("FUNCTION_TARGET", name) // read when the framework starts
+	for attempt := 1; attempt <= 3; attempt++ {
+		if base, ok := startFramework(t, name); ok {
+			return base
+		}
+	}
+	t.Fatal("the framework lost its port to other processes 3 times")
+	return ""
+}
+
+// startFramework starts the framework on a free port and returns its base URL once it serves
+// the function name, or false when another process took the port first.
+func startFramework(t *testing.T, name string) (string, bool) {
+	t.Helper()
+	port := strconv.Itoa(testkit.FreePort(t))
+	base := "http://127.0.0.1:" + port
+	errc := make(chan error, 1)
+	go func() { errc <- funcframework.StartHostPort("127.0.0.1", port) }()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		select {
+		case err := <-errc:
+			if strings.Contains(err.Error(), "address already in use") {
+				return "", false
+			}
+			t.Fatalf("the framework does not serve: %v", err)
+		default:
+		}
+		if resp, err := http.Get(base + "/whoami"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) == name {
+				return base, true
+			}
+		}
+	}
+	t.Fatalf("the framework does not serve %s at %s", name, base)
+	return "", false
+}
+
+// The SIGTERM test runs Serve in a child process (this test binary), as Cloud Run runs it: a
+// service without FUNCTION_TARGET, on the port of PORT, stopped by a signal.
 const childEnv = "SVZ_CLOUDRUN_TEST_CHILD"
 
 func TestMain(m *testing.M) {
-	if port := os.Getenv(childEnv); port != "" {
-		log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			log.Info("request", "path", r.URL.Path)
-			time.Sleep(300 * time.Millisecond)
-			fmt.Fprintf(w, "served %s", r.URL.Path)
-		})
-		if err := Serve(context.Background(), h, WithHost("127.0.0.1"), WithPort(port), WithLogger(log)); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		log.Info("exited cleanly")
-		os.Exit(0)
+	if os.Getenv(childEnv) != "" {
+		os.Exit(runChild())
 	}
 	os.Exit(m.Run())
 }
 
+func runChild() int {
+	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: supervaizer.connected\ndata: {}\n\n")
+		_ = http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+		log.Info("stream ended")
+	})
+	mux.HandleFunc("POST /unread", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "served /unread") // net/http writes it once the body is read
+		log.Info("unread handled")
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		log.Info("request", "path", r.URL.Path)
+		time.Sleep(300 * time.Millisecond)
+		fmt.Fprintf(w, "served %s", r.URL.Path)
+	})
+	if err := Serve(context.Background(), mux, WithHost("127.0.0.1"), WithLogger(log)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	log.Info("exited cleanly")
+	return 0
+}
+
+// TestServeWithoutTargetAndSIGTERM checks that on SIGTERM the process exits only after every
+// in-flight response has been written to the end, including one net/http is still writing
+// after its handler returned, and after ending the event streams cleanly.
 func TestServeWithoutTargetAndSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a child process")
 	}
-	port := testkit.Port(t, testkit.CloudRun)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "FUNCTION_TARGET=") {
+		if !strings.HasPrefix(kv, "FUNCTION_TARGET=") && !strings.HasPrefix(kv, "CLOUD_RUN_TIMEOUT_SECONDS=") && !strings.HasPrefix(kv, "GORACE=") {
 			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(env, childEnv+"="+strconv.Itoa(port), "K_SERVICE=svz-test")
+	// Port 0: the child takes a port from the kernel and logs it. The race detector's default
+	// second of sleep at exit would let the child finish writing what it should have waited for.
+	cmd.Env = append(env, childEnv+"=1", "K_SERVICE=svz-test", "PORT=0", "GORACE=atexit_sleep_ms=0")
 	out := &testkit.LogBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill() }()
-	base := "http://" + testkit.Addr(port)
-	var resp *http.Response
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if resp, err = http.Get(base + "/.well-known/health"); err == nil || time.Now().After(deadline) {
-			break
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}()
+	waitLog := func(want string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), want); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the child never logged %s:\n%s", want, out)
+			}
 		}
 	}
-	if err != nil {
-		t.Fatalf("child never served: %v\n%s", err, out)
+	addr := testkit.ServingAddr(t, out)
+	base := "http://" + addr
+	if code, body, err := get(t, base+"/.well-known/health"); code != 200 || body != "served /.well-known/health" || err != nil {
+		t.Fatalf("%d %q %v", code, body, err)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if string(b) != "served /.well-known/health" {
-		t.Fatalf("body %q", b)
+
+	stream, err := http.Get(base + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	br := bufio.NewReader(stream.Body)
+	if line, err := br.ReadString('\n'); err != nil || line != "event: supervaizer.connected\n" {
+		t.Fatalf("first event: %q %v", line, err)
 	}
 	inflight := make(chan string, 1)
 	go func() {
@@ -286,18 +402,39 @@ func TestServeWithoutTargetAndSIGTERM(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		inflight <- string(b)
 	}()
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(out.String(), `"path":"/a2a"`); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the request never started:\n%s", out)
-		}
-	}
+	waitLog(`"path":"/a2a"`)
+	pending := testkit.StartUnfinishedPost(t, addr, "/unread")
+	waitLog(`"msg":"unread handled"`)
+
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
+	}
+	if rest, err := io.ReadAll(br); err != nil || string(rest) != "data: {}\n\n" {
+		t.Fatalf("the stream did not end cleanly: %q %v", rest, err)
 	}
 	if got := <-inflight; got != "served /a2a" {
 		t.Fatalf("in-flight request: %q", got)
 	}
-	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), `"msg":"exited cleanly"`) {
-		t.Fatalf("child: %v\n%s", err, out)
+	// Every handler has returned; one response is still unwritten. A server that stopped at
+	// its handlers would have let the process exit by now.
+	select {
+	case <-exited:
+		t.Fatalf("the child exited (%v) before writing every response:\n%s", waitErr, out)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := pending.Finish(); err != nil {
+		t.Fatalf("the child closed the unfinished request: %v", err)
+	}
+	if code, body, err := pending.Response(); code != 200 || body != "served /unread" || err != nil {
+		t.Fatalf("response finished after SIGTERM: %d %q %v", code, body, err)
+	}
+	<-exited
+	if waitErr != nil || !strings.Contains(out.String(), `"msg":"exited cleanly"`) {
+		t.Fatalf("child: %v\n%s", waitErr, out)
+	}
+	for _, want := range []string{`"msg":"shutting down"`, `"msg":"stream ended"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("the child did not log %s:\n%s", want, out)
+		}
 	}
 }

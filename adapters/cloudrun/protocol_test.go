@@ -8,9 +8,15 @@ import (
 	"github.com/supervaize/svz/adapters/internal/testkit"
 )
 
-// TestProtocol runs the protocol suite through the Functions Framework.
+// TestProtocol runs the protocol suite through Serve.
 func TestProtocol(t *testing.T) {
 	log, _ := testkit.Logger()
 	base, _ := serve(t, adaptertest.Handler(t), nil, WithLogger(log))
 	adaptertest.Run(t, &http.Client{}, base)
+}
+
+// TestProtocolFunctionsFramework runs the protocol suite through the Functions Framework, which
+// serves what Register registers.
+func TestProtocolFunctionsFramework(t *testing.T) {
+	adaptertest.Run(t, &http.Client{}, framework(t, adaptertest.Handler(t)))
 }

@@ -128,23 +128,14 @@ func Serve(ctx context.Context, h http.Handler, opts ...Option) error {
 	cfg.log.Info("shutting down", "drain", t.Shutdown.String())
 	sctx, cancel := context.WithTimeout(context.Background(), t.Shutdown)
 	defer cancel()
-	// The server stops accepting and waits for idle connections; the tracker ends the streams
-	// (which would never become idle) and waits for the handlers.
-	srvErr := make(chan error, 1)
-	go func() { srvErr <- srv.Shutdown(sctx) }()
-	drainErr := tracker.Shutdown(sctx)
-	shutdownErr := <-srvErr
-	if drainErr != nil || shutdownErr != nil {
-		_ = srv.Close()
-	}
+	// The server stops accepting and waits until every response is written; the tracker ends the
+	// streams (which would never become idle) and waits for the handlers.
+	drainErr := httpkit.Drain(sctx, srv, tracker)
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("httpserver: serve: %w", err)
 	}
 	if drainErr != nil {
 		return fmt.Errorf("httpserver: shutdown: %w", drainErr)
-	}
-	if shutdownErr != nil {
-		return fmt.Errorf("httpserver: shutdown: %w", shutdownErr)
 	}
 	return nil
 }

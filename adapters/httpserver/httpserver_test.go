@@ -3,6 +3,7 @@ package httpserver
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -56,7 +57,7 @@ func TestListenAddr(t *testing.T) {
 // returns Serve's result.
 func serve(t *testing.T, h http.Handler, opts ...Option) (string, func() error) {
 	t.Helper()
-	ln := testkit.Listen(t, testkit.HTTPServer)
+	ln := testkit.Listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- Serve(ctx, h, append([]Option{WithListener(ln)}, opts...)...) }()
@@ -154,7 +155,7 @@ func TestServeFlushes(t *testing.T) {
 }
 
 func TestServeListenError(t *testing.T) {
-	ln := testkit.Listen(t, testkit.HTTPServer)
+	ln := testkit.Listen(t)
 	err := Serve(context.Background(), http.NotFoundHandler(), WithAddr(ln.Addr().String()))
 	if err == nil || !strings.HasPrefix(err.Error(), "httpserver: listen: ") || !strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("error %v", err)
@@ -222,9 +223,10 @@ func TestServeSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a child process")
 	}
-	addr := testkit.Addr(testkit.Port(t, testkit.HTTPServer))
+	// Port 0: the child takes a port from the kernel and logs it. The race detector's default
+	// second of sleep at exit would let the child finish writing what it should have waited for.
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+addr)
+	cmd.Env = append(os.Environ(), childEnv+"=127.0.0.1:0", "GORACE=atexit_sleep_ms=0")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +244,7 @@ func TestServeSIGTERM(t *testing.T) {
 		}
 		close(lines)
 	}()
-	waitLog := func(msg string) {
+	waitLog := func(msg string) string {
 		t.Helper()
 		timeout := time.After(10 * time.Second)
 		for {
@@ -252,14 +254,18 @@ func TestServeSIGTERM(t *testing.T) {
 					t.Fatalf("child exited before logging %q", msg)
 				}
 				if strings.Contains(l, `"msg":"`+msg+`"`) {
-					return
+					return l
 				}
 			case <-timeout:
 				t.Fatalf("child did not log %q", msg)
 			}
 		}
 	}
-	waitLog("serving HTTP")
+	var serving struct{ Addr string }
+	if err := json.Unmarshal([]byte(waitLog("serving HTTP")), &serving); err != nil || serving.Addr == "" {
+		t.Fatalf("no address in the serving log: %v", err)
+	}
+	addr := serving.Addr
 
 	stream, err := http.Get("http://" + addr + "/stream")
 	if err != nil {

@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,44 +49,7 @@ type emulator struct {
 // emulator hands its environment to the bootstrap).
 func startEmulator(t *testing.T, bootstrap string, env ...string) *emulator {
 	t.Helper()
-	bin := testenv.Need(t, testenv.RIE)
-	ports := testkit.Ports(t, testkit.Lambda, 2)
-	cmd := exec.Command(bin,
-		"--runtime-interface-emulator-address", testkit.Addr(ports[0]),
-		"--runtime-api-address", testkit.Addr(ports[1]),
-		bootstrap)
-	cmd.Env = append(os.Environ(), env...)
-	logs := &testkit.LogBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("emulator output:\n%s", logs)
-		}
-	})
-	addr := testkit.Addr(ports[0])
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the emulator does not listen on %s: %v\n%s", addr, err, logs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	addr, logs := testkit.RIE(t, testenv.Need(t, testenv.RIE), env, bootstrap)
 	return &emulator{url: "http://" + addr + "/2015-03-31/functions/function/invocations", logs: logs}
 }
 

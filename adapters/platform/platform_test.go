@@ -11,11 +11,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -155,13 +153,10 @@ func TestRunHTTPAndCloudRun(t *testing.T) {
 			if kind == onCloudRun && !withCloudRun {
 				t.Skip("built with svz_nocloudrun")
 			}
-			port := testkit.Port(t, testkit.Platform)
-			env := map[string]string{"PORT": strconv.Itoa(port), "SUPERVAIZER_API_KEY": "plain-key", "SUPERVAIZER_LOCAL_MODE": "TRUE"}
+			// Port 0: the server takes a port from the kernel and logs it.
+			env := map[string]string{"PORT": "0", "SUPERVAIZER_API_KEY": "plain-key", "SUPERVAIZER_LOCAL_MODE": "TRUE"}
 			if kind == onCloudRun {
-				// The framework reads FUNCTION_TARGET from the process environment itself.
-				name := fmt.Sprintf("PlatformTest%d", time.Now().UnixNano())
-				t.Setenv("FUNCTION_TARGET", name)
-				env["FUNCTION_TARGET"] = name
+				env["FUNCTION_TARGET"] = "Controller"
 			}
 			var gotKey string
 			var gotLog *slog.Logger
@@ -174,7 +169,7 @@ func TestRunHTTPAndCloudRun(t *testing.T) {
 			var stderr testkit.LogBuffer
 			errc := make(chan error, 1)
 			go func() { errc <- run(ctx, build, envOf(env), &stderr) }()
-			resp := waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/a2a", port))
+			resp := waitHTTP(t, "http://"+testkit.ServingAddr(t, &stderr)+"/a2a")
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if string(b) != "hello /a2a" {
@@ -199,20 +194,25 @@ func TestRunHTTPAndCloudRun(t *testing.T) {
 
 // TestLocalModeLoopback checks local mode never listens beyond loopback, whatever the host.
 func TestLocalModeLoopback(t *testing.T) {
-	port := testkit.Port(t, testkit.Platform)
-	env := envOf(map[string]string{"PORT": strconv.Itoa(port), "SUPERVAIZER_HOST": "0.0.0.0", "SUPERVAIZER_LOCAL_MODE": "true"})
+	env := envOf(map[string]string{"PORT": "0", "SUPERVAIZER_HOST": "0.0.0.0", "SUPERVAIZER_LOCAL_MODE": "true"})
+	var stderr testkit.LogBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
 		errc <- run(ctx, func(context.Context, func(string) string, *slog.Logger) (http.Handler, error) {
 			return http.NotFoundHandler(), nil
-		}, env, io.Discard)
+		}, env, &stderr)
 	}()
-	resp := waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/", port))
+	addr := testkit.ServingAddr(t, &stderr)
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host != "127.0.0.1" {
+		t.Fatalf("local mode listens on %q (%v), want 127.0.0.1", addr, err)
+	}
+	resp := waitHTTP(t, "http://"+addr+"/")
 	resp.Body.Close()
 	// A wildcard listener would also take the port on the other loopback addresses.
-	if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.2:%d", port)); err != nil {
+	if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.2", port)); err != nil {
 		t.Fatalf("the server listens beyond 127.0.0.1: %v", err)
 	} else {
 		ln.Close()
@@ -381,34 +381,12 @@ func rie(t *testing.T, env map[string]string) func(apiKey string) (int, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := testkit.Ports(t, testkit.Platform, 2)
-	cmd := exec.Command(bin, "--runtime-interface-emulator-address", testkit.Addr(ports[0]), "--runtime-api-address", testkit.Addr(ports[1]), self)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	environ := []string{childEnv + "=1"}
 	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+		environ = append(environ, k+"="+v)
 	}
-	logs := &testkit.LogBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("emulator output:\n%s", logs)
-		}
-	})
-	url := "http://" + testkit.Addr(ports[0]) + "/2015-03-31/functions/function/invocations"
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if c, err := net.Dial("tcp", testkit.Addr(ports[0])); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the emulator does not listen")
-		}
-	}
+	addr, _ := testkit.RIE(t, bin, environ, self)
+	url := "http://" + addr + "/2015-03-31/functions/function/invocations"
 	return func(key string) (int, string) {
 		ev := fmt.Sprintf(`{"version":"2.0","rawPath":"/a2a","rawQueryString":"","headers":{"x-api-key":%q},"requestContext":{"domainName":"x.lambda-url.eu-west-3.on.aws","http":{"method":"GET","sourceIp":"203.0.113.1"}},"isBase64Encoded":false}`, key)
 		resp, err := http.Post(url, "application/json", strings.NewReader(ev))

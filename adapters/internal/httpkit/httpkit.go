@@ -1,7 +1,12 @@
 // Package httpkit is what the long-running adapters (httpserver, cloudrun) do the same way around
 // the controller: turn a handler panic into the 500 JSON body, give every request the deadline by
-// which its response must be written, and shut down without cutting in-flight requests while
+// which its response must be written, and shut down without cutting in-flight responses while
 // ending event streams, which never finish on their own.
+//
+// Shutting down takes both halves: the Tracker knows the handlers (it ends the streams, refuses
+// late requests, cancels what outlives the deadline), and the http.Server knows the connections.
+// A handler's return is not the end of its response: net/http writes the buffered body and the
+// chunk terminator afterwards. Drain runs both, and returns only once every response is written.
 package httpkit
 
 import (
@@ -141,8 +146,9 @@ func (t *Tracker) signalIdle() {
 	}
 }
 
-// Shutdown refuses new requests (503), ends the streams, and waits for the other requests to
-// finish. When ctx ends first it cancels every remaining request and returns ctx's error.
+// Shutdown refuses new requests (503), ends the streams, and waits for the other handlers to
+// return. When ctx ends first it cancels every remaining request and returns ctx's error. The
+// responses may still be being written when it returns: see Drain.
 func (t *Tracker) Shutdown(ctx context.Context) error {
 	t.mu.Lock()
 	t.closing = true
@@ -165,6 +171,30 @@ func (t *Tracker) Shutdown(ctx context.Context) error {
 	}
 	t.mu.Unlock()
 	return fmt.Errorf("%d request(s) still running at the shutdown deadline were cancelled: %w", n, ctx.Err())
+}
+
+// Drain shuts down srv, whose handler t wraps. srv stops accepting connections and closes each
+// one once idle, that is once its response has been written to the end; meanwhile t ends the
+// event streams (their connections would never become idle), answers 503 to requests already
+// read, and waits for the other handlers. Drain returns nil when all of that is done before ctx
+// ends. Otherwise the remaining requests are cancelled and the connections closed, and Drain
+// says what was cut.
+func Drain(ctx context.Context, srv *http.Server, t *Tracker) error {
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- srv.Shutdown(ctx) }()
+	handlersErr := t.Shutdown(ctx)
+	connsErr := <-srvErr
+	if handlersErr == nil && connsErr == nil {
+		return nil
+	}
+	_ = srv.Close()
+	if handlersErr != nil {
+		return handlersErr
+	}
+	if ctx.Err() == nil { // every connection went idle, but a listener did not close cleanly
+		return fmt.Errorf("close the listener: %w", connsErr)
+	}
+	return fmt.Errorf("connections still open at the shutdown deadline were closed: %w", connsErr)
 }
 
 // trackedWriter records whether the response has started and when the handler flushes. It

@@ -31,6 +31,13 @@ func TestInternalErrorBody(t *testing.T) {
 
 var timestampRE = regexp.MustCompile(`"timestamp":"[^"]*"`)
 
+// server serves h on 127.0.0.1 until the test ends.
+func server(t *testing.T, h http.Handler) *httptest.Server {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 func TestTrackerPanics(t *testing.T) {
 	const secret = "sk-live-123456"
 	cases := []struct {
@@ -65,7 +72,7 @@ func TestTrackerPanics(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			log, logs := testkit.Logger()
 			tr := httpkit.NewTracker(log, 0)
-			srv := testkit.Server(t, testkit.HTTPServer, tr.Handler(tc.handler))
+			srv := server(t, tr.Handler(tc.handler))
 			resp, err := http.Get(srv.URL + "/x")
 			if err != nil {
 				t.Fatal(err)
@@ -104,7 +111,7 @@ func TestTrackerRequestDeadline(t *testing.T) {
 	log, _ := testkit.Logger()
 	var left time.Duration
 	tr := httpkit.NewTracker(log, time.Minute)
-	srv := testkit.Server(t, testkit.HTTPServer, tr.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := server(t, tr.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		dl, ok := r.Context().Deadline()
 		if ok {
 			left = time.Until(dl)
@@ -147,7 +154,7 @@ func TestTrackerShutdown(t *testing.T) {
 		<-r.Context().Done()
 		streamEnded <- r.Context().Err()
 	})
-	srv := testkit.Server(t, testkit.HTTPServer, tr.Handler(mux))
+	srv := server(t, tr.Handler(mux))
 
 	slow := make(chan string, 1)
 	go func() {
@@ -211,7 +218,7 @@ func TestTrackerShutdownDeadline(t *testing.T) {
 	tr := httpkit.NewTracker(log, 0)
 	cancelled := make(chan struct{})
 	started := make(chan struct{})
-	srv := testkit.Server(t, testkit.HTTPServer, tr.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := server(t, tr.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(started)
 		<-r.Context().Done()
 		close(cancelled)
@@ -242,6 +249,122 @@ func TestTrackerIdleShutdown(t *testing.T) {
 	defer cancel()
 	if err := tr.Shutdown(ctx); err != nil {
 		t.Fatalf("idle shutdown: %v", err)
+	}
+}
+
+// serveTracked serves h, wrapped by a new tracker, with an http.Server on 127.0.0.1.
+func serveTracked(t *testing.T, h http.Handler) (*http.Server, *httpkit.Tracker, string) {
+	t.Helper()
+	log, _ := testkit.Logger()
+	tr := httpkit.NewTracker(log, 0)
+	srv := &http.Server{Handler: tr.Handler(h)}
+	ln := testkit.Listen(t)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return srv, tr, ln.Addr().String()
+}
+
+// TestDrain checks that Drain returns only once every response has been written, however long
+// after its handler returned, while event streams end at once: after Drain, closing every
+// connection (which the process exit does) cuts nothing.
+func TestDrain(t *testing.T) {
+	handled := make(chan struct{})
+	streaming := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /unread", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "done") // the request body is left unread
+		close(handled)
+	})
+	mux.HandleFunc("GET /stream", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: hello\ndata: {}\n\n")
+		_ = http.NewResponseController(w).Flush()
+		close(streaming)
+		<-r.Context().Done()
+	})
+	srv, tr, addr := serveTracked(t, mux)
+
+	stream, err := http.Get("http://" + addr + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	<-streaming
+	pending := testkit.StartUnfinishedPost(t, addr, "/unread")
+	<-handled
+
+	drained := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		drained <- httpkit.Drain(ctx, srv, tr)
+	}()
+	if b, err := io.ReadAll(stream.Body); err != nil || string(b) != "event: hello\ndata: {}\n\n" {
+		t.Fatalf("the stream did not end cleanly: %q %v", b, err)
+	}
+	select {
+	case err := <-drained:
+		t.Fatalf("Drain returned before the response was written: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := pending.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-drained; err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	_ = srv.Close()
+	if code, body, err := pending.Response(); code != http.StatusOK || body != "done" || err != nil {
+		t.Fatalf("response after Drain: %d %q %v", code, body, err)
+	}
+}
+
+// TestDrainDeadline checks that a response still unwritten at the deadline is cut, and said so.
+func TestDrainDeadline(t *testing.T) {
+	handled := make(chan struct{})
+	srv, tr, addr := serveTracked(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "done")
+		close(handled)
+	}))
+	pending := testkit.StartUnfinishedPost(t, addr, "/")
+	<-handled
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := httpkit.Drain(ctx, srv, tr)
+	if err == nil || err.Error() != "connections still open at the shutdown deadline were closed: context deadline exceeded" ||
+		!errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Drain: %v", err)
+	}
+	if code, body, err := pending.Response(); err == nil {
+		t.Fatalf("the cut response arrived: %d %q", code, body)
+	}
+}
+
+// TestDrainHandlerDeadline checks that a handler still running at the deadline is cancelled,
+// and Drain reports it.
+func TestDrainHandlerDeadline(t *testing.T) {
+	started := make(chan struct{})
+	srv, tr, addr := serveTracked(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-r.Context().Done()
+	}))
+	go func() {
+		if resp, err := http.Get("http://" + addr); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := httpkit.Drain(ctx, srv, tr); err == nil ||
+		err.Error() != "1 request(s) still running at the shutdown deadline were cancelled: context deadline exceeded" {
+		t.Fatalf("Drain: %v", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -114,7 +115,7 @@ func FuzzDecodeSecret(f *testing.F) {
 // headers, and the retries after a throttled or failed call.
 func TestWire(t *testing.T) {
 	var calls atomic.Int32
-	srv := testkit.Server(t, testkit.Platform, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := calls.Add(1)
 		body, _ := io.ReadAll(r.Body)
 		auth := r.Header.Get("Authorization")
@@ -150,7 +151,7 @@ func TestWire(t *testing.T) {
 
 func TestNoRetryOnClientErrors(t *testing.T) {
 	var calls atomic.Int32
-	srv := testkit.Server(t, testkit.Platform, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = io.WriteString(w, `{"__type":"AccessDeniedException","Message":"not authorized"}`)
@@ -171,7 +172,7 @@ func TestNoCredentials(t *testing.T) {
 }
 
 func TestTransportErrorsRetried(t *testing.T) {
-	port := testkit.Port(t, testkit.Platform) // nothing listens there
+	port := testkit.FreePort(t) // nothing listens there
 	c := New(env("AWS_ACCESS_KEY_ID", "a", "AWS_SECRET_ACCESS_KEY", "b", "AWS_REGION", "eu-west-3", "AWS_ENDPOINT_URL", fmt.Sprintf("http://127.0.0.1:%d", port)),
 		awsapi.WithRetries(3, time.Millisecond))
 	_, err := c.GetSecretString(context.Background(), "k")
@@ -222,4 +223,12 @@ func TestMoto(t *testing.T) {
 	if _, err := c.GetSecretString(ctx, binName); !errors.As(err, &api) {
 		t.Fatalf("deleted secret: %v", err)
 	}
+}
+
+// newServer starts an httptest server on 127.0.0.1, closed when the test ends.
+func newServer(t testing.TB, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
 }
