@@ -3,15 +3,15 @@ package deploy
 import (
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
+
+	"github.com/supervaize/svz/internal/fingerprint"
 )
 
 // Secret is a secret value. It prints, logs and marshals as its fingerprint only; Reveal returns the
@@ -46,10 +46,7 @@ func (s Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + s.String() +
 
 // Fingerprint is the first 12 hex characters of the SHA-256 of v: how secrets are named in logs and
 // errors.
-func Fingerprint(v string) string {
-	sum := sha256.Sum256([]byte(v))
-	return hex.EncodeToString(sum[:])[:12]
-}
+func Fingerprint(v string) string { return fingerprint.Of(v) }
 
 const apiKeyAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 

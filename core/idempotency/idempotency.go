@@ -52,6 +52,7 @@ import (
 
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/store"
+	keyfp "github.com/supervaize/svz/internal/fingerprint"
 )
 
 // Codes of the error results the gate answers with (errors[0].code).
@@ -310,10 +311,7 @@ func scopeKey(req *contract.ActionRequest) string {
 }
 
 // keyID names a key in logs: the first 12 hex digits of its hash.
-func keyID(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:6])
-}
+func keyID(key string) string { return keyfp.Of(key) }
 
 // fingerprinted is what a retry must repeat unchanged: the input and the identities the seeds
 // name (mission_id, job_id, and the case and step a request targets), and the surface it comes

@@ -51,7 +51,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	redaction "github.com/supervaize/svz/internal/redact"
 )
 
 // Limits of a call.
@@ -415,23 +418,15 @@ func staticCredentials(id, secret, token string) aws.Credentials {
 	return aws.Credentials{AccessKeyID: id, SecretAccessKey: secret, SessionToken: token, Source: "environment"}
 }
 
-// ShownURL is raw as it may appear in logs and errors: credentials and query values masked, no
-// fragment; an unparsable value is not shown at all.
+// ShownURL is raw as it may appear in logs and errors (redaction.URL): credentials and query values
+// masked, no fragment; an unparsable value is not shown at all.
 func ShownURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Opaque != "" {
-		return "<unparsable URL>"
+	if s := redaction.URL(raw); s != "" {
+		return s
 	}
-	if u.User != nil {
-		u.User = url.User("xxxxx")
+	// Not an absolute URL: shown as is when it cannot hold a credential (a relative path).
+	if u, err := url.Parse(raw); err == nil && u.User == nil && u.RawQuery == "" && u.Fragment == "" && !strings.Contains(raw, "@") {
+		return raw
 	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			q[k] = []string{"xxxxx"}
-		}
-		u.RawQuery = q.Encode()
-	}
-	u.Fragment, u.RawFragment = "", ""
-	return u.String()
+	return "<unparsable URL>"
 }

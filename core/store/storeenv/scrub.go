@@ -6,10 +6,12 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/supervaize/svz/internal/redact"
 )
 
 // masked replaces what an error message must not show.
-const masked = "xxxxx"
+const masked = redact.Mask
 
 // minSecret is the shortest value scrub masks: shorter ones (a port, "0", "on") are too common in
 // messages to replace, and are no credible password or token.
