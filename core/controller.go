@@ -26,6 +26,7 @@ import (
 
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
+	"github.com/supervaize/svz/core/store"
 )
 
 // ActionGate guards the run of a mutating action that carries an idempotency_key (package
@@ -59,6 +60,9 @@ type Config struct {
 	StudioAgentIDs map[string]string
 	// Gate, when set, makes retried mutating actions idempotent.
 	Gate ActionGate
+	// Store is the controller's store (package config opens the one SUPERVAIZER_STORE names): the
+	// one place where state that outlives a request lives. Nil serves without one.
+	Store store.Store
 	// OnClose is called once by Close, after the effect streams have ended (e.g. to close a store).
 	OnClose func() error
 	// Logger receives the controller's logs; slog.Default() when nil.

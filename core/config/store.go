@@ -16,6 +16,7 @@ func attachStore(ctx context.Context, getenv func(string) string, log *slog.Logg
 	if err != nil {
 		return err
 	}
+	cfg.Store = s
 	cfg.Gate = idempotency.New(s, idempotency.WithLogger(log))
 	cfg.OnClose = s.Close
 	return nil

@@ -12,6 +12,7 @@
 //   - Update and Delete are compare-and-swap on that version.
 //   - Expiry is absolute, kept with millisecond precision, and checked by the store itself on every
 //     read and conditional write: a record expiring at T is live strictly before T and gone at T.
+//     The zero time (Never) means the record does not expire; its Record.ExpiresAt is the zero time.
 //     No implementation relies on a backend's TTL sweeper for correctness (DynamoDB TTL lags by
 //     hours, emulators never expire); sweepers only reclaim space.
 //   - Values are opaque bytes up to MaxValueSize; a larger value fails with ErrTooLarge and nothing
@@ -46,17 +47,49 @@ var (
 	ErrConflict = errors.New("store: version conflict")
 	// ErrTooLarge: the value is longer than MaxValueSize; nothing was written.
 	ErrTooLarge = errors.New("store: value too large")
-	// ErrInvalid: an empty, too long or malformed key, or an expiry that is not in the future.
+	// ErrInvalid: an empty, too long or malformed key, an expiry that is neither Never nor in the
+	// future, or a List limit below 1.
 	ErrInvalid = errors.New("store: invalid argument")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store: closed")
 )
 
+// Never is the expiry of a record that does not expire: pass it to Create or Update.
+var Never time.Time
+
 // Record is a stored value with its version and absolute expiry.
 type Record struct {
 	Value     []byte
 	Version   uint64    // set by the store on every write; never 0
-	ExpiresAt time.Time // UTC, millisecond precision
+	ExpiresAt time.Time // UTC, millisecond precision; the zero time (Never) when it does not expire
+}
+
+// MaxListLimit is the largest page List returns; a larger limit is lowered to it.
+const MaxListLimit = 1000
+
+// Item is a live record with its key, as List returns it.
+type Item struct {
+	Key string
+	Record
+}
+
+// Page is one page of a listing. Next is the key to pass as List's after for the following page;
+// it is "" on the last page. A page may hold fewer than limit items (even none) and still have a
+// Next: backends that filter expired records after reading may stop early.
+type Page struct {
+	Items []Item
+	Next  string
+}
+
+// Lister is implemented by stores that list live records by key prefix. Every backend of svz
+// implements it; see each package's doc for what a listing costs there.
+type Lister interface {
+	// List returns, in ascending byte order of key, up to limit live records whose key starts with
+	// prefix and sorts strictly after after ("" starts at the first key). The prefix must be a
+	// valid key (non-empty); limit must be at least 1 and is capped at MaxListLimit. Records
+	// written during a listing may or may not appear in it; no record appears twice and none that
+	// was live for the whole listing is skipped.
+	List(ctx context.Context, prefix, after string, limit int) (Page, error)
 }
 
 // Store is a conditional key-value store with per-record expiry. Implementations are safe for

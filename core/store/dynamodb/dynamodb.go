@@ -209,11 +209,11 @@ type (
 	}
 	// fullItem is a record as stored; its JSON names are the Attr constants.
 	fullItem struct {
-		K   sAttr `json:"k"`
-		V   bAttr `json:"v"`
-		Ver nAttr `json:"ver"`
-		Exp nAttr `json:"exp"`
-		TTL nAttr `json:"ttl"`
+		K   sAttr  `json:"k"`
+		V   bAttr  `json:"v"`
+		Ver nAttr  `json:"ver"`
+		Exp nAttr  `json:"exp"`
+		TTL *nAttr `json:"ttl,omitempty"` // absent for a record that does not expire
 	}
 	// item is an item as read: attribute name → {type: JSON value}.
 	item map[string]map[string]json.RawMessage
@@ -382,13 +382,17 @@ func (s *Store) readyWrite(ctx context.Context, key string, value []byte, expire
 
 func encode(key string, r store.Record) fullItem {
 	exp := kit.Millis(r.ExpiresAt)
-	return fullItem{
+	item := fullItem{
 		K:   sAttr{key},
 		V:   bAttr{r.Value},
 		Ver: nAttr{strconv.FormatUint(r.Version, 10)},
 		Exp: number(exp),
-		TTL: number(exp/1000 + 1 + int64(SweepGrace/time.Second)),
 	}
+	if exp != kit.NeverMillis {
+		ttl := number(exp/1000 + 1 + int64(SweepGrace/time.Second))
+		item.TTL = &ttl
+	}
+	return item
 }
 
 func number(n int64) nAttr { return nAttr{strconv.FormatInt(n, 10)} }

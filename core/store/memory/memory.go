@@ -6,6 +6,8 @@ package memory
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,7 +35,10 @@ type entry struct {
 	expires int64 // Unix ms
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Lister = (*Store)(nil)
+)
 
 // Option configures a Store.
 type Option func(*Store)
@@ -124,6 +129,41 @@ func (s *Store) Delete(ctx context.Context, key string, version uint64) error {
 	}
 	delete(s.records, key)
 	return nil
+}
+
+// List implements store.Lister. It scans and sorts the matching keys on every page: O(n log n)
+// in the records under prefix, fine for tests and small local state.
+func (s *Store) List(ctx context.Context, prefix, after string, limit int) (store.Page, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Page{}, fmt.Errorf("memory: list: %w", err)
+	}
+	limit, err := kit.CheckList(prefix, limit)
+	if err != nil {
+		return store.Page{}, fmt.Errorf("memory: list: %w", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return store.Page{}, fmt.Errorf("memory: list: %w", store.ErrClosed)
+	}
+	now := s.now()
+	var keys []string
+	for k, e := range s.records {
+		if strings.HasPrefix(k, prefix) && k > after && kit.Live(e.expires, now) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var page store.Page
+	if len(keys) > limit {
+		keys = keys[:limit]
+		page.Next = keys[limit-1]
+	}
+	page.Items = make([]store.Item, len(keys))
+	for i, k := range keys {
+		page.Items[i] = store.Item{Key: k, Record: s.records[k].record()}
+	}
+	return page, nil
 }
 
 // MaxValueSize implements store.Store.

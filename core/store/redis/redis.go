@@ -45,7 +45,7 @@ if cur[2] and tonumber(cur[3]) > tonumber(ARGV[4]) then
 	return {cur[1], cur[2], cur[3]}
 end
 redis.call('HSET', KEYS[1], 'v', ARGV[1], 'ver', ARGV[2], 'exp', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
+if tonumber(ARGV[5]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[5]) else redis.call('PERSIST', KEYS[1]) end
 return 1`
 
 // updateScript: ARGV expected_version, value, version, expires_ms, now_ms, pexpire_ms. Returns 1
@@ -59,7 +59,7 @@ if cur[1] ~= ARGV[1] then
 	return -1
 end
 redis.call('HSET', KEYS[1], 'v', ARGV[2], 'ver', ARGV[3], 'exp', ARGV[4])
-redis.call('PEXPIRE', KEYS[1], ARGV[6])
+if tonumber(ARGV[6]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[6]) else redis.call('PERSIST', KEYS[1]) end
 return 1`
 
 // deleteScript: ARGV version, now_ms. Returns 1 when the record is gone, -1 when a live record
@@ -231,8 +231,12 @@ func (s *Store) readyWrite(ctx context.Context, key string, value []byte, expire
 	return kit.CheckWrite(key, value, MaxValueSize, expiresAt, now)
 }
 
-// pexpire is the Redis lifetime of a record: its remaining logical lifetime plus SweepGrace.
+// pexpire is the Redis lifetime of a record: its remaining logical lifetime plus SweepGrace, or 0
+// (no Redis expiry) for a record that does not expire.
 func pexpire(expiresAt, now time.Time) int64 {
+	if expiresAt.IsZero() {
+		return 0
+	}
 	return kit.Millis(expiresAt) - kit.Millis(now) + SweepGrace.Milliseconds()
 }
 

@@ -4,6 +4,7 @@ package kit
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -28,7 +29,7 @@ func CheckKey(key string) error {
 }
 
 // CheckWrite validates a Create or Update: the key, the value against the store's limit and an
-// expiry that must fall after now at millisecond precision.
+// expiry that must be store.Never or fall after now at millisecond precision.
 func CheckWrite(key string, value []byte, limit int, expiresAt, now time.Time) error {
 	if err := CheckKey(key); err != nil {
 		return err
@@ -36,7 +37,7 @@ func CheckWrite(key string, value []byte, limit int, expiresAt, now time.Time) e
 	if len(value) > limit {
 		return fmt.Errorf("%w: %d bytes, the limit is %d", store.ErrTooLarge, len(value), limit)
 	}
-	if Millis(expiresAt) <= Millis(now) {
+	if !expiresAt.IsZero() && Millis(expiresAt) <= Millis(now) {
 		return fmt.Errorf("%w: expiry %s is not after now (%s)", store.ErrInvalid,
 			expiresAt.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
 	}
@@ -53,11 +54,37 @@ func NewVersion() uint64 {
 	}
 }
 
-// Millis is t in Unix milliseconds, the precision every backend stores.
-func Millis(t time.Time) int64 { return t.UnixMilli() }
+// NeverMillis is the stored expiry of a record that does not expire (store.Never): later than
+// any clock, so every comparison with "now" keeps it live.
+const NeverMillis = math.MaxInt64
 
-// Time converts Unix milliseconds back to a UTC time.
-func Time(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+// Millis is t in Unix milliseconds, the precision every backend stores; store.Never (the zero
+// time) is NeverMillis.
+func Millis(t time.Time) int64 {
+	if t.IsZero() {
+		return NeverMillis
+	}
+	return t.UnixMilli()
+}
+
+// Time converts Unix milliseconds back to a UTC time; NeverMillis gives store.Never.
+func Time(ms int64) time.Time {
+	if ms == NeverMillis {
+		return store.Never
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// CheckList validates a List call and returns the limit to use (capped at store.MaxListLimit).
+func CheckList(prefix string, limit int) (int, error) {
+	if err := CheckKey(prefix); err != nil {
+		return 0, fmt.Errorf("prefix: %w", err)
+	}
+	if limit < 1 {
+		return 0, fmt.Errorf("%w: list limit %d is below 1", store.ErrInvalid, limit)
+	}
+	return min(limit, store.MaxListLimit), nil
+}
 
 // Live reports whether a record expiring at expiresMs is live at now: strictly before expiry.
 func Live(expiresMs int64, now time.Time) bool { return Millis(now) < expiresMs }
