@@ -73,6 +73,7 @@ type Agent struct {
 	id       string
 	actions  map[string]ActionHandler
 	surfaces map[string]SurfaceHandler
+	data     []*dataResource
 	errs     []error
 }
 
@@ -178,6 +179,7 @@ type boundAgent struct {
 	studioID string
 	actions  map[string]ActionHandler
 	surfaces map[string]SurfaceHandler
+	data     []*dataResource
 	// gated are the actions a retry must not run twice: the mutating ones, except the setup
 	// preview (Studio previews with the confirm's idempotency key, as often as the operator edits)
 	// and help actions (which only propose drafts).
@@ -232,6 +234,7 @@ func (a *Agent) registrationContract(studioID string) contract.AgentRegistration
 		Tags:             a.cfg.Tags,
 		ServerAgentID:    studioID,
 		InstructionsPath: &instructions,
+		DataResources:    a.dataResourcesJSON(),
 		SupervaizerV2:    a.cfg.Registration,
 		Introduction:     a.cfg.Introduction,
 		FullDescription:  a.cfg.FullDescription,

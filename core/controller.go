@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -157,6 +158,7 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 			studioID: cfg.StudioAgentIDs[a.slug],
 			actions:  make(map[string]ActionHandler, len(a.actions)),
 			surfaces: make(map[string]SurfaceHandler, len(a.surfaces)),
+			data:     slices.Clone(a.data),
 			gated:    gatedActions(a.cfg.Registration),
 		}
 		for id, h := range a.actions {
@@ -220,6 +222,8 @@ func (c *Controller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeDetail(w, http.StatusNotFound, "Not Found")
+	case strings.HasPrefix(path, dataPrefix):
+		c.serveData(w, r)
 	case strings.HasPrefix(path, "/.well-known/agents/"):
 		if a := c.cardAgent(strings.TrimPrefix(path, "/.well-known/agents/")); a != nil {
 			c.route(w, r, http.MethodGet, func(w http.ResponseWriter, r *http.Request) { c.serveCard(w, a) })

@@ -75,6 +75,10 @@ const (
 	MethodSurfaceLoad  = "supervaizer/surface.load"
 )
 
+// MethodDataResource marks a call of a DataResource route (spec §8). It is not a scope: the call
+// requires exactly its Target, "resource.<name>.<op>". Such calls are never bypassed in local mode.
+const MethodDataResource = "supervaizer/data_resource"
+
 // Agent is what the controller knows of the agent a call names.
 type Agent struct {
 	Slug string
@@ -86,14 +90,14 @@ type Agent struct {
 	StudioID string
 }
 
-// Call is one /a2a call to authorize.
+// Call is one /a2a or DataResource call to authorize.
 type Call struct {
 	// Token is the X-Supervaize-Workspace-Authorization header value as received ("Bearer x" or
 	// the raw token; empty when absent).
 	Token string
-	// Method is MethodActionInvoke or MethodSurfaceLoad.
+	// Method is MethodActionInvoke, MethodSurfaceLoad or MethodDataResource.
 	Method string
-	// Target is the action or surface id.
+	// Target is the action or surface id, or the DataResource scope "resource.<name>.<op>".
 	Target string
 	// AgentSlug is the request's agent_slug; Agent is nil when this controller does not serve it.
 	AgentSlug string
@@ -101,8 +105,14 @@ type Call struct {
 	Workspace contract.WorkspaceRef
 }
 
-// RequiredScopes are the scopes a token must grant for the call: the method and the target id.
-func (c Call) RequiredScopes() []string { return []string{c.Method, c.Target} }
+// RequiredScopes are the scopes a token must grant for the call: the method and the target id,
+// or the target alone for a DataResource call.
+func (c Call) RequiredScopes() []string {
+	if c.Method == MethodDataResource {
+		return []string{c.Target}
+	}
+	return []string{c.Method, c.Target}
+}
 
 // Authorizer decides a call: the verified context for the handler, or an error (a *Error for a
 // refusal; any other error is an internal failure that the controller must not leak).
@@ -174,8 +184,12 @@ type LocalBypass struct {
 
 var _ Authorizer = LocalBypass{}
 
-// Authorize returns the local-mode context, or workspace_authorization_unknown_agent.
-func (b LocalBypass) Authorize(_ context.Context, call Call) (*contract.VerifiedWorkspaceContext, error) {
+// Authorize returns the local-mode context, or workspace_authorization_unknown_agent. A
+// DataResource call is refused as not configured: the reference never bypasses those.
+func (b LocalBypass) Authorize(ctx context.Context, call Call) (*contract.VerifiedWorkspaceContext, error) {
+	if call.Method == MethodDataResource {
+		return NotConfigured{}.Authorize(ctx, call)
+	}
 	if call.Agent == nil {
 		return nil, UnknownAgent(call.AgentSlug)
 	}

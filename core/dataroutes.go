@@ -1,0 +1,601 @@
+package core
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/grant"
+)
+
+// DataResource routes (spec §8), for agents that declare DataResources:
+//
+//	GET    /api/agents/{slug}/data/{name}/?skip=0&limit=100  list    (read key)
+//	GET    /api/agents/{slug}/data/{name}/{item_id}          get     (read key)
+//	POST   /api/agents/{slug}/data/{name}/                   create  (write key) → 201
+//	PUT    /api/agents/{slug}/data/{name}/{item_id}          update  (write key)
+//	DELETE /api/agents/{slug}/data/{name}/{item_id}          delete  (write key) → {"deleted": true}
+//	POST   /api/agents/{slug}/data/{name}/import/            import  (write key)
+//
+// A call goes through, in order: the route (404, 405, or a 307 to the path with or without its
+// trailing slash, as FastAPI's router does), the X-API-Key (401/403), the operation (501 when the
+// resource does not serve it), the query or body (413, 422 in FastAPI's shape), the workspace grant
+// with scope resource.<name>.<op> (403 {"detail": <verifier message>}, never bypassed, not even in
+// local mode), the mission headers (400), then the callback.
+const dataPrefix = "/api/agents/"
+
+// Headers Studio sends with a DataResource call (build_data_resource_context_headers).
+const (
+	HeaderWorkspaceID     = "X-Supervaize-Workspace-Id"
+	HeaderWorkspaceSlug   = "X-Supervaize-Workspace-Slug"
+	HeaderMissionID       = "X-Supervaize-Mission-Id"
+	HeaderMissionMetadata = "X-Supervaize-Mission-Metadata"
+	HeaderRequestID       = "X-Supervaize-Request-Id"
+)
+
+// List bounds and defaults (the reference's Query constraints).
+const (
+	DefaultDataListLimit = 100
+	MaxDataListLimit     = 1000
+)
+
+// dataRouteKind is one of the three path shapes of a DataResource.
+type dataRouteKind int
+
+const (
+	dataCollection dataRouteKind = iota + 1 // {name}/
+	dataItem                                // {name}/{item_id}
+	dataImport                              // {name}/import/
+)
+
+// methods are the HTTP methods a path shape routes, in the reference's route order.
+func (k dataRouteKind) methods() []string {
+	switch k {
+	case dataCollection:
+		return []string{http.MethodGet, http.MethodPost}
+	case dataItem:
+		return []string{http.MethodGet, http.MethodPut, http.MethodDelete}
+	}
+	return []string{http.MethodPost}
+}
+
+// op is the operation method calls on a path of shape k, or "".
+func (k dataRouteKind) op(method string) string {
+	switch {
+	case k == dataCollection && method == http.MethodGet:
+		return contract.DataOpList
+	case k == dataCollection && method == http.MethodPost:
+		return contract.DataOpCreate
+	case k == dataItem && method == http.MethodGet:
+		return contract.DataOpGet
+	case k == dataItem && method == http.MethodPut:
+		return contract.DataOpUpdate
+	case k == dataItem && method == http.MethodDelete:
+		return contract.DataOpDelete
+	case k == dataImport && method == http.MethodPost:
+		return contract.DataOpImport
+	}
+	return ""
+}
+
+type dataRoute struct {
+	agent *boundAgent
+	res   *dataResource
+	kind  dataRouteKind
+	id    string
+}
+
+// matchData resolves a decoded path under /api/agents/. Like Starlette's {item_id}, an id is one
+// non-empty path segment.
+func (c *Controller) matchData(path string) (dataRoute, bool) {
+	rest, ok := strings.CutPrefix(path, dataPrefix)
+	if !ok {
+		return dataRoute{}, false
+	}
+	slug, rest, _ := strings.Cut(rest, "/")
+	a := c.bySlug[slug]
+	rest, ok = strings.CutPrefix(rest, "data/")
+	if a == nil || !ok {
+		return dataRoute{}, false
+	}
+	name, rest, ok := strings.Cut(rest, "/")
+	if !ok {
+		return dataRoute{}, false
+	}
+	var res *dataResource
+	for _, d := range a.data {
+		if d.decl.Name == name {
+			res = d
+		}
+	}
+	if res == nil {
+		return dataRoute{}, false
+	}
+	switch {
+	case rest == "":
+		return dataRoute{a, res, dataCollection, ""}, true
+	case rest == "import/":
+		return dataRoute{a, res, dataImport, ""}, true
+	case !strings.Contains(rest, "/"):
+		return dataRoute{a, res, dataItem, rest}, true
+	}
+	return dataRoute{}, false
+}
+
+// serveData serves every path under /api/agents/.
+func (c *Controller) serveData(w http.ResponseWriter, r *http.Request) {
+	rt, ok := c.matchData(r.URL.Path)
+	if !ok {
+		// FastAPI's redirect_slashes: a path that matches once its trailing slashes are removed
+		// (or one is added) is redirected there, before any authentication.
+		alt, altEscaped := r.URL.Path+"/", r.URL.EscapedPath()+"/"
+		if strings.HasSuffix(r.URL.Path, "/") {
+			alt, altEscaped = strings.TrimRight(r.URL.Path, "/"), strings.TrimRight(r.URL.EscapedPath(), "/")
+		}
+		if _, ok := c.matchData(alt); ok {
+			loc := altEscaped
+			if r.URL.RawQuery != "" {
+				loc += "?" + r.URL.RawQuery
+			}
+			w.Header().Set("Location", loc)
+			w.WriteHeader(http.StatusTemporaryRedirect)
+			return
+		}
+		writeDetail(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	op := rt.kind.op(r.Method)
+	if op == "" {
+		w.Header().Set("Allow", strings.Join(rt.kind.methods(), ", "))
+		writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+		return
+	}
+	c.serveDataOp(w, r, rt, op)
+}
+
+func (c *Controller) serveDataOp(w http.ResponseWriter, r *http.Request, rt dataRoute, op string) {
+	started := c.now()
+	ctx := r.Context()
+	need := scopeWrite
+	if op == contract.DataOpList || op == contract.DataOpGet {
+		need = scopeRead
+	}
+	if !c.authorize(w, r, need) {
+		return
+	}
+	res := rt.res
+	name := res.decl.Name
+	if !res.decl.Operations.Has(op) {
+		writeDetail(w, http.StatusNotImplemented, fmt.Sprintf("DataResource '%s' does not support %s: it serves %s",
+			name, op, strings.Join(res.decl.Operations.Names(), ", ")))
+		return
+	}
+
+	// Parameters and body are validated before the grant, as FastAPI validates them before the
+	// reference's handler verifies the token.
+	var page DataPage
+	var input any
+	switch op {
+	case contract.DataOpList:
+		var errs []validationDetail
+		if page, errs = parsePage(r.URL.Query()); len(errs) > 0 {
+			writeJSON(w, http.StatusUnprocessableEntity, validationBody{errs})
+			return
+		}
+	case contract.DataOpCreate, contract.DataOpUpdate, contract.DataOpImport:
+		body, ok := c.readDataBody(w, r)
+		if !ok {
+			return
+		}
+		many := op == contract.DataOpImport
+		if err := checkBodyShape(body, r.Header.Get("Content-Type"), many); err != nil {
+			writeJSON(w, http.StatusUnprocessableEntity, validationBody{err.errs})
+			return
+		}
+		var err error
+		if many {
+			input, err = res.decodeItems(body)
+		} else {
+			input, err = res.decodeItem(body)
+		}
+		if u, ok := errors.AsType[*unprocessable](err); ok {
+			writeJSON(w, http.StatusUnprocessableEntity, validationBody{u.errs})
+			return
+		}
+	}
+
+	vctx, ok := c.authorizeData(w, r, rt, op)
+	if !ok {
+		return
+	}
+	mission, err := missionFromHeaders(r.Header)
+	if err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	dc := &DataContext{
+		WorkspaceID:   vctx.WorkspaceID,
+		WorkspaceSlug: vctx.WorkspaceSlug,
+		MissionID:     r.Header.Get(HeaderMissionID),
+		Mission:       mission,
+		AgentSlug:     rt.agent.slug,
+		RequestID:     r.Header.Get(HeaderRequestID),
+		Authorization: vctx,
+		Store:         c.cfg.Store,
+	}
+
+	status := http.StatusOK
+	var out []byte
+	switch op {
+	case contract.DataOpList:
+		out, err = runData(func() ([]byte, error) { return res.list(ctx, dc, page) })
+	case contract.DataOpGet:
+		out, err = runData(func() ([]byte, error) { return res.get(ctx, dc, rt.id) })
+	case contract.DataOpCreate:
+		status = http.StatusCreated
+		out, err = runData(func() ([]byte, error) { return res.create(ctx, dc, input) })
+		if err == nil && !hasID(out) {
+			err = &dataAnswer{status: http.StatusInternalServerError, detail: fmt.Sprintf("on_create for '%s' must return a dict with 'id'", name),
+				cause: errors.New("the Create callback returned an item without an \"id\" member")}
+		}
+	case contract.DataOpUpdate:
+		out, err = runData(func() ([]byte, error) { return res.update(ctx, dc, rt.id, input) })
+	case contract.DataOpDelete:
+		_, err = runData(func() (struct{}, error) { return struct{}{}, res.delete(ctx, dc, rt.id) })
+		out = []byte(`{"deleted":true}`)
+	case contract.DataOpImport:
+		out, err = runData(func() ([]byte, error) { return res.importer(ctx, dc, input) })
+	}
+	if err != nil {
+		status = c.writeDataFailure(w, r, rt, op, err)
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(out)
+	}
+	c.log.InfoContext(ctx, "data resource", "agent_slug", rt.agent.slug, "resource", name, "operation", op,
+		"request_id", dc.RequestID, "status", status, "duration", c.now().Sub(started))
+}
+
+// authorizeData verifies the workspace grant of a call; on refusal it writes the 403 (or, for an
+// authorizer failure, a 500 that leaks nothing) itself.
+func (c *Controller) authorizeData(w http.ResponseWriter, r *http.Request, rt dataRoute, op string) (*contract.VerifiedWorkspaceContext, bool) {
+	ws := contract.WorkspaceRef{ID: r.Header.Get(HeaderWorkspaceID)}
+	if vs := r.Header.Values(HeaderWorkspaceSlug); len(vs) > 0 {
+		ws.Slug = &vs[0]
+	}
+	scope := "resource." + rt.res.decl.Name + "." + op
+	vctx, err := c.cfg.Authorizer.Authorize(r.Context(), grant.Call{
+		Token:     r.Header.Get(GrantHeader),
+		Method:    grant.MethodDataResource,
+		Target:    scope,
+		AgentSlug: rt.agent.slug,
+		Agent:     &grant.Agent{Slug: rt.agent.slug, ID: rt.agent.id, StudioID: rt.agent.studioID},
+		Workspace: ws,
+	})
+	if err == nil && vctx == nil {
+		err = errors.New("authorizer returned neither a context nor an error")
+	}
+	if err != nil {
+		if ge, ok := errors.AsType[*grant.Error](err); ok {
+			c.log.InfoContext(r.Context(), "data resource call refused", "agent_slug", rt.agent.slug, "scope", scope, "code", ge.Code)
+			writeDetail(w, http.StatusForbidden, ge.Message)
+			return nil, false
+		}
+		c.log.ErrorContext(r.Context(), "workspace authorization failed unexpectedly", "agent_slug", rt.agent.slug, "scope", scope, "error", err)
+		writeDetail(w, http.StatusInternalServerError, "Internal Server Error")
+		return nil, false
+	}
+	return vctx, true
+}
+
+// dataAnswer is an answer the route itself decides after a callback returned (a create result
+// without id): status and detail are sent, cause is logged.
+type dataAnswer struct {
+	status int
+	detail string
+	cause  error
+}
+
+func (e *dataAnswer) Error() string { return e.cause.Error() }
+
+// writeDataFailure answers a callback's error and returns the status sent.
+func (c *Controller) writeDataFailure(w http.ResponseWriter, r *http.Request, rt dataRoute, op string, err error) int {
+	ctx := r.Context()
+	attrs := []any{"agent_slug", rt.agent.slug, "resource", rt.res.decl.Name, "operation", op, "error", err}
+	if a, ok := errors.AsType[*dataAnswer](err); ok {
+		c.log.ErrorContext(ctx, "data resource callback failed", attrs...)
+		writeDetail(w, a.status, a.detail)
+		return a.status
+	}
+	if errors.Is(err, ErrDataNotFound) && rt.kind == dataItem {
+		writeDetail(w, http.StatusNotFound, fmt.Sprintf("%s '%s' not found", rt.res.decl.Name, rt.id))
+		return http.StatusNotFound
+	}
+	if de, ok := errors.AsType[*DataError](err); ok && de.Status >= 400 && de.Status <= 499 {
+		writeDetail(w, de.Status, de.Detail)
+		return de.Status
+	}
+	c.log.ErrorContext(ctx, "data resource callback failed", attrs...)
+	writeDetail(w, http.StatusInternalServerError, "Internal Server Error")
+	return http.StatusInternalServerError
+}
+
+// hasID reports whether the JSON object b has an "id" member.
+func hasID(b []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return false
+	}
+	_, ok := m["id"]
+	return ok
+}
+
+// readDataBody reads a body of at most Config.MaxBodyBytes, answering 413 (or 400) itself.
+func (c *Controller) readDataBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	limit := c.cfg.MaxBodyBytes
+	if r.ContentLength > limit {
+		c.tooLarge(w)
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			c.tooLarge(w)
+			return nil, false
+		}
+		writeDetail(w, http.StatusBadRequest, "Could not read the request body")
+		return nil, false
+	}
+	return body, true
+}
+
+// validationDetail is one error of FastAPI's 422 answer: {"detail": [{type, loc, msg, input, ctx}]}.
+type validationDetail struct {
+	Type  string          `json:"type"`
+	Loc   []any           `json:"loc"`
+	Msg   string          `json:"msg"`
+	Input json.RawMessage `json:"input"`
+	Ctx   map[string]any  `json:"ctx,omitempty"`
+}
+
+type validationBody struct {
+	Detail []validationDetail `json:"detail"`
+}
+
+// unprocessable is a body or query FastAPI would refuse with 422.
+type unprocessable struct{ errs []validationDetail }
+
+func (u *unprocessable) Error() string { return u.errs[0].Msg }
+
+// jsonString is s as a JSON string.
+func jsonString(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// checkBodyShape checks a create/update body (a JSON object) or an import body (a JSON array of
+// objects) the way FastAPI reads a Body(...) parameter: an empty body or null is missing, a body
+// that is not JSON (by content type or syntax) is refused in pydantic's words.
+func checkBodyShape(body []byte, contentType string, many bool) *unprocessable {
+	loc := []any{"body"}
+	fail := func(typ, msg string, input json.RawMessage, at ...any) *unprocessable {
+		return &unprocessable{errs: []validationDetail{{Type: typ, Loc: append(loc, at...), Msg: msg, Input: input}}}
+	}
+	if len(body) == 0 {
+		return fail("missing", "Field required", json.RawMessage("null"))
+	}
+	if !jsonContentType(contentType) {
+		// FastAPI passes a non-JSON body to validation as bytes.
+		in := jsonString(strings.ToValidUTF8(string(body), "\uFFFD"))
+		if many {
+			return fail("list_type", "Input should be a valid list", in)
+		}
+		return fail("dict_type", "Input should be a valid dictionary", in)
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		// The position is where the parser stopped (Python's json gives the offending character's).
+		pos := len(body)
+		if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+			pos = max(int(se.Offset)-1, 0)
+		}
+		return jsonInvalid(pos, err.Error())
+	}
+	if end := dec.InputOffset(); len(bytes.TrimLeft(body[end:], " \t\r\n")) > 0 {
+		return jsonInvalid(len(body)-len(bytes.TrimLeft(body[end:], " \t\r\n")), "Extra data")
+	}
+	if v == nil {
+		return fail("missing", "Field required", json.RawMessage("null"))
+	}
+	trimmed := bytes.TrimSpace(body)
+	if !many {
+		if _, ok := v.(map[string]any); !ok {
+			return fail("dict_type", "Input should be a valid dictionary", trimmed)
+		}
+		return nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return fail("list_type", "Input should be a valid list", trimmed)
+	}
+	var raw []json.RawMessage
+	_ = json.Unmarshal(trimmed, &raw)
+	u := &unprocessable{}
+	for i, item := range list {
+		if _, ok := item.(map[string]any); !ok {
+			u.errs = append(u.errs, validationDetail{Type: "dict_type", Loc: []any{"body", i}, Msg: "Input should be a valid dictionary", Input: raw[i]})
+		}
+	}
+	if len(u.errs) > 0 {
+		return u
+	}
+	return nil
+}
+
+func jsonInvalid(pos int, msg string) *unprocessable {
+	return &unprocessable{errs: []validationDetail{{Type: "json_invalid", Loc: []any{"body", pos}, Msg: "JSON decode error",
+		Input: json.RawMessage("{}"), Ctx: map[string]any{"error": msg}}}}
+}
+
+// jsonContentType reports whether FastAPI reads a body with this Content-Type as JSON: no
+// Content-Type, application/json, or application/*+json.
+func jsonContentType(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	sub, ok := strings.CutPrefix(mt, "application/")
+	return ok && (sub == "json" || strings.HasSuffix(sub, "+json"))
+}
+
+// parsePage reads skip and limit like FastAPI's Query(default=0, ge=0) and
+// Query(default=100, ge=1, le=1000): the last value of a repeated parameter, integers in
+// pydantic's lax string form ("  7 ", "1_000", "5.0"), every error reported at once.
+func parsePage(q url.Values) (DataPage, []validationDetail) {
+	page := DataPage{Skip: 0, Limit: DefaultDataListLimit}
+	var errs []validationDetail
+	if vs := q["skip"]; len(vs) > 0 {
+		n, d := queryInt("skip", vs[len(vs)-1], 0, -1)
+		if d != nil {
+			errs = append(errs, *d)
+		}
+		page.Skip = n
+	}
+	if vs := q["limit"]; len(vs) > 0 {
+		n, d := queryInt("limit", vs[len(vs)-1], 1, MaxDataListLimit)
+		if d != nil {
+			errs = append(errs, *d)
+		}
+		page.Limit = n
+	}
+	return page, errs
+}
+
+// maxIntDigits is pydantic's bound on the length of an integer string.
+const maxIntDigits = 4300
+
+// queryInt parses v as an integer between lo and hi (hi < 0: no upper bound). A value above the
+// int range but allowed (a huge skip) is clamped: it skips everything.
+func queryInt(name, v string, lo, hi int64) (int, *validationDetail) {
+	loc := []any{"query", name}
+	in := jsonString(v)
+	s := strings.TrimSpace(v)
+	if len(s) > maxIntDigits {
+		return 0, &validationDetail{Type: "int_parsing_size", Loc: loc, Msg: "Unable to parse input string as an integer, exceeded maximum size", Input: in}
+	}
+	n, ok := parseLaxInt(s)
+	if !ok {
+		return 0, &validationDetail{Type: "int_parsing", Loc: loc, Msg: "Input should be a valid integer, unable to parse string as an integer", Input: in}
+	}
+	if n.Cmp(big.NewInt(lo)) < 0 {
+		return 0, &validationDetail{Type: "greater_than_equal", Loc: loc, Msg: "Input should be greater than or equal to " + strconv.FormatInt(lo, 10),
+			Input: in, Ctx: map[string]any{"ge": lo}}
+	}
+	if hi >= 0 && n.Cmp(big.NewInt(hi)) > 0 {
+		return 0, &validationDetail{Type: "less_than_equal", Loc: loc, Msg: "Input should be less than or equal to " + strconv.FormatInt(hi, 10),
+			Input: in, Ctx: map[string]any{"le": hi}}
+	}
+	if !n.IsInt64() || n.Int64() > int64(^uint(0)>>1) {
+		return int(^uint(0) >> 1), nil
+	}
+	return int(n.Int64()), nil
+}
+
+// parseLaxInt parses pydantic's lax integer strings: an optional sign, digits with single
+// underscores between them, and optionally a fraction of zeros ("5.0", "5.").
+func parseLaxInt(s string) (*big.Int, bool) {
+	if whole, frac, ok := strings.Cut(s, "."); ok {
+		if strings.Trim(frac, "0") != "" {
+			return nil, false
+		}
+		s = whole
+	}
+	digits := strings.TrimLeft(s, "+-")
+	if len(s)-len(digits) > 1 || digits == "" || digits[0] == '_' || digits[len(digits)-1] == '_' || strings.Contains(digits, "__") {
+		return nil, false
+	}
+	for _, r := range digits {
+		if (r < '0' || r > '9') && r != '_' {
+			return nil, false
+		}
+	}
+	n, ok := new(big.Int).SetString(strings.ReplaceAll(s, "_", ""), 10)
+	return n, ok
+}
+
+// MaxMissionMetadataBytes bounds X-Supervaize-Mission-Metadata as received (base64url).
+const MaxMissionMetadataBytes = 4096
+
+// missionFromHeaders returns the mission of a DataResource call: nil without
+// X-Supervaize-Mission-Metadata, else the mission id and its decoded metadata. The error, sent as
+// a 400 detail, says what to fix.
+func missionFromHeaders(h http.Header) (*contract.MissionContext, error) {
+	vals := h.Values(HeaderMissionMetadata)
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	if len(vals) > 1 {
+		return nil, errors.New(HeaderMissionMetadata + " was sent more than once: send it once")
+	}
+	v := vals[0]
+	if len(v) > MaxMissionMetadataBytes {
+		return nil, fmt.Errorf("%s is %d bytes: at most %d bytes of base64url are accepted", HeaderMissionMetadata, len(v), MaxMissionMetadataBytes)
+	}
+	id := strings.TrimSpace(h.Get(HeaderMissionID))
+	if id == "" {
+		return nil, errors.New(HeaderMissionMetadata + " was sent without " + HeaderMissionID + ": send the mission's id with its metadata")
+	}
+	meta, err := DecodeMissionMetadata(v)
+	if err != nil {
+		return nil, err
+	}
+	return &contract.MissionContext{ID: h.Get(HeaderMissionID), Metadata: meta}, nil
+}
+
+// DecodeMissionMetadata decodes an X-Supervaize-Mission-Metadata value: base64url (A–Z a–z 0–9 -
+// _, padding optional but exact when present) of a UTF-8 JSON object, at most
+// MaxMissionMetadataBytes as received. It returns the object, compacted.
+func DecodeMissionMetadata(v string) (json.RawMessage, error) {
+	if len(v) > MaxMissionMetadataBytes {
+		return nil, fmt.Errorf("%s is %d bytes: at most %d bytes of base64url are accepted", HeaderMissionMetadata, len(v), MaxMissionMetadataBytes)
+	}
+	data := strings.TrimRight(v, "=")
+	pad := len(v) - len(data)
+	badPadding := pad > 0 && (pad > 2 || len(v)%4 != 0)
+	for i := 0; i < len(data) && !badPadding; i++ {
+		c := data[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			badPadding = true
+		}
+	}
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(data)
+	if badPadding || err != nil {
+		return nil, errors.New(HeaderMissionMetadata + " must be base64url (A-Z a-z 0-9 - _, padding optional) of a UTF-8 JSON object")
+	}
+	if !utf8.Valid(raw) {
+		return nil, errors.New(HeaderMissionMetadata + " must decode to UTF-8 text: a JSON object")
+	}
+	trimmed := bytes.TrimLeft(raw, " \t\r\n")
+	var buf bytes.Buffer
+	if len(trimmed) == 0 || trimmed[0] != '{' || json.Compact(&buf, raw) != nil {
+		return nil, errors.New(HeaderMissionMetadata + " must decode to a JSON object (the mission's metadata)")
+	}
+	return buf.Bytes(), nil
+}
