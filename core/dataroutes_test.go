@@ -186,7 +186,7 @@ var allNoteScopes = []string{"resource.notes.list", "resource.notes.get", "resou
 
 // dataController is the real controller serving agent S (slug s, Studio id studio-agent-1) with
 // the notes, logs and bags resources, verifying tokens of studio with grant.New's verifier.
-func dataController(t *testing.T, studio *granttest.Issuer, rec *recorder, log io.Writer) *core.Controller {
+func dataController(t testing.TB, studio *granttest.Issuer, rec *recorder, log io.Writer) *core.Controller {
 	t.Helper()
 	if log == nil {
 		log = io.Discard
@@ -201,7 +201,7 @@ func dataController(t *testing.T, studio *granttest.Issuer, rec *recorder, log i
 	return dataControllerWith(t, authz, map[string]string{"s": studioAgent}, logger, rec)
 }
 
-func dataControllerWith(t *testing.T, authz grant.Authorizer, studioIDs map[string]string, logger *slog.Logger, rec *recorder) *core.Controller {
+func dataControllerWith(t testing.TB, authz grant.Authorizer, studioIDs map[string]string, logger *slog.Logger, rec *recorder) *core.Controller {
 	t.Helper()
 	a := newAgent(t, handlers{})
 	a.AddDataResource(notesResource(rec))
@@ -226,7 +226,7 @@ type dreq struct {
 	body         string
 }
 
-func (q dreq) do(t *testing.T, h http.Handler, tok string) *httptest.ResponseRecorder {
+func (q dreq) do(t testing.TB, h http.Handler, tok string) *httptest.ResponseRecorder {
 	t.Helper()
 	var body io.Reader
 	if q.body != "" {

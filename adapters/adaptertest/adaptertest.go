@@ -2,8 +2,9 @@
 // Hello World controller is reached through the adapter under test (net/http, the Cloud Run
 // functions framework, a Lambda event source under the Runtime Interface Emulator), and every
 // answer — discovery documents, each error class of /a2a, action and surface results, the first
-// event of the effect stream — must match, status, headers and body, the golden files under
-// testdata/, which the plain net/http server produced (go test ./adapters/httpserver -update).
+// event of the effect stream, and (RunData, with workspace authorization on) every route and
+// refusal of the DataResource routes — must match, status, headers and body, the golden files
+// under testdata/, which the plain net/http server produced (go test ./adapters/httpserver -update).
 package adaptertest
 
 import (
@@ -77,7 +78,8 @@ type testCase struct {
 	Path   string
 	Key    string // X-API-Key, when set
 	Body   string
-	Stream bool // an event stream: only its first event is compared
+	Stream bool              // an event stream: only its first event is compared
+	Header map[string]string // more request headers
 }
 
 func rpc(id, method, params string) string {
@@ -121,13 +123,22 @@ func cases() []testCase {
 		{Name: "rpc_surface_job_start", Method: "POST", Path: "/a2a", Key: APIKey, Body: rpc(`13`, "supervaizer/surface.load", fmt.Sprintf(surfaceParams, hello.Slug, "job.start"))},
 		{Name: "rpc_resource_list", Method: "POST", Path: "/a2a", Key: APIKey, Body: rpc(`14`, "supervaizer/action.invoke", fmt.Sprintf(actionParams, "resource.hello_messages.list", `{}`))},
 		{Name: "events_first", Method: "GET", Path: "/a2a/events", Key: APIKey, Stream: true},
+		// Local mode never bypasses the workspace grant of the DataResource routes (RunData serves them).
+		{Name: "data_local_mode_refused", Method: "GET", Path: "/api/agents/" + hello.Slug + "/data/greetings/", Key: APIKey,
+			Header: map[string]string{"X-Supervaize-Workspace-Id": "workspace-1"}},
+		{Name: "data_unknown_agent", Method: "GET", Path: "/api/agents/nope/data/greetings/", Key: APIKey},
 	}
 }
 
 // Run runs the suite against the controller that client reaches at base (scheme://host).
 func Run(t *testing.T, client *http.Client, base string) {
 	t.Helper()
-	for _, c := range cases() {
+	run(t, client, base, cases())
+}
+
+func run(t *testing.T, client *http.Client, base string, cases []testCase) {
+	t.Helper()
+	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			got := do(t, client, base, c)
 			golden := filepath.Join(dir(), c.Name+".golden")
@@ -168,6 +179,9 @@ func do(t *testing.T, client *http.Client, base string, c testCase) []byte {
 	}
 	if c.Key != "" {
 		req.Header.Set("X-API-Key", c.Key)
+	}
+	for k, v := range c.Header {
+		req.Header.Set(k, v)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -20,3 +20,13 @@ func TestProtocol(t *testing.T) {
 func TestProtocolFunctionsFramework(t *testing.T) {
 	adaptertest.Run(t, &http.Client{}, framework(t, adaptertest.Handler(t)))
 }
+
+// TestProtocolData runs the DataResource suite through Serve and through the Functions Framework.
+func TestProtocolData(t *testing.T) {
+	log, _ := testkit.Logger()
+	base, _ := serve(t, adaptertest.DataHandler(t), nil, WithLogger(log))
+	adaptertest.RunData(t, &http.Client{}, base)
+	t.Run("FunctionsFramework", func(t *testing.T) {
+		adaptertest.RunData(t, &http.Client{}, framework(t, adaptertest.DataHandler(t)))
+	})
+}

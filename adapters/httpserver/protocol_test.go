@@ -15,3 +15,10 @@ func TestProtocol(t *testing.T) {
 	base, _ := serve(t, adaptertest.Handler(t), WithLogger(log))
 	adaptertest.Run(t, &http.Client{}, base)
 }
+
+// TestProtocolData runs the DataResource suite through Serve; -update rewrites its golden files.
+func TestProtocolData(t *testing.T) {
+	log, _ := testkit.Logger()
+	base, _ := serve(t, adaptertest.DataHandler(t), WithLogger(log))
+	adaptertest.RunData(t, &http.Client{}, base)
+}

@@ -24,27 +24,37 @@ import (
 // `make build-ControllerFunction` exactly as sam build does, under the Runtime Interface
 // Emulator, once per event source: the suite's HTTP requests become Function URL (buffered and
 // streaming), API Gateway REST and HTTP API, and ALB events, and the function's payloads become
-// HTTP responses again.
+// HTTP responses again. The DataResource suite runs the same way against functions configured
+// with workspace authorization.
 func TestProtocol(t *testing.T) {
 	testenv.Need(t, testenv.RIE)
 	bootstrap := buildBootstrap(t)
 	env := adaptertest.Environ()
 	buffered := startEmulator(t, bootstrap, env...)
 	// The stream ends shortly before the invocation deadline; a short timeout keeps the test short.
-	streaming := startEmulator(t, bootstrap, append(env, "SUPERVAIZER_LAMBDA_INVOKE_MODE=RESPONSE_STREAM", "AWS_LAMBDA_FUNCTION_TIMEOUT=3")...)
+	streamEnv := []string{"SUPERVAIZER_LAMBDA_INVOKE_MODE=RESPONSE_STREAM", "AWS_LAMBDA_FUNCTION_TIMEOUT=3"}
+	streaming := startEmulator(t, bootstrap, append(env, streamEnv...)...)
+	// The DataResource suite needs workspace authorization on, hence functions of its own.
+	data := adaptertest.DataEnviron()
+	dataBuffered := startEmulator(t, bootstrap, data...)
+	dataStreaming := startEmulator(t, bootstrap, append(data, streamEnv...)...)
 	for _, tc := range []struct {
-		name string
-		tr   *eventTransport
+		name     string
+		tr, data *eventTransport
 	}{
-		{"FunctionURL", &eventTransport{t: t, em: buffered, kind: srcFunctionURL}},
-		{"FunctionURLStreaming", &eventTransport{t: t, em: streaming, kind: srcFunctionURL, stream: true}},
-		{"HTTPAPI", &eventTransport{t: t, em: buffered, kind: srcHTTPAPI}},
-		{"RESTAPI", &eventTransport{t: t, em: buffered, kind: srcRESTAPI}},
-		{"ALB", &eventTransport{t: t, em: buffered, kind: srcALB}},
+		{"FunctionURL", &eventTransport{em: buffered, kind: srcFunctionURL}, &eventTransport{em: dataBuffered, kind: srcFunctionURL}},
+		{"FunctionURLStreaming", &eventTransport{em: streaming, kind: srcFunctionURL, stream: true}, &eventTransport{em: dataStreaming, kind: srcFunctionURL, stream: true}},
+		{"HTTPAPI", &eventTransport{em: buffered, kind: srcHTTPAPI}, &eventTransport{em: dataBuffered, kind: srcHTTPAPI}},
+		{"RESTAPI", &eventTransport{em: buffered, kind: srcRESTAPI}, &eventTransport{em: dataBuffered, kind: srcRESTAPI}},
+		{"ALB", &eventTransport{em: buffered, kind: srcALB}, &eventTransport{em: dataBuffered, kind: srcALB}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.tr.t = t
 			adaptertest.Run(t, &http.Client{Transport: tc.tr}, "https://controller.example.com")
+			t.Run("DataResources", func(t *testing.T) {
+				tc.data.t = t
+				adaptertest.RunData(t, &http.Client{Transport: tc.data}, "https://controller.example.com")
+			})
 		})
 	}
 }

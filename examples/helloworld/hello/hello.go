@@ -1,7 +1,8 @@
 // Package hello is the Hello World agent: the Go twin of the reference SDK's built-in local agent,
 // with the same registration, surfaces, actions and payloads (two surfaces, five actions, an
-// optional human-review step). It is stateless: job.sync answers from its own input, not from an
-// earlier job.start, exactly as the reference does.
+// optional human-review step). Its actions are stateless: job.sync answers from its own input, not
+// from an earlier job.start, exactly as the reference does. It also declares a small DataResource,
+// greetings (greetings.go), kept in the controller's store, to try the DataResource routes.
 package hello
 
 import (
@@ -72,6 +73,7 @@ func NewAgent() (*core.Agent, error) {
 	a.HandleAction("job.sync", core.ActionFunc(jobSync))
 	a.HandleAction("step.awaiting.submit", core.ActionFunc(submitReview))
 	a.HandleAction("resource.hello_messages.list", core.ActionFunc(listMessages))
+	a.AddDataResource(GreetingsResource())
 	return a, nil
 }
 
