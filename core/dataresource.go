@@ -60,7 +60,8 @@ type DataResource[T any] struct {
 	Import func(ctx context.Context, dc *DataContext, items []T) (any, error)
 }
 
-// DataPage is the window of a paginated listing: Skip ≥ 0 and 1 ≤ Limit ≤ 1000.
+// DataPage is the window of a paginated listing: 0 ≤ Skip ≤ 2^53 (a larger skip is lowered to it)
+// and 1 ≤ Limit ≤ 1000, so Skip+Limit never overflows.
 type DataPage struct {
 	Skip  int
 	Limit int
@@ -152,7 +153,7 @@ func (a *Agent) dataResourcesJSON() json.RawMessage {
 	}
 	b, err := json.Marshal(a.DataResources())
 	if err != nil {
-		// Declarations were validated; they hold only strings and booleans.
+		// Each declaration was encoded once by AddDataResource: this cannot fail.
 		panic(fmt.Sprintf("core: encode data_resources: %v", err))
 	}
 	return b
@@ -204,6 +205,8 @@ func (r DataResource[T]) dataResource() (*dataResource, error) {
 	}
 	if err := decl.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("DataResource '%s': %w", r.Name, err))
+	} else if _, err := json.Marshal(decl); err != nil {
+		errs = append(errs, fmt.Errorf("DataResource '%s': %w", r.Name, err)) // invalid JSON in a field's Extra
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -211,21 +214,18 @@ func (r DataResource[T]) dataResource() (*dataResource, error) {
 
 	d := &dataResource{decl: decl}
 	d.list = func(ctx context.Context, dc *DataContext, page DataPage) ([]byte, error) {
-		var items []T
-		var err error
-		if r.ListPage != nil {
-			items, err = r.ListPage(ctx, dc, page)
-			if len(items) > page.Limit {
-				items = items[:page.Limit]
+		if r.ListPage == nil {
+			items, err := r.List(ctx, dc)
+			if err != nil {
+				return nil, err
 			}
-		} else {
-			items, err = r.List(ctx, dc)
-			items = dataWindow(items, page)
+			return encodeDataItems(dataWindow(items, page))
 		}
+		items, err := r.ListPage(ctx, dc, page)
 		if err != nil {
 			return nil, err
 		}
-		return encodeDataItems(items)
+		return encodeDataItems(items[:min(len(items), page.Limit)])
 	}
 	if r.Get != nil {
 		d.get = func(ctx context.Context, dc *DataContext, id string) ([]byte, error) {

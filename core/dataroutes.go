@@ -189,7 +189,7 @@ func (c *Controller) serveDataOp(w http.ResponseWriter, r *http.Request, rt data
 	switch op {
 	case contract.DataOpList:
 		var errs []validationDetail
-		if page, errs = parsePage(r.URL.Query()); len(errs) > 0 {
+		if page, errs = parsePage(queryValues(r.URL.RawQuery)); len(errs) > 0 {
 			writeJSON(w, http.StatusUnprocessableEntity, validationBody{errs})
 			return
 		}
@@ -488,8 +488,32 @@ func parsePage(q url.Values) (DataPage, []validationDetail) {
 	return page, errs
 }
 
+// queryValues parses a query string like Starlette (parse_qsl, blank values kept): "+" is a
+// space, and an invalid percent escape is kept as sent instead of dropping the parameter.
+func queryValues(raw string) url.Values {
+	q := url.Values{}
+	for pair := range strings.SplitSeq(raw, "&") {
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		q[unescapeQuery(k)] = append(q[unescapeQuery(k)], unescapeQuery(v))
+	}
+	return q
+}
+
+func unescapeQuery(s string) string {
+	if u, err := url.QueryUnescape(s); err == nil {
+		return u
+	}
+	return strings.ReplaceAll(s, "+", " ")
+}
+
 // maxIntDigits is pydantic's bound on the length of an integer string.
 const maxIntDigits = 4300
+
+// maxDataSkip bounds DataPage.Skip so that Skip+Limit never overflows.
+const maxDataSkip = 1 << 53
 
 // queryInt parses v as an integer between lo and hi (hi < 0: no upper bound). A value above the
 // int range but allowed (a huge skip) is clamped: it skips everything.
@@ -512,8 +536,8 @@ func queryInt(name, v string, lo, hi int64) (int, *validationDetail) {
 		return 0, &validationDetail{Type: "less_than_equal", Loc: loc, Msg: "Input should be less than or equal to " + strconv.FormatInt(hi, 10),
 			Input: in, Ctx: map[string]any{"le": hi}}
 	}
-	if !n.IsInt64() || n.Int64() > int64(^uint(0)>>1) {
-		return int(^uint(0) >> 1), nil
+	if !n.IsInt64() || n.Int64() > maxDataSkip {
+		return maxDataSkip, nil // only skip has no upper bound: it skips everything
 	}
 	return int(n.Int64()), nil
 }

@@ -319,6 +319,9 @@ func TestDataRoutes(t *testing.T) {
 		{"list window", dreq{"GET", notes + "?skip=1&limit=2", nil, ""}, 200, `[{"id":"n2","text":"two"},{"id":"n3","text":"three"}]`, nil, []string{"list"}},
 		{"list past the end", dreq{"GET", notes + "?skip=5", nil, ""}, 200, `[]`, nil, []string{"list"}},
 		{"list huge skip", dreq{"GET", notes + "?skip=99999999999999999999999999", nil, ""}, 200, `[]`, nil, []string{"list"}},
+		{"list invalid escape kept", dreq{"GET", notes + "?skip=%zz&limit=1", nil, ""}, 422,
+			`{"detail":[{"type":"int_parsing","loc":["query","skip"],"msg":"Input should be a valid integer, unable to parse string as an integer","input":"%zz"}]}`, nil, nil},
+		{"list plus is a space", dreq{"GET", notes + "?skip=+4+&limit=1&other", nil, ""}, 200, `[{"id":"n5","text":"five"}]`, nil, []string{"list"}},
 		{"list last value wins", dreq{"GET", notes + "?skip=4&skip=3&limit=1", nil, ""}, 200, `[{"id":"n4","text":"four"}]`, nil, []string{"list"}},
 		{"list lax integers", dreq{"GET", notes + "?skip=%203%20&limit=1.0", nil, ""}, 200, `[{"id":"n4","text":"four"}]`, nil, []string{"list"}},
 		{"list underscores", dreq{"GET", notes + "?skip=0_4&limit=1_000", nil, ""}, 200, `[{"id":"n5","text":"five"}]`, nil, []string{"list"}},
@@ -700,5 +703,30 @@ func TestDataResourceRegistration(t *testing.T) {
 	_, _, card := get(t, h, "/.well-known/agents/v1.0/s_agent.json", nil)
 	if bytes.Contains(card, []byte("data_resources")) || bytes.Contains(card, []byte(`"notes"`)) {
 		t.Errorf("the card carries data resources: %s", card)
+	}
+}
+
+// TestDataListPage: ListPage gets the request's window, defaults 0/100, and a skip beyond any
+// collection lowered to 2^53 so that Skip+Limit cannot overflow.
+func TestDataListPage(t *testing.T) {
+	studio := granttest.NewIssuer("k1")
+	tok := studio.Token(granttest.Valid(dataNow, dataIssuer, allNoteScopes...))
+	for query, want := range map[string]core.DataPage{
+		"":                               {Skip: 0, Limit: 100},
+		"?skip=3&limit=2":                {Skip: 3, Limit: 2},
+		"?skip=9007199254740993&limit=1": {Skip: 1 << 53, Limit: 1},
+		"?skip=99999999999999999999999&limit=1000": {Skip: 1 << 53, Limit: 1000},
+	} {
+		rec := &recorder{}
+		h := dataController(t, studio, rec, nil)
+		if resp := (dreq{"GET", dataPath + "bags/" + query, nil, ""}).do(t, h, tok); resp.Code != 200 {
+			t.Fatalf("%s: %d %s", query, resp.Code, resp.Body)
+		}
+		rec.mu.Lock()
+		got := rec.page
+		rec.mu.Unlock()
+		if got != want {
+			t.Errorf("%q: page %+v, want %+v", query, got, want)
+		}
 	}
 }

@@ -230,6 +230,8 @@ func newDevTokenCmd() *cobra.Command {
 A call needs two scopes: its method and its target, e.g.
   --scopes supervaizer/action.invoke,job.start     (action job.start)
   --scopes supervaizer/surface.load,job.start      (surface job.start)
+A DataResource route needs one: resource.<name>.<op>, e.g.
+  --scopes resource.greetings.list,resource.greetings.create
 
 The issuer, audience, server id and Studio agent id default to what the controller expects, read
 from the same environment: SUPERVAIZER_WORKSPACE_AUTH_ISSUER, SUPERVAIZER_WORKSPACE_AUTH_AUDIENCE
