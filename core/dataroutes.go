@@ -514,51 +514,58 @@ const maxIntDigits = 4300
 // maxDataSkip bounds DataPage.Skip so that Skip+Limit never overflows.
 const maxDataSkip = 1 << 53
 
-// queryInt parses v as an integer between lo and hi (hi < 0: no upper bound). A value above the
-// int range but allowed (a huge skip) is clamped: it skips everything.
+// queryInt parses v as an integer between lo and hi (hi < 0: no upper bound), in pydantic's words.
+// A value above the int range but allowed (a huge skip) is lowered to maxDataSkip.
 func queryInt(name, v string, lo, hi int64) (int, *validationDetail) {
 	loc := []any{"query", name}
 	in := jsonString(v)
-	s := strings.TrimSpace(v)
-	if len(s) > maxIntDigits {
+	n, err := parseLaxInt(v)
+	switch {
+	case errors.Is(err, errIntTooLong):
 		return 0, &validationDetail{Type: "int_parsing_size", Loc: loc, Msg: "Unable to parse input string as an integer, exceeded maximum size", Input: in}
-	}
-	n, ok := parseLaxInt(s)
-	if !ok {
+	case err != nil:
 		return 0, &validationDetail{Type: "int_parsing", Loc: loc, Msg: "Input should be a valid integer, unable to parse string as an integer", Input: in}
-	}
-	if n.Cmp(big.NewInt(lo)) < 0 {
+	case n.Cmp(big.NewInt(lo)) < 0:
 		return 0, &validationDetail{Type: "greater_than_equal", Loc: loc, Msg: "Input should be greater than or equal to " + strconv.FormatInt(lo, 10),
 			Input: in, Ctx: map[string]any{"ge": lo}}
-	}
-	if hi >= 0 && n.Cmp(big.NewInt(hi)) > 0 {
+	case hi >= 0 && n.Cmp(big.NewInt(hi)) > 0:
 		return 0, &validationDetail{Type: "less_than_equal", Loc: loc, Msg: "Input should be less than or equal to " + strconv.FormatInt(hi, 10),
 			Input: in, Ctx: map[string]any{"le": hi}}
-	}
-	if !n.IsInt64() || n.Int64() > maxDataSkip {
+	case !n.IsInt64() || n.Int64() > maxDataSkip:
 		return maxDataSkip, nil // only skip has no upper bound: it skips everything
 	}
 	return int(n.Int64()), nil
 }
 
-// parseLaxInt parses pydantic's lax integer strings: an optional sign, digits with single
-// underscores between them, and optionally a fraction of zeros ("5.0", "5.").
-func parseLaxInt(s string) (*big.Int, bool) {
+var errIntTooLong = errors.New("integer string too long")
+
+// parseLaxInt parses an integer string as pydantic does in lax mode (checked against
+// pydantic-core 2.46): surrounding whitespace, an optional sign, ASCII digits with single
+// underscores between them, optionally a fraction of zeros ("5.0", not "5."); more than 4300
+// characters is errIntTooLong.
+func parseLaxInt(s string) (*big.Int, error) {
+	s = strings.TrimSpace(s)
 	if whole, frac, ok := strings.Cut(s, "."); ok {
-		if strings.Trim(frac, "0") != "" {
-			return nil, false
+		if frac == "" || strings.Trim(frac, "0") != "" {
+			return nil, strconv.ErrSyntax
 		}
 		s = whole
 	}
 	digits := strings.TrimLeft(s, "+-")
 	if len(s)-len(digits) > 1 || digits == "" || digits[0] == '_' || digits[len(digits)-1] == '_' || strings.Contains(digits, "__") {
-		return nil, false
+		return nil, strconv.ErrSyntax
 	}
 	for _, r := range digits {
 		if (r < '0' || r > '9') && r != '_' {
-			return nil, false
+			return nil, strconv.ErrSyntax
 		}
 	}
+	if len(s) > maxIntDigits {
+		return nil, errIntTooLong
+	}
 	n, ok := new(big.Int).SetString(strings.ReplaceAll(s, "_", ""), 10)
-	return n, ok
+	if !ok {
+		return nil, strconv.ErrSyntax
+	}
+	return n, nil
 }

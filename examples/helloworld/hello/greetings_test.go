@@ -14,6 +14,7 @@ import (
 
 	"github.com/supervaize/svz/core/config"
 	"github.com/supervaize/svz/core/grant/granttest"
+	"github.com/supervaize/svz/internal/golden"
 )
 
 const greetings = "/api/agents/" + Slug + "/data/greetings/"
@@ -135,4 +136,18 @@ func TestGreetings(t *testing.T) {
 		t.Fatalf("without metadata the listing is not narrowed: %d %.300s", code, body)
 	}
 	a.want("PUT", greetings+"m", `{"text":"Edited","mission_id":"other"}`, 200, `{"id":"m","text":"Edited","mission_id":"mission-1"}`)
+}
+
+// TestGreetingsDeclaration pins Hello World's agent registration entry (the agent info route),
+// where the greetings declaration appears under data_resources.
+func TestGreetingsDeclaration(t *testing.T) {
+	h := localController(t, nil)
+	req := httptest.NewRequest(http.MethodGet, "/api/supervaizer/agents/"+Slug, nil)
+	req.Header.Set("X-API-Key", key)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	golden.JSON(t, "agent_info.json", rec.Body.Bytes())
 }
