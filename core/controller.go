@@ -256,6 +256,10 @@ func (c *Controller) Close() error {
 	return c.closeErr
 }
 
+// Authorizer returns the workspace authorizer the controller decides grants with (local mode's
+// banner tells a bypass from verification with it).
+func (c *Controller) Authorizer() grant.Authorizer { return c.cfg.Authorizer }
+
 // Agents returns the agents the controller serves, in the order given to New.
 func (c *Controller) Agents() []*Agent {
 	out := make([]*Agent, len(c.agents))

@@ -35,14 +35,16 @@ const APIKey = "adaptertest-key-7f3a9c2e51"
 
 // Env is the environment of the controller under test: Hello World in local mode (action calls
 // need no workspace grant) with an in-memory store and a fixed public URL, so that documents do
-// not depend on the address an adapter listens on.
+// not depend on the address an adapter listens on. The Lambda suite runs it under the Runtime
+// Interface Emulator, a local emulation where local mode is allowed (SUPERVAIZER_LOCAL_EMULATOR).
 func Env() map[string]string {
 	return map[string]string{
-		"SUPERVAIZER_API_KEY":    APIKey,
-		"SUPERVAIZER_SERVER_ID":  "svz-adaptertest-server",
-		"SUPERVAIZER_PUBLIC_URL": "https://controller.example.com",
-		"SUPERVAIZER_LOCAL_MODE": "true",
-		"SUPERVAIZER_STORE":      "memory",
+		"SUPERVAIZER_API_KEY":        APIKey,
+		"SUPERVAIZER_SERVER_ID":      "svz-adaptertest-server",
+		"SUPERVAIZER_PUBLIC_URL":     "https://controller.example.com",
+		"SUPERVAIZER_LOCAL_MODE":     "true",
+		"SUPERVAIZER_LOCAL_EMULATOR": "true",
+		"SUPERVAIZER_STORE":          "memory",
 	}
 }
 

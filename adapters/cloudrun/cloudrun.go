@@ -16,19 +16,17 @@ package cloudrun
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 	"github.com/supervaize/svz/adapters/internal/httpkit"
+	"github.com/supervaize/svz/internal/envvar"
 )
 
 // DefaultPort is served when PORT is unset (Cloud Run always sets it).
@@ -38,9 +36,7 @@ const DefaultPort = "8080"
 // Cloud Run leaves between SIGTERM and SIGKILL.
 const DefaultShutdownTimeout = 8 * time.Second
 
-// readHeaderTimeout bounds the request headers. Nothing else is bounded by the server: Cloud
-// Run's front end enforces the request timeout (which the request deadline reflects) and owns
-// the keep-alive of its connections to the instance.
+// readHeaderTimeout bounds the request headers.
 const readHeaderTimeout = 10 * time.Second
 
 type config struct {
@@ -86,7 +82,7 @@ func Serve(ctx context.Context, h http.Handler, opts ...Option) error {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	timeout, err := requestTimeout(os.Getenv("CLOUD_RUN_TIMEOUT_SECONDS"))
+	timeout, err := requestTimeout(os.Getenv)
 	if err != nil {
 		return err
 	}
@@ -98,50 +94,31 @@ func Serve(ctx context.Context, h http.Handler, opts ...Option) error {
 		if n, err := strconv.Atoi(cfg.port); err != nil || n < 0 || n > 65535 {
 			return fmt.Errorf("cloudrun: port %q must be a number from 0 to 65535", cfg.port)
 		}
-		if ln, err = net.Listen("tcp", net.JoinHostPort(cfg.host, cfg.port)); err != nil {
-			return fmt.Errorf("cloudrun: listen: %w", err)
+		if ln, err = httpkit.Listen(net.JoinHostPort(cfg.host, cfg.port), "choose a free port with PORT"); err != nil {
+			return fmt.Errorf("cloudrun: %w", err)
 		}
 	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-
-	tracker := httpkit.NewTracker(cfg.log, timeout)
-	srv := &http.Server{
-		Handler:           tracker.Handler(h),
+	// Cloud Run's front end enforces the request timeout (which the request deadline reflects)
+	// and owns the keep-alive of its connections to the instance: only headers are bounded here.
+	return httpkit.Server{
+		Name:              "cloudrun",
+		Listener:          ln,
+		Handler:           h,
+		Log:               cfg.log,
+		RequestTimeout:    timeout,
 		ReadHeaderTimeout: readHeaderTimeout,
-		ErrorLog:          slog.NewLogLogger(cfg.log.Handler(), slog.LevelWarn),
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	cfg.log.Info("serving Cloud Run function", "target", os.Getenv("FUNCTION_TARGET"), "addr", ln.Addr().String())
-
-	select {
-	case err := <-errc:
-		return fmt.Errorf("cloudrun: serve %s: %w", ln.Addr(), err)
-	case <-ctx.Done():
-	}
-	cfg.log.Info("shutting down", "drain", cfg.shutdown.String())
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdown)
-	defer cancel()
-	drainErr := httpkit.Drain(sctx, srv, tracker)
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("cloudrun: serve: %w", err)
-	}
-	if drainErr != nil {
-		return fmt.Errorf("cloudrun: shutdown: %w", drainErr)
-	}
-	return nil
+		ShutdownTimeout:   cfg.shutdown,
+		Started:           "serving Cloud Run function",
+		StartedAttrs:      []any{"target", os.Getenv("FUNCTION_TARGET")},
+	}.Serve(ctx)
 }
 
 // requestTimeout reads CLOUD_RUN_TIMEOUT_SECONDS, which Cloud Run sets to the service's request
 // timeout (at most an hour today); unset, requests have no deadline.
-func requestTimeout(v string) (time.Duration, error) {
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > 86400 {
-		return 0, fmt.Errorf("cloudrun: CLOUD_RUN_TIMEOUT_SECONDS=%q must be a whole number of seconds from 1 to 86400", v)
+func requestTimeout(getenv func(string) string) (time.Duration, error) {
+	n, err := envvar.Int(getenv, "CLOUD_RUN_TIMEOUT_SECONDS", 0, 1, 86400)
+	if err != nil {
+		return 0, fmt.Errorf("cloudrun: %w seconds", err)
 	}
 	return time.Duration(n) * time.Second, nil
 }

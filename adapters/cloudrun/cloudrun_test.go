@@ -225,10 +225,10 @@ func TestServeBadSettings(t *testing.T) {
 		{"port name", "", []Option{WithPort("http")}, `cloudrun: port "http" must be a number from 0 to 65535`},
 		{"negative port", "", []Option{WithPort("-1")}, `cloudrun: port "-1" must be a number from 0 to 65535`},
 		{"port too large", "", []Option{WithPort("65536")}, `cloudrun: port "65536" must be a number from 0 to 65535`},
-		{"port taken", "", []Option{WithHost("127.0.0.1"), WithPort(strings.TrimPrefix(taken, "127.0.0.1:"))}, "cloudrun: listen: listen tcp " + taken + ": bind: address already in use"},
-		{"timeout unit", "30s", nil, `cloudrun: CLOUD_RUN_TIMEOUT_SECONDS="30s" must be a whole number of seconds from 1 to 86400`},
-		{"timeout zero", "0", nil, `cloudrun: CLOUD_RUN_TIMEOUT_SECONDS="0" must be a whole number of seconds from 1 to 86400`},
-		{"timeout too long", "86401", nil, `cloudrun: CLOUD_RUN_TIMEOUT_SECONDS="86401" must be a whole number of seconds from 1 to 86400`},
+		{"port taken", "", []Option{WithHost("127.0.0.1"), WithPort(strings.TrimPrefix(taken, "127.0.0.1:"))}, "cloudrun: listen on " + taken + ": listen tcp " + taken + ": bind: address already in use: another process is using this port; choose a free port with PORT"},
+		{"timeout unit", "30s", nil, `cloudrun: CLOUD_RUN_TIMEOUT_SECONDS="30s": must be a whole number from 1 to 86400 seconds`},
+		{"timeout zero", "0", nil, `cloudrun: CLOUD_RUN_TIMEOUT_SECONDS="0": must be a whole number from 1 to 86400 seconds`},
+		{"timeout too long", "86401", nil, `cloudrun: CLOUD_RUN_TIMEOUT_SECONDS="86401": must be a whole number from 1 to 86400 seconds`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("CLOUD_RUN_TIMEOUT_SECONDS", tc.timeout)

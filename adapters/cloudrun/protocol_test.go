@@ -2,6 +2,7 @@ package cloudrun
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/supervaize/svz/adapters/adaptertest"
@@ -29,4 +30,12 @@ func TestProtocolData(t *testing.T) {
 	t.Run("FunctionsFramework", func(t *testing.T) {
 		adaptertest.RunData(t, &http.Client{}, framework(t, adaptertest.DataHandler(t)))
 	})
+}
+
+// TestHostileInput: bounded headers, and no connection held by a keyless caller (adaptertest).
+// Serve sets no read timeout at all: Cloud Run's front end bounds requests.
+func TestHostileInput(t *testing.T) {
+	log, _ := testkit.Logger()
+	base, _ := serve(t, adaptertest.Handler(t), nil, WithLogger(log))
+	adaptertest.RunHostile(t, strings.TrimPrefix(base, "http://"))
 }

@@ -1,6 +1,7 @@
 // Package httpserver serves an http.Handler as a plain HTTP server: a timeout on every phase of a
-// connection, PORT honoured, and a graceful shutdown on SIGTERM, SIGINT or the end of ctx, in
-// which in-flight requests finish and event streams end. In local mode it binds loopback only.
+// connection, bounded headers, PORT honoured, and a graceful shutdown on SIGTERM, SIGINT or the
+// end of ctx, in which in-flight requests finish and event streams end. In local mode it binds
+// loopback only.
 //
 // Every request context carries the write deadline: a handler (an SSE stream in particular) sees
 // when the server will stop writing its response and can end it cleanly before.
@@ -8,15 +9,12 @@ package httpserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/supervaize/svz/adapters/internal/httpkit"
@@ -25,6 +23,9 @@ import (
 // DefaultPort is the port served when neither WithAddr nor PORT says otherwise (the reference
 // SDK's default).
 const DefaultPort = "8000"
+
+// PortHint is how to choose another port, said when the one asked for is in use.
+const PortHint = "choose a free port with SUPERVAIZER_PORT, e.g. SUPERVAIZER_PORT=8001 (PORT, set by platforms, wins when both are set)"
 
 // Timeouts bounds the phases of a connection and the shutdown. A zero field takes its default.
 // The write timeout matches Cloud Run's default request timeout; an event stream ends before it
@@ -65,7 +66,8 @@ func WithAddr(addr string) Option { return func(c *config) { c.addr = addr } }
 func WithListener(ln net.Listener) Option { return func(c *config) { c.ln = ln } }
 
 // WithLoopbackOnly binds 127.0.0.1 when the address names no host or a wildcard one (0.0.0.0,
-// ::), as local mode requires: its API key is public knowledge. Other hosts are kept.
+// ::, ::0…), and refuses to serve on any address that is not loopback (CheckLoopback), as local
+// mode requires: its API key is public knowledge.
 func WithLoopbackOnly() Option { return func(c *config) { c.loopback = true } }
 
 // WithLogger sets the logger (slog.Default() otherwise).
@@ -99,48 +101,44 @@ func Serve(ctx context.Context, h http.Handler, opts ...Option) error {
 		if err != nil {
 			return err
 		}
-		if ln, err = net.Listen("tcp", addr); err != nil {
-			return fmt.Errorf("httpserver: listen: %w", err)
+		if ln, err = httpkit.Listen(addr, PortHint); err != nil {
+			return fmt.Errorf("httpserver: %w", err)
 		}
 	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-
+	if cfg.loopback {
+		if err := CheckLoopback(ln); err != nil {
+			_ = ln.Close()
+			return err
+		}
+	}
 	t := cfg.timeouts
-	tracker := httpkit.NewTracker(cfg.log, t.Write)
-	srv := &http.Server{
-		Handler:           tracker.Handler(h),
+	return httpkit.Server{
+		Name:              "httpserver",
+		Listener:          ln,
+		Handler:           h,
+		Log:               cfg.log,
+		RequestTimeout:    t.Write,
 		ReadHeaderTimeout: t.ReadHeader,
 		ReadTimeout:       t.Read,
 		WriteTimeout:      t.Write,
 		IdleTimeout:       t.Idle,
-		ErrorLog:          slog.NewLogLogger(cfg.log.Handler(), slog.LevelWarn),
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	cfg.log.Info("serving HTTP", "addr", ln.Addr().String())
-
-	select {
-	case err := <-errc:
-		return fmt.Errorf("httpserver: serve %s: %w", ln.Addr(), err)
-	case <-ctx.Done():
-	}
-	cfg.log.Info("shutting down", "drain", t.Shutdown.String())
-	sctx, cancel := context.WithTimeout(context.Background(), t.Shutdown)
-	defer cancel()
-	// The server stops accepting and waits until every response is written; the tracker ends the
-	// streams (which would never become idle) and waits for the handlers.
-	drainErr := httpkit.Drain(sctx, srv, tracker)
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("httpserver: serve: %w", err)
-	}
-	if drainErr != nil {
-		return fmt.Errorf("httpserver: shutdown: %w", drainErr)
-	}
-	return nil
+		ShutdownTimeout:   t.Shutdown,
+		Started:           "serving HTTP",
+	}.Serve(ctx)
 }
 
-// listenAddr resolves the listen address from WithAddr, then PORT, then DefaultPort.
+// CheckLoopback refuses a listener bound to anything but a loopback address: local mode's API
+// key is public knowledge, so what it serves must stay on this machine whatever the host setting
+// resolved to.
+func CheckLoopback(ln net.Listener) error {
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("httpserver: local mode listens on loopback only, but the host setting bound %s: use 127.0.0.1, ::1 or localhost", ln.Addr())
+}
+
+// listenAddr resolves the listen address from WithAddr, then PORT, then DefaultPort. With
+// loopback, an empty or unspecified host (0.0.0.0, ::, ::0…) becomes 127.0.0.1.
 func listenAddr(addr, envPort string, loopback bool) (string, error) {
 	if addr == "" {
 		port := envPort
@@ -156,8 +154,13 @@ func listenAddr(addr, envPort string, loopback bool) (string, error) {
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return "", fmt.Errorf("httpserver: listen address %q: port must be a number from 0 to 65535", addr)
 	}
-	if loopback && (host == "" || host == "0.0.0.0" || host == "::") {
+	if loopback && (host == "" || isUnspecified(host)) {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port), nil
+}
+
+func isUnspecified(host string) bool {
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
 }

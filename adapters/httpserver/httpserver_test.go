@@ -57,7 +57,12 @@ func TestListenAddr(t *testing.T) {
 // returns Serve's result.
 func serve(t *testing.T, h http.Handler, opts ...Option) (string, func() error) {
 	t.Helper()
-	ln := testkit.Listen(t)
+	return serveOn(t, testkit.Listen(t), h, opts...)
+}
+
+// serveOn is serve on ln.
+func serveOn(t *testing.T, ln net.Listener, h http.Handler, opts ...Option) (string, func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- Serve(ctx, h, append([]Option{WithListener(ln)}, opts...)...) }()
@@ -157,7 +162,8 @@ func TestServeFlushes(t *testing.T) {
 func TestServeListenError(t *testing.T) {
 	ln := testkit.Listen(t)
 	err := Serve(context.Background(), http.NotFoundHandler(), WithAddr(ln.Addr().String()))
-	if err == nil || !strings.HasPrefix(err.Error(), "httpserver: listen: ") || !strings.Contains(err.Error(), "address already in use") {
+	if err == nil || !strings.HasPrefix(err.Error(), "httpserver: listen on "+ln.Addr().String()+": ") ||
+		!strings.HasSuffix(err.Error(), "address already in use: another process is using this port; "+PortHint) {
 		t.Fatalf("error %v", err)
 	}
 	if err := Serve(context.Background(), http.NotFoundHandler(), WithAddr("127.0.0.1:x")); err == nil ||

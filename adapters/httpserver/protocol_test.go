@@ -3,6 +3,7 @@ package httpserver
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/supervaize/svz/adapters/adaptertest"
 	"github.com/supervaize/svz/adapters/internal/testkit"
@@ -21,4 +22,12 @@ func TestProtocolData(t *testing.T) {
 	log, _ := testkit.Logger()
 	base, _ := serve(t, adaptertest.DataHandler(t), WithLogger(log))
 	adaptertest.RunData(t, &http.Client{}, base)
+}
+
+// TestHostileInput: bounded headers, and no connection held by a keyless caller (adaptertest).
+func TestHostileInput(t *testing.T) {
+	log, _ := testkit.Logger()
+	ln := testkit.Listen(t)
+	_, _ = serveOn(t, ln, adaptertest.Handler(t), WithLogger(log), WithTimeouts(Timeouts{Read: 10 * time.Minute, ReadHeader: 10 * time.Minute}))
+	adaptertest.RunHostile(t, ln.Addr().String())
 }

@@ -10,9 +10,12 @@ import (
 	"github.com/supervaize/svz/adapters/cloudrun"
 )
 
-// cloudRunServer returns the Cloud Run function server.
-func cloudRunServer(getenv func(string) string, log *slog.Logger) (func(context.Context, http.Handler) error, error) {
-	return func(ctx context.Context, h http.Handler) error {
-		return cloudrun.Serve(ctx, h, cloudrun.WithPort(getenv("PORT")), cloudrun.WithLogger(log))
-	}, nil
+// cloudRunServer returns the Cloud Run function server. In local mode (a local emulation of Cloud
+// Run, see package localmode) it listens on loopback only.
+func cloudRunServer(getenv func(string) string, log *slog.Logger, local bool) (func(context.Context, http.Handler) error, error) {
+	opts := []cloudrun.Option{cloudrun.WithPort(getenv("PORT")), cloudrun.WithLogger(log)}
+	if local {
+		opts = append(opts, cloudrun.WithHost("127.0.0.1"))
+	}
+	return func(ctx context.Context, h http.Handler) error { return cloudrun.Serve(ctx, h, opts...) }, nil
 }

@@ -14,10 +14,10 @@ const withCloudRun = false
 
 func TestNoCloudRun(t *testing.T) {
 	built := false
-	err := run(context.Background(), func(context.Context, func(string) string, *slog.Logger) (http.Handler, error) {
+	err := Run(context.Background(), func(context.Context, func(string) string, *slog.Logger) (http.Handler, error) {
 		built = true
 		return http.NotFoundHandler(), nil
-	}, envOf(map[string]string{"K_SERVICE": "svz"}), io.Discard)
+	}, WithEnv(envOf(map[string]string{"K_SERVICE": "svz"})), WithOutput(io.Discard, io.Discard))
 	if err == nil || err.Error() != "platform: this binary was built without Cloud Run support (build tag svz_nocloudrun)" || built {
 		t.Fatalf("run: %v (built %v)", err, built)
 	}

@@ -5,26 +5,22 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
+
+	"github.com/supervaize/svz/internal/envvar"
 )
 
 // newLogger returns the logger of the platform: JSON lines on Lambda and Cloud Run (with the
-// severity and message keys Cloud Logging reads), text on a terminal, JSON otherwise. level is
-// SUPERVAIZER_LOG_LEVEL (the reference SDK's names; INFO by default).
-func newLogger(kind platformKind, level string, w io.Writer) (*slog.Logger, error) {
-	var lvl slog.Level
-	switch strings.ToUpper(level) {
-	case "DEBUG":
-		lvl = slog.LevelDebug
-	case "", "INFO":
-		lvl = slog.LevelInfo
-	case "WARNING", "WARN":
-		lvl = slog.LevelWarn
-	case "ERROR", "CRITICAL":
-		lvl = slog.LevelError
-	default:
-		return nil, fmt.Errorf("platform: SUPERVAIZER_LOG_LEVEL=%q: must be DEBUG, INFO, WARNING or ERROR", level)
+// severity and message keys Cloud Logging reads), text on a terminal, JSON otherwise, at the level
+// SUPERVAIZER_LOG_LEVEL names (the reference SDK's names; INFO by default).
+func newLogger(kind platformKind, getenv func(string) string, w io.Writer) (*slog.Logger, error) {
+	level, err := envvar.Enum(getenv, "SUPERVAIZER_LOG_LEVEL", "INFO", "DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL")
+	if err != nil {
+		return nil, fmt.Errorf("platform: %w", err)
 	}
+	lvl := map[string]slog.Level{
+		"DEBUG": slog.LevelDebug, "INFO": slog.LevelInfo, "WARNING": slog.LevelWarn, "WARN": slog.LevelWarn,
+		"ERROR": slog.LevelError, "CRITICAL": slog.LevelError,
+	}[level]
 	opts := &slog.HandlerOptions{Level: lvl}
 	switch {
 	case kind == onCloudRun:

@@ -1,8 +1,14 @@
 // Package platform is the one entrypoint of a controller binary: it detects where it runs —
 // AWS Lambda (AWS_LAMBDA_RUNTIME_API), Cloud Run functions (FUNCTION_TARGET or K_SERVICE) or a
-// plain HTTP server — so one binary and one image run anywhere. At start it resolves secret
-// references, builds the controller once, and serves it with the matching adapter until
-// shutdown.
+// plain HTTP server — so one binary and one image run anywhere. At start it checks the settings
+// it reads, resolves secret references, builds the controller once, and serves it with the
+// matching adapter until shutdown.
+//
+// Local mode (SUPERVAIZER_LOCAL_MODE=true on a plain HTTP server, or WithLocalMode) is the same
+// path for every agent, cmd/local included: loopback only, the API key local-dev unless
+// SUPERVAIZER_API_KEY is set, SUPERVAIZER_PUBLIC_URL set to the listener, and a banner with the
+// endpoints and ready-to-paste curl commands. On a serverless platform local mode is refused
+// unless it is a local emulation (package localmode).
 //
 // Secret references: SUPERVAIZER_API_KEY and SUPERVAIZER_PRIVATE_KEY may be given directly or as
 // AWS Secrets Manager references (SUPERVAIZER_API_KEY_SECRET_ARN,
@@ -26,13 +32,63 @@ import (
 
 	"github.com/supervaize/svz/adapters/httpserver"
 	"github.com/supervaize/svz/adapters/lambda"
+	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/internal/envvar"
+	"github.com/supervaize/svz/internal/localmode"
 )
 
 // BuildFunc builds the controller once per process (cold start). getenv is the process
 // environment with secret references already resolved (SUPERVAIZER_API_KEY_SECRET_ARN → value
-// under SUPERVAIZER_API_KEY, same for SUPERVAIZER_PRIVATE_KEY). log is the logger to use.
-// When the handler also implements io.Closer, it is closed after shutdown.
+// under SUPERVAIZER_API_KEY, same for SUPERVAIZER_PRIVATE_KEY) and, in local mode, local mode's
+// defaults. log is the logger to use. When the handler also implements io.Closer, it is closed
+// after shutdown.
 type BuildFunc func(ctx context.Context, getenv func(string) string, log *slog.Logger) (http.Handler, error)
+
+// Option configures Main and Run.
+type Option func(*options)
+
+type options struct {
+	getenv         func(string) string
+	stdout, stderr io.Writer
+	local          bool
+	host, port     string
+	localHandlers  []func(http.Handler, LocalInfo) http.Handler
+}
+
+// WithEnv reads settings through getenv instead of the process environment (tests, wrappers).
+func WithEnv(getenv func(string) string) Option { return func(o *options) { o.getenv = getenv } }
+
+// WithOutput sets where local mode prints its banner (stdout) and where logs go (stderr).
+func WithOutput(stdout, stderr io.Writer) Option {
+	return func(o *options) { o.stdout, o.stderr = stdout, stderr }
+}
+
+// WithLocalMode runs in local mode whatever SUPERVAIZER_LOCAL_MODE says (cmd/local uses it).
+func WithLocalMode() Option { return func(o *options) { o.local = true } }
+
+// WithListen sets the plain HTTP server's host and port, over SUPERVAIZER_HOST and PORT /
+// SUPERVAIZER_PORT; an empty value keeps the setting (cmd/local's --host and --port).
+func WithListen(host, port string) Option {
+	return func(o *options) { o.host, o.port = host, port }
+}
+
+// LocalInfo is what a local-mode handler wrapper knows of the controller it wraps.
+type LocalInfo struct {
+	// URL is the controller's base URL, e.g. http://127.0.0.1:8000.
+	URL string
+	// APIKey is the controller's write key (local-dev unless SUPERVAIZER_API_KEY is set).
+	APIKey string
+	// Controller is the built controller, nil when the BuildFunc returned another handler.
+	Controller *core.Controller
+	Log        *slog.Logger
+}
+
+// WithLocalHandler wraps the handler served in local mode, and only there: wrap gets the
+// controller's handler and returns the one served (e.g. to mount a workbench beside it). Wrappers
+// run in the order given.
+func WithLocalHandler(wrap func(next http.Handler, info LocalInfo) http.Handler) Option {
+	return func(o *options) { o.localHandlers = append(o.localHandlers, wrap) }
+}
 
 // platformKind is a platform the entrypoint serves on.
 type platformKind string
@@ -58,8 +114,8 @@ func detect(getenv func(string) string) platformKind {
 // Main runs the controller built by build until SIGTERM or SIGINT (the servers shut down
 // gracefully; on Lambda the runtime owns the process), then exits; it exits 1 with the reason on
 // stderr when the controller cannot start or serve.
-func Main(build BuildFunc) {
-	if err := Run(context.Background(), build); err != nil {
+func Main(build BuildFunc, opts ...Option) {
+	if err := Run(context.Background(), build, opts...); err != nil {
 		fmt.Fprintln(os.Stderr, "svz:", err)
 		os.Exit(1)
 	}
@@ -68,13 +124,17 @@ func Main(build BuildFunc) {
 // Run is Main without the exit: it returns when ctx ends and the server has shut down, or with
 // the error that stopped it. On Lambda it returns only on a failed start (reported to the
 // Runtime API first): afterwards the Lambda runtime owns the process.
-func Run(ctx context.Context, build BuildFunc) error {
-	return run(ctx, build, os.Getenv, os.Stderr)
-}
-
-func run(ctx context.Context, build BuildFunc, getenv func(string) string, stderr io.Writer) error {
+func Run(ctx context.Context, build BuildFunc, opts ...Option) error {
+	o := &options{getenv: os.Getenv, stdout: os.Stdout, stderr: os.Stderr}
+	for _, opt := range opts {
+		opt(o)
+	}
+	getenv := o.getenv
+	if o.local {
+		getenv = overlay(getenv, map[string]string{localmode.Env: "true"})
+	}
 	kind := detect(getenv)
-	err := serve(ctx, kind, build, getenv, stderr)
+	err := serve(ctx, kind, build, getenv, o)
 	if err != nil && kind == onLambda {
 		// Without this the invocation fails with an anonymous "Runtime exited" error.
 		if rerr := lambda.ReportInitError(ctx, getenv("AWS_LAMBDA_RUNTIME_API"), err); rerr != nil {
@@ -84,13 +144,17 @@ func run(ctx context.Context, build BuildFunc, getenv func(string) string, stder
 	return err
 }
 
-func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(string) string, stderr io.Writer) (err error) {
-	start := time.Now()
-	log, err := newLogger(kind, getenv("SUPERVAIZER_LOG_LEVEL"), stderr)
+func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(string) string, o *options) error {
+	began := time.Now()
+	log, err := newLogger(kind, getenv, o.stderr)
 	if err != nil {
 		return err
 	}
 	// Settings are checked before anything slow happens.
+	local, err := localmode.FromEnv(getenv)
+	if err != nil {
+		return fmt.Errorf("platform: %w", err)
+	}
 	var lambdaOpts []lambda.Option
 	var httpOpts []httpserver.Option
 	var serveCloudRun func(context.Context, http.Handler) error
@@ -100,68 +164,108 @@ func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(
 			return err
 		}
 	case onCloudRun:
-		if serveCloudRun, err = cloudRunServer(getenv, log); err != nil {
+		if serveCloudRun, err = cloudRunServer(getenv, log, local); err != nil {
 			return err
 		}
 	case onHTTP:
-		if httpOpts, err = httpOptions(getenv); err != nil {
+		if local {
+			return serveLocal(ctx, build, getenv, log, o, began)
+		}
+		if httpOpts, err = httpOptions(getenv, o); err != nil {
 			return err
 		}
 	}
-	env, err := resolveSecrets(ctx, getenv, log)
+	h, closeHandler, err := start(ctx, build, getenv, log)
 	if err != nil {
 		return err
 	}
-	h, err := build(ctx, env, log)
-	if err != nil {
-		return fmt.Errorf("platform: build the controller: %w", err)
-	}
-	if c, ok := h.(io.Closer); ok {
-		defer func() {
-			if cerr := c.Close(); cerr != nil {
-				err = errors.Join(err, fmt.Errorf("platform: close the controller: %w", cerr))
-			}
-		}()
-	}
-	log.Info("controller ready", "platform", string(kind), "init_ms", time.Since(start).Milliseconds())
+	log.Info("controller ready", "platform", string(kind), "init_ms", time.Since(began).Milliseconds())
 	switch kind {
 	case onLambda:
 		lambda.Start(h, append(lambdaOpts, lambda.WithLogger(log))...)
-		return nil // unreachable: the runtime exits the process
+		return closeHandler(nil) // unreachable: the runtime exits the process
 	case onCloudRun:
-		return serveCloudRun(ctx, h)
+		return closeHandler(serveCloudRun(ctx, h))
 	}
-	return httpserver.Serve(ctx, h, append(httpOpts, httpserver.WithLogger(log))...)
+	return closeHandler(httpserver.Serve(ctx, h, append(httpOpts, httpserver.WithLogger(log))...))
+}
+
+// start resolves the secret references and builds the controller. closeHandler joins err (what
+// serving returned) with the handler's Close, when it has one.
+func start(ctx context.Context, build BuildFunc, getenv func(string) string, log *slog.Logger) (h http.Handler, closeHandler func(err error) error, err error) {
+	env, err := resolveSecrets(ctx, getenv, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if h, err = build(ctx, env, log); err != nil {
+		return nil, nil, fmt.Errorf("platform: build the controller: %w", err)
+	}
+	return h, func(err error) error {
+		if c, ok := h.(io.Closer); ok {
+			if cerr := c.Close(); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("platform: close the controller: %w", cerr))
+			}
+		}
+		return err
+	}, nil
 }
 
 // lambdaOptions reads SUPERVAIZER_LAMBDA_INVOKE_MODE, the InvokeMode of the Function URL.
 func lambdaOptions(getenv func(string) string) ([]lambda.Option, error) {
-	switch mode := getenv("SUPERVAIZER_LAMBDA_INVOKE_MODE"); mode {
-	case "", "BUFFERED":
-		return nil, nil
-	case "RESPONSE_STREAM":
-		return []lambda.Option{lambda.WithStreaming()}, nil
-	default:
-		return nil, fmt.Errorf("platform: SUPERVAIZER_LAMBDA_INVOKE_MODE=%q: must be BUFFERED or RESPONSE_STREAM (the Function URL's InvokeMode)", mode)
+	mode, err := envvar.Enum(getenv, "SUPERVAIZER_LAMBDA_INVOKE_MODE", "BUFFERED", "BUFFERED", "RESPONSE_STREAM")
+	if err != nil {
+		return nil, fmt.Errorf("platform: %w (the Function URL's InvokeMode)", err)
 	}
+	if mode == "RESPONSE_STREAM" {
+		return []lambda.Option{lambda.WithStreaming()}, nil
+	}
+	return nil, nil
 }
 
 // httpOptions reads the listen address: SUPERVAIZER_HOST (default every interface), and PORT,
-// set by platforms, else SUPERVAIZER_PORT, else 8000. Local mode binds loopback only.
-func httpOptions(getenv func(string) string) ([]httpserver.Option, error) {
-	name, port := "PORT", getenv("PORT")
-	if port == "" {
-		name, port = "SUPERVAIZER_PORT", getenv("SUPERVAIZER_PORT")
+// set by platforms, else SUPERVAIZER_PORT, else 8000; WithListen wins over both.
+func httpOptions(getenv func(string) string, o *options) ([]httpserver.Option, error) {
+	host, port, err := listenSettings(getenv, o, "")
+	if err != nil {
+		return nil, err
 	}
-	if port == "" {
-		port = httpserver.DefaultPort
+	return []httpserver.Option{httpserver.WithAddr(net.JoinHostPort(host, port))}, nil
+}
+
+// listenSettings returns the host and port to listen on (see httpOptions); defHost is the host
+// when none is set.
+func listenSettings(getenv func(string) string, o *options, defHost string) (host, port string, err error) {
+	host = strings.TrimSpace(o.host)
+	if host == "" {
+		host = strings.TrimSpace(getenv("SUPERVAIZER_HOST"))
 	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return nil, fmt.Errorf("platform: %s=%q: must be a port number from 0 to 65535", name, port)
+	if host == "" {
+		host = defHost
 	}
-	opts := []httpserver.Option{httpserver.WithAddr(net.JoinHostPort(getenv("SUPERVAIZER_HOST"), port))}
-	if strings.EqualFold(getenv("SUPERVAIZER_LOCAL_MODE"), "true") {
-		opts = append(opts, httpserver.WithLoopbackOnly())
+	if port = strings.TrimSpace(o.port); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			return "", "", fmt.Errorf("platform: port %q: must be a whole number from 0 to 65535", port)
+		}
+		return host, port, nil
 	}
-	return opts, nil
+	name := "PORT"
+	if strings.TrimSpace(getenv(name)) == "" {
+		name = "SUPERVAIZER_PORT"
+	}
+	def, _ := strconv.ParseInt(httpserver.DefaultPort, 10, 64)
+	n, err := envvar.Int(getenv, name, def, 0, 65535)
+	if err != nil {
+		return "", "", fmt.Errorf("platform: %w (the port to listen on)", err)
+	}
+	return host, strconv.FormatInt(n, 10), nil
+}
+
+// overlay returns getenv with values replaced by set.
+func overlay(getenv func(string) string, set map[string]string) func(string) string {
+	return func(k string) string {
+		if v, ok := set[k]; ok {
+			return v
+		}
+		return getenv(k)
+	}
 }

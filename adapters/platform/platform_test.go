@@ -60,7 +60,7 @@ func TestLogger(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var buf bytes.Buffer
-		log, err := newLogger(tc.kind, tc.level, &buf)
+		log, err := newLogger(tc.kind, envOf(map[string]string{"SUPERVAIZER_LOG_LEVEL": tc.level}), &buf)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,8 +85,8 @@ func TestLogger(t *testing.T) {
 			t.Errorf("%s %q: %s, want %s", tc.kind, tc.level, got, tc.want)
 		}
 	}
-	if _, err := newLogger(onHTTP, "verbose", io.Discard); err == nil ||
-		err.Error() != `platform: SUPERVAIZER_LOG_LEVEL="verbose": must be DEBUG, INFO, WARNING or ERROR` {
+	if _, err := newLogger(onHTTP, envOf(map[string]string{"SUPERVAIZER_LOG_LEVEL": "verbose"}), io.Discard); err == nil ||
+		err.Error() != `platform: SUPERVAIZER_LOG_LEVEL="verbose": must be one of DEBUG, INFO, WARNING, WARN, ERROR, CRITICAL` {
 		t.Fatalf("bad level: %v", err)
 	}
 }
@@ -101,7 +101,7 @@ func TestSettings(t *testing.T) {
 		env     map[string]string
 		wantErr string
 	}{
-		{map[string]string{"SUPERVAIZER_LAMBDA_INVOKE_MODE": "STREAM"}, `platform: SUPERVAIZER_LAMBDA_INVOKE_MODE="STREAM": must be BUFFERED or RESPONSE_STREAM (the Function URL's InvokeMode)`},
+		{map[string]string{"SUPERVAIZER_LAMBDA_INVOKE_MODE": "STREAM"}, `platform: SUPERVAIZER_LAMBDA_INVOKE_MODE="STREAM": must be one of BUFFERED, RESPONSE_STREAM (the Function URL's InvokeMode)`},
 		{map[string]string{"SUPERVAIZER_LAMBDA_INVOKE_MODE": "RESPONSE_STREAM"}, ""},
 		{map[string]string{"SUPERVAIZER_LAMBDA_INVOKE_MODE": "BUFFERED"}, ""},
 	} {
@@ -114,11 +114,11 @@ func TestSettings(t *testing.T) {
 		env     map[string]string
 		wantErr string
 	}{
-		{map[string]string{"PORT": "80a"}, `platform: PORT="80a": must be a port number from 0 to 65535`},
-		{map[string]string{"SUPERVAIZER_PORT": "-1"}, `platform: SUPERVAIZER_PORT="-1": must be a port number from 0 to 65535`},
+		{map[string]string{"PORT": "80a"}, `platform: PORT="80a": must be a whole number from 0 to 65535 (the port to listen on)`},
+		{map[string]string{"SUPERVAIZER_PORT": "-1"}, `platform: SUPERVAIZER_PORT="-1": must be a whole number from 0 to 65535 (the port to listen on)`},
 		{map[string]string{"PORT": "8080", "SUPERVAIZER_PORT": "x"}, ""},
 	} {
-		_, err := httpOptions(envOf(tc.env))
+		_, err := httpOptions(envOf(tc.env), &options{})
 		if (err == nil) != (tc.wantErr == "") || err != nil && err.Error() != tc.wantErr {
 			t.Errorf("%v: %v, want %q", tc.env, err, tc.wantErr)
 		}
@@ -154,7 +154,7 @@ func TestRunHTTPAndCloudRun(t *testing.T) {
 				t.Skip("built with svz_nocloudrun")
 			}
 			// Port 0: the server takes a port from the kernel and logs it.
-			env := map[string]string{"PORT": "0", "SUPERVAIZER_API_KEY": "plain-key", "SUPERVAIZER_LOCAL_MODE": "TRUE"}
+			env := map[string]string{"PORT": "0", "SUPERVAIZER_API_KEY": "plain-key"}
 			if kind == onCloudRun {
 				env["FUNCTION_TARGET"] = "Controller"
 			}
@@ -168,7 +168,7 @@ func TestRunHTTPAndCloudRun(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			var stderr testkit.LogBuffer
 			errc := make(chan error, 1)
-			go func() { errc <- run(ctx, build, envOf(env), &stderr) }()
+			go func() { errc <- Run(ctx, build, WithEnv(envOf(env)), WithOutput(io.Discard, &stderr)) }()
 			resp := waitHTTP(t, "http://"+testkit.ServingAddr(t, &stderr)+"/a2a")
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -194,32 +194,47 @@ func TestRunHTTPAndCloudRun(t *testing.T) {
 
 // TestLocalModeLoopback checks local mode never listens beyond loopback, whatever the host.
 func TestLocalModeLoopback(t *testing.T) {
-	env := envOf(map[string]string{"PORT": "0", "SUPERVAIZER_HOST": "0.0.0.0", "SUPERVAIZER_LOCAL_MODE": "true"})
-	var stderr testkit.LogBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() {
-		errc <- run(ctx, func(context.Context, func(string) string, *slog.Logger) (http.Handler, error) {
+	for _, host := range []string{"0.0.0.0", "::", "::0", "0:0::0", ""} {
+		t.Run(host, func(t *testing.T) {
+			env := envOf(map[string]string{"PORT": "0", "SUPERVAIZER_HOST": host, "SUPERVAIZER_LOCAL_MODE": "true"})
+			var stderr testkit.LogBuffer
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() {
+				errc <- Run(ctx, func(context.Context, func(string) string, *slog.Logger) (http.Handler, error) {
+					return http.NotFoundHandler(), nil
+				}, WithEnv(env), WithOutput(io.Discard, &stderr))
+			}()
+			addr := testkit.ServingAddr(t, &stderr)
+			host, port, err := net.SplitHostPort(addr)
+			if err != nil || host != "127.0.0.1" {
+				t.Fatalf("local mode listens on %q (%v), want 127.0.0.1", addr, err)
+			}
+			resp := waitHTTP(t, "http://"+addr+"/")
+			resp.Body.Close()
+			// A wildcard listener would also take the port on the other loopback addresses.
+			if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.2", port)); err != nil {
+				t.Fatalf("the server listens beyond 127.0.0.1: %v", err)
+			} else {
+				ln.Close()
+			}
+			cancel()
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	// An address that is not loopback is refused before anything is built.
+	for _, host := range []string{"10.0.0.5", "192.168.1.20", "2001:db8::1"} {
+		built := false
+		err := Run(context.Background(), func(context.Context, func(string) string, *slog.Logger) (http.Handler, error) {
+			built = true
 			return http.NotFoundHandler(), nil
-		}, env, &stderr)
-	}()
-	addr := testkit.ServingAddr(t, &stderr)
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil || host != "127.0.0.1" {
-		t.Fatalf("local mode listens on %q (%v), want 127.0.0.1", addr, err)
-	}
-	resp := waitHTTP(t, "http://"+addr+"/")
-	resp.Body.Close()
-	// A wildcard listener would also take the port on the other loopback addresses.
-	if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.2", port)); err != nil {
-		t.Fatalf("the server listens beyond 127.0.0.1: %v", err)
-	} else {
-		ln.Close()
-	}
-	cancel()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
+		}, WithEnv(envOf(map[string]string{"SUPERVAIZER_LOCAL_MODE": "true", "SUPERVAIZER_HOST": host})), WithOutput(io.Discard, io.Discard))
+		if err == nil || !strings.Contains(err.Error(), "local mode listens on loopback only (its API key is public knowledge), but the host is "+host) || built {
+			t.Errorf("SUPERVAIZER_HOST=%s: %v (built %v)", host, err, built)
+		}
 	}
 }
 
@@ -232,8 +247,11 @@ func TestRunFailures(t *testing.T) {
 		wantErr string
 		built   bool
 	}{
-		{name: "bad setting", env: map[string]string{"PORT": "x"}, wantErr: `platform: PORT="x": must be a port number from 0 to 65535`},
-		{name: "bad log level", env: map[string]string{"SUPERVAIZER_LOG_LEVEL": "loud"}, wantErr: `platform: SUPERVAIZER_LOG_LEVEL="loud": must be DEBUG, INFO, WARNING or ERROR`},
+		{name: "bad setting", env: map[string]string{"PORT": "x"}, wantErr: `platform: PORT="x": must be a whole number from 0 to 65535 (the port to listen on)`},
+		{name: "bad log level", env: map[string]string{"SUPERVAIZER_LOG_LEVEL": "loud"}, wantErr: `platform: SUPERVAIZER_LOG_LEVEL="loud": must be one of DEBUG, INFO, WARNING, WARN, ERROR, CRITICAL`},
+		{name: "local mode on Cloud Run", env: map[string]string{"SUPERVAIZER_LOCAL_MODE": "true", "K_SERVICE": "svz"},
+			wantErr: "platform: SUPERVAIZER_LOCAL_MODE=true on Cloud Run (K_SERVICE is set): local mode bypasses workspace authorization behind a public API key, so it never runs on a serverless platform. " +
+				"Remove SUPERVAIZER_LOCAL_MODE from the deployed environment; under a local emulator set AWS_SAM_LOCAL=true (sam local does) or SUPERVAIZER_LOCAL_EMULATOR=true"},
 		{
 			name:    "ambiguous secret",
 			env:     map[string]string{"SUPERVAIZER_PRIVATE_KEY": "pem", "SUPERVAIZER_PRIVATE_KEY_SECRET_ARN": "arn:aws:secretsmanager:eu-west-3:1:secret:k"},
@@ -244,10 +262,10 @@ func TestRunFailures(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			built := false
-			err := run(context.Background(), func(context.Context, func(string) string, *slog.Logger) (http.Handler, error) {
+			err := Run(context.Background(), func(context.Context, func(string) string, *slog.Logger) (http.Handler, error) {
 				built = true
 				return nil, tc.build
-			}, envOf(tc.env), io.Discard)
+			}, WithEnv(envOf(tc.env)), WithOutput(io.Discard, io.Discard))
 			if err == nil || err.Error() != tc.wantErr || built != tc.built {
 				t.Fatalf("run: %v (built %v), want %s", err, built, tc.wantErr)
 			}

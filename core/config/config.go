@@ -11,12 +11,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strconv"
 	"strings"
+
+	"github.com/google/uuid"
 
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/grant"
+	"github.com/supervaize/svz/internal/envvar"
 	"github.com/supervaize/svz/internal/fingerprint"
+	"github.com/supervaize/svz/internal/localmode"
+	"github.com/supervaize/svz/internal/redact"
 )
 
 // Environment variables read here (the workspace-authorization ones are in package grant, the
@@ -26,7 +30,8 @@ const (
 	EnvReadAPIKeys     = "SUPERVAIZER_READ_API_KEYS"
 	EnvServerID        = "SUPERVAIZER_SERVER_ID"
 	EnvPublicURL       = "SUPERVAIZER_PUBLIC_URL"
-	EnvLocalMode       = "SUPERVAIZER_LOCAL_MODE"
+	EnvLocalMode       = localmode.Env
+	EnvLocalEmulator   = localmode.EnvEmulator
 	EnvMaxRequestBytes = "SUPERVAIZER_MAX_REQUEST_BYTES"
 	EnvStudioAgentIDs  = "SUPERVAIZER_STUDIO_AGENT_IDS"
 	EnvStudioAPIKey    = "SUPERVAIZE_API_KEY"
@@ -41,11 +46,11 @@ const (
 	maxRequestBytes = 32 << 20
 )
 
-// LocalMode reports whether SUPERVAIZER_LOCAL_MODE is "true" (case-insensitive; as in the
-// reference, no other spelling counts).
-func LocalMode(getenv func(string) string) bool {
-	return strings.EqualFold(strings.TrimSpace(getenv(EnvLocalMode)), "true")
-}
+// LocalMode reads SUPERVAIZER_LOCAL_MODE with the one parser every binary uses: true/false
+// (1/0, yes/no, on/off), anything else an error, and refused on a serverless platform unless it
+// is a local emulation (AWS_SAM_LOCAL=true or SUPERVAIZER_LOCAL_EMULATOR=true); see package
+// localmode.
+func LocalMode(getenv func(string) string) (bool, error) { return localmode.FromEnv(getenv) }
 
 // Load reads the controller settings. The caller owns the returned Config's OnClose (it closes
 // the store): call it if the controller is never built.
@@ -53,7 +58,10 @@ func Load(ctx context.Context, getenv func(string) string, log *slog.Logger) (co
 	if log == nil {
 		log = slog.Default()
 	}
-	local := LocalMode(getenv)
+	local, err := LocalMode(getenv)
+	if err != nil {
+		return core.Config{}, err
+	}
 	cfg := core.Config{Logger: log}
 	var errs []error
 
@@ -81,34 +89,32 @@ func Load(ctx context.Context, getenv func(string) string, log *slog.Logger) (co
 	generatedServerID := cfg.ServerID == ""
 	switch {
 	case generatedServerID:
-		id, err := newUUID()
+		id, err := uuid.NewRandom()
 		if err != nil {
 			return core.Config{}, fmt.Errorf("%s is unset and an id could not be generated: %w", EnvServerID, err)
 		}
-		cfg.ServerID = id
-		log.Warn(EnvServerID+" is not set: generated an id for this process only; set it in every deployed environment so workspace grants stay valid across restarts and instances",
-			"server_id", id)
+		cfg.ServerID = id.String()
+		if !local { // a local controller is one process: only deployments need a stable id
+			log.Warn(EnvServerID+" is not set: generated an id for this process only; set it in every deployed environment so workspace grants stay valid across restarts and instances",
+				"server_id", cfg.ServerID)
+		}
 	case len(cfg.ServerID) <= 5:
 		errs = append(errs, fmt.Errorf("%s must be longer than 5 characters, got %q", EnvServerID, cfg.ServerID))
 	}
 
 	if v := strings.TrimSpace(getenv(EnvPublicURL)); v != "" {
-		u, err := url.Parse(v)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-			errs = append(errs, fmt.Errorf("%s must be an absolute http(s) URL without credentials, query or fragment, got %q", EnvPublicURL, v))
+		if u, err := publicURL(v); err != nil {
+			errs = append(errs, err)
 		} else {
-			cfg.PublicURL = strings.TrimRight(v, "/")
+			cfg.PublicURL = u
 		}
 	}
 
-	if v := strings.TrimSpace(getenv(EnvMaxRequestBytes)); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < minRequestBytes || n > maxRequestBytes {
-			errs = append(errs, fmt.Errorf("%s must be a number of bytes between %d and %d, got %q", EnvMaxRequestBytes, minRequestBytes, maxRequestBytes, v))
-		} else {
-			cfg.MaxBodyBytes = n
-		}
+	n, err := envvar.Int(getenv, EnvMaxRequestBytes, core.DefaultMaxBodyBytes, minRequestBytes, maxRequestBytes)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%w bytes", err))
 	}
+	cfg.MaxBodyBytes = n
 
 	settings, err := grant.SettingsFromEnv(getenv)
 	if err != nil {
@@ -134,12 +140,11 @@ func Load(ctx context.Context, getenv func(string) string, log *slog.Logger) (co
 		return core.Config{}, err
 	}
 	cfg.Authorizer = authz
-	if _, ok := authz.(grant.LocalBypass); ok {
-		if getenv("AWS_LAMBDA_RUNTIME_API") != "" || getenv("K_SERVICE") != "" || getenv("FUNCTION_TARGET") != "" {
-			// Allowed (emulators and sam local use it), but a deployed function in local mode is
-			// open to anyone who knows the well-known key.
-			log.Error("SUPERVAIZER_LOCAL_MODE=true on a serverless platform: workspace authorization is bypassed; remove it from any deployed environment")
-		}
+	switch authz.(type) {
+	case grant.NotConfigured:
+		log.Warn("workspace authorization is not configured: every /a2a call is refused (workspace_authorization_not_configured) until "+
+			grant.EnvRequired+"=true, "+grant.EnvIssuer+" and "+grant.EnvPublicKey+" or "+grant.EnvJWKSURL+" are set", "studio_connected", studio)
+	case grant.LocalBypass:
 		log.Warn("local mode: workspace authorization is BYPASSED for /a2a; anyone who reaches this port can run the agents with the API key. Never expose it.",
 			"api_key_fingerprint", fingerprint.Of(cfg.APIKey))
 	}
@@ -174,13 +179,17 @@ func randomKey() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// newUUID returns a random (version 4) UUID.
-func newUUID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
+// publicURL checks SUPERVAIZER_PUBLIC_URL: an absolute http(s) URL without credentials, query or
+// fragment, returned without its trailing slash. Errors never quote the value, which may hold a
+// password; they show it masked (package redact) when it parses as a URL at all.
+func publicURL(v string) (string, error) {
+	u, err := url.Parse(v)
+	if err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil && u.RawQuery == "" && u.Fragment == "" {
+		return strings.TrimRight(v, "/"), nil
 	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
+	shown := "value not shown: it may hold a credential"
+	if m := redact.URL(v); m != "" {
+		shown = "got " + m
+	}
+	return "", fmt.Errorf("%s must be an absolute http(s) URL without credentials, query or fragment, such as https://agent.example.com (%s)", EnvPublicURL, shown)
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -33,9 +34,14 @@ func TestLoadRefusesBadSettings(t *testing.T) {
 		want []string
 	}{
 		{"short server id", map[string]string{EnvServerID: "abc"}, []string{"SUPERVAIZER_SERVER_ID must be longer than 5 characters"}},
-		{"public url", map[string]string{EnvPublicURL: "ftp://x"}, []string{"SUPERVAIZER_PUBLIC_URL must be an absolute http(s) URL"}},
-		{"public url with credentials", map[string]string{EnvPublicURL: "https://u:p@x.example"}, []string{"SUPERVAIZER_PUBLIC_URL"}},
-		{"body limit", map[string]string{EnvMaxRequestBytes: "12"}, []string{"SUPERVAIZER_MAX_REQUEST_BYTES must be a number of bytes between 1024 and 33554432"}},
+		{"public url", map[string]string{EnvPublicURL: "ftp://x"}, []string{"SUPERVAIZER_PUBLIC_URL must be an absolute http(s) URL without credentials, query or fragment, such as https://agent.example.com (got ftp://x)"}},
+		{"public url with credentials", map[string]string{EnvPublicURL: "https://u:p@x.example"}, []string{"SUPERVAIZER_PUBLIC_URL must be", "(got https://xxxxx@x.example)"}},
+		{"body limit", map[string]string{EnvMaxRequestBytes: "12"}, []string{`SUPERVAIZER_MAX_REQUEST_BYTES="12": must be a whole number from 1024 to 33554432 bytes`}},
+		{"local mode misspelt", map[string]string{EnvLocalMode: "ture"}, []string{`SUPERVAIZER_LOCAL_MODE="ture" is not a boolean: use true or false`}},
+		{"half-configured authorization", map[string]string{EnvServerID: "server-1", grant.EnvIssuer: "https://studio.example", grant.EnvJWKSURL: "https://studio.example/jwks"},
+			[]string{"workspace authorization is half configured", "Set SUPERVAIZER_WORKSPACE_AUTH_REQUIRED=true"}},
+		{"local mode, half-configured authorization", map[string]string{EnvLocalMode: "true", grant.EnvIssuer: "https://studio.example"},
+			[]string{"workspace authorization is half configured: SUPERVAIZER_WORKSPACE_AUTH_ISSUER is set"}},
 		{"several at once", map[string]string{EnvServerID: "abc", EnvMaxRequestBytes: "x", grant.EnvLeeway: "-1", EnvStudioAgentIDs: "a="},
 			[]string{"SUPERVAIZER_SERVER_ID", "SUPERVAIZER_MAX_REQUEST_BYTES", "SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS", "SUPERVAIZER_STUDIO_AGENT_IDS"}},
 		{"verification without a server identity", map[string]string{grant.EnvRequired: "true", grant.EnvIssuer: "https://studio.example", grant.EnvJWKSURL: "https://studio.example/jwks"},
@@ -84,9 +90,42 @@ func TestLoadDefaults(t *testing.T) {
 			t.Error("no idempotency gate")
 		}
 	})
-	t.Run("local-mode spelling", func(t *testing.T) {
-		if LocalMode(env(map[string]string{EnvLocalMode: "1"})) || LocalMode(env(map[string]string{EnvLocalMode: "yes"})) || !LocalMode(env(map[string]string{EnvLocalMode: " True "})) {
-			t.Error("SUPERVAIZER_LOCAL_MODE accepts only true")
+}
+
+// TestLocalMode: one strict parser, and local mode refused on a serverless platform unless it is
+// a local emulation.
+func TestLocalMode(t *testing.T) {
+	refusal := "SUPERVAIZER_LOCAL_MODE=true on %s: local mode bypasses workspace authorization behind a public API key, so it never runs on a serverless platform. " +
+		"Remove SUPERVAIZER_LOCAL_MODE from the deployed environment; under a local emulator set AWS_SAM_LOCAL=true (sam local does) or SUPERVAIZER_LOCAL_EMULATOR=true"
+	for _, tc := range []struct {
+		env     map[string]string
+		want    bool
+		wantErr string
+	}{
+		{map[string]string{}, false, ""},
+		{map[string]string{EnvLocalMode: " True "}, true, ""},
+		{map[string]string{EnvLocalMode: "true "}, true, ""},
+		{map[string]string{EnvLocalMode: "1"}, true, ""},
+		{map[string]string{EnvLocalMode: "yes"}, true, ""},
+		{map[string]string{EnvLocalMode: "off"}, false, ""},
+		{map[string]string{EnvLocalMode: "ture"}, false, `SUPERVAIZER_LOCAL_MODE="ture" is not a boolean: use true or false (also accepted: 1/0, yes/no, on/off)`},
+		{map[string]string{EnvLocalMode: "true", "AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001"}, false, fmt.Sprintf(refusal, "AWS Lambda (AWS_LAMBDA_RUNTIME_API is set)")},
+		{map[string]string{EnvLocalMode: "true", "K_SERVICE": "svz"}, false, fmt.Sprintf(refusal, "Cloud Run (K_SERVICE is set)")},
+		{map[string]string{EnvLocalMode: "true", "FUNCTION_TARGET": "Controller"}, false, fmt.Sprintf(refusal, "Cloud Run functions (FUNCTION_TARGET is set)")},
+		{map[string]string{EnvLocalMode: "true", "AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001", "AWS_SAM_LOCAL": "true"}, true, ""},
+		{map[string]string{EnvLocalMode: "true", "K_SERVICE": "svz", EnvLocalEmulator: "true"}, true, ""},
+		{map[string]string{EnvLocalMode: "true", "K_SERVICE": "svz", EnvLocalEmulator: "maybe"}, false, `SUPERVAIZER_LOCAL_EMULATOR="maybe" is not a boolean`},
+		{map[string]string{EnvLocalMode: "false", "K_SERVICE": "svz"}, false, ""},
+	} {
+		got, err := LocalMode(env(tc.env))
+		if got != tc.want || (err == nil) != (tc.wantErr == "") || err != nil && !strings.HasPrefix(err.Error(), tc.wantErr) {
+			t.Errorf("LocalMode(%v) = %v, %v; want %v, %q", tc.env, got, err, tc.want, tc.wantErr)
 		}
-	})
+		// Load refuses what LocalMode refuses, before anything else.
+		if tc.wantErr != "" {
+			if _, err := load(t, tc.env); err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+				t.Errorf("Load(%v) = %v, want %q", tc.env, err, tc.wantErr)
+			}
+		}
+	}
 }

@@ -15,7 +15,6 @@ package grant
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/supervaize/svz/core/contract"
 )
@@ -202,13 +201,4 @@ func (b LocalBypass) Authorize(ctx context.Context, call Call) (*contract.Verifi
 		ServerID:      b.ServerID,
 		Scopes:        call.RequiredScopes(),
 	}, nil
-}
-
-// parseBool reads a SUPERVAIZER_WORKSPACE_AUTH_REQUIRED-style flag: 1, true, yes, on.
-func parseBool(v string) bool {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "1", "true", "yes", "on":
-		return true
-	}
-	return false
 }

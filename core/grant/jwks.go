@@ -84,7 +84,7 @@ type jwksFetch struct {
 func newJWKSSource(rawURL string, o *options) (*jwksSource, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%s is not a URL: %w", EnvJWKSURL, err)
+		return nil, fmt.Errorf("%s is not a valid URL (value not shown: it may hold a credential)", EnvJWKSURL)
 	}
 	if err := checkJWKSURL(u); err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvJWKSURL, err)

@@ -1,10 +1,13 @@
 package grant
 
 import (
+	"errors"
 	"fmt"
-	"strconv"
+	"net/url"
 	"strings"
 	"time"
+
+	"github.com/supervaize/svz/internal/envvar"
 )
 
 // Settings are the workspace-authorization settings (V2WorkspaceAuthorizationSettings).
@@ -41,29 +44,85 @@ const (
 	EnvLeeway    = "SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS"
 )
 
-// SettingsFromEnv reads the settings. A leeway that is not a whole number of seconds between 0
-// and 600 is an error naming the variable.
+// SettingsFromEnv reads the settings strictly (package envvar: REQUIRED is a boolean, the leeway
+// a whole number of seconds from 0 to 600) and checks them (Settings.Check). Every mistake is
+// reported at once, each naming its variable; values that may hold a secret are never quoted.
 func SettingsFromEnv(getenv func(string) string) (Settings, error) {
+	required, rerr := envvar.Bool(getenv, EnvRequired, false)
+	leeway, lerr := envvar.Int(getenv, EnvLeeway, int64(DefaultLeeway/time.Second), 0, int64(MaxLeeway/time.Second))
 	s := Settings{
-		Required:     parseBool(getenv(EnvRequired)),
+		Required:     required,
 		Issuer:       strings.TrimSpace(getenv(EnvIssuer)),
 		Audience:     strings.TrimSpace(getenv(EnvAudience)),
 		PublicKeyPEM: strings.TrimSpace(getenv(EnvPublicKey)),
 		JWKSURL:      strings.TrimSpace(getenv(EnvJWKSURL)),
-		Leeway:       DefaultLeeway,
+		Leeway:       time.Duration(leeway) * time.Second,
 	}
-	if v := strings.TrimSpace(getenv(EnvLeeway)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return Settings{}, fmt.Errorf("%s must be a whole number of seconds, got %q", EnvLeeway, v)
-		}
-		d := time.Duration(n) * time.Second
-		if n < 0 || d > MaxLeeway {
-			return Settings{}, fmt.Errorf("%s must be between 0 and %d seconds, got %d", EnvLeeway, int(MaxLeeway/time.Second), n)
-		}
-		s.Leeway = d
+	if err := errors.Join(rerr, lerr, s.Check()); err != nil {
+		return Settings{}, err
 	}
 	return s, nil
+}
+
+// Check refuses settings that cannot work, whether or not verification is on:
+//   - a public key that is not an Ed25519 SubjectPublicKeyInfo PEM, or a JWKS URL that is not
+//     https (plain http only to a loopback IP), whenever they are set;
+//   - trust settings without SUPERVAIZER_WORKSPACE_AUTH_REQUIRED=true. Such a controller would
+//     start and then refuse every call as workspace_authorization_not_configured (spec §4.7: any
+//     trust setting also switches the local-mode bypass off), so it does not start at all.
+//
+// grant.New itself keeps the reference's behaviour for such settings (not_configured answers);
+// the binaries configured from the environment (package config) refuse them at start.
+func (s Settings) Check() error {
+	var errs []error
+	if s.PublicKeyPEM != "" {
+		if _, err := parsePublicKeyPEM(s.PublicKeyPEM); err != nil {
+			errs = append(errs, fmt.Errorf("%w (set it to Studio's Ed25519 public key: a -----BEGIN PUBLIC KEY----- block; svz dev keygen writes one)", err))
+		}
+	}
+	if s.JWKSURL != "" {
+		if err := checkJWKSSetting(s.JWKSURL); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if !s.Required {
+		var set []string
+		for _, v := range [...]struct{ name, value string }{
+			{EnvIssuer, s.Issuer}, {EnvAudience, s.Audience}, {EnvPublicKey, s.PublicKeyPEM}, {EnvJWKSURL, s.JWKSURL},
+		} {
+			if v.value != "" {
+				set = append(set, v.name)
+			}
+		}
+		if len(set) > 0 {
+			errs = append(errs, fmt.Errorf("workspace authorization is half configured: %s %s set but %s is not true, so every /a2a call "+
+				"would be refused as workspace_authorization_not_configured (any trust setting also switches the local-mode bypass off). "+
+				"Set %s=true to verify tokens, or unset %s to run without verification",
+				strings.Join(set, ", "), isAre(len(set)), EnvRequired, EnvRequired, strings.Join(set, ", ")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
+}
+
+// checkJWKSSetting checks SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL. The value is never quoted: a URL
+// may carry a password or a token.
+func checkJWKSSetting(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%s is not a valid URL (value not shown: it may hold a credential); Studio's is "+
+			"https://app.supervaize.com/w/<workspace-slug>/api/v1/workspace-agent-grants/jwks/", EnvJWKSURL)
+	}
+	if err := checkJWKSURL(u); err != nil {
+		return fmt.Errorf("%s: %w", EnvJWKSURL, err)
+	}
+	return nil
 }
 
 // HasKeySource reports whether a public key or a JWKS URL is configured.

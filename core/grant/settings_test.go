@@ -13,46 +13,50 @@ import (
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 func TestSettingsFromEnv(t *testing.T) {
+	iss := granttest.NewIssuer("k1")
+	pem := iss.PublicKeyPEM()
 	got, err := SettingsFromEnv(env(map[string]string{
 		EnvRequired:  " Yes ",
 		EnvIssuer:    " https://studio.supervaize.com ",
 		EnvAudience:  "supervaizer-server:01SERVER",
-		EnvPublicKey: "  PEM  ",
+		EnvPublicKey: "  " + pem + "  ",
 		EnvJWKSURL:   "https://app.supervaize.com/w/acme/api/v1/workspace-agent-grants/jwks/",
 		EnvLeeway:    "45",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Settings{Required: true, Issuer: "https://studio.supervaize.com", Audience: "supervaizer-server:01SERVER", PublicKeyPEM: "PEM",
+	want := Settings{Required: true, Issuer: "https://studio.supervaize.com", Audience: "supervaizer-server:01SERVER", PublicKeyPEM: strings.TrimSpace(pem),
 		JWKSURL: "https://app.supervaize.com/w/acme/api/v1/workspace-agent-grants/jwks/", Leeway: 45 * time.Second}
 	if got != want {
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
 
 	for _, v := range []string{"1", "true", "TRUE", "yes", "on", " On "} {
-		if s, _ := SettingsFromEnv(env(map[string]string{EnvRequired: v})); !s.Required {
-			t.Errorf("REQUIRED=%q not enabled", v)
+		if s, err := SettingsFromEnv(env(map[string]string{EnvRequired: v})); err != nil || !s.Required {
+			t.Errorf("REQUIRED=%q: %v, enabled %v", v, err, s.Required)
 		}
 	}
-	for _, v := range []string{"", "0", "false", "no", "off", "enabled", "y"} {
-		if s, _ := SettingsFromEnv(env(map[string]string{EnvRequired: v})); s.Required {
-			t.Errorf("REQUIRED=%q enabled", v)
+	for _, v := range []string{"", "0", "false", "no", "off"} {
+		if s, err := SettingsFromEnv(env(map[string]string{EnvRequired: v})); err != nil || s.Required {
+			t.Errorf("REQUIRED=%q: %v, enabled %v", v, err, s.Required)
+		}
+	}
+	// A misspelt boolean is an error, never read as false.
+	for _, v := range []string{"ture", "enabled", "y", "2"} {
+		_, err := SettingsFromEnv(env(map[string]string{EnvRequired: v}))
+		want := `SUPERVAIZER_WORKSPACE_AUTH_REQUIRED="` + v + `" is not a boolean: use true or false (also accepted: 1/0, yes/no, on/off)`
+		if err == nil || err.Error() != want {
+			t.Errorf("REQUIRED=%q: %v, want %q", v, err, want)
 		}
 	}
 	if s, _ := SettingsFromEnv(env(nil)); s.Leeway != 30*time.Second {
 		t.Errorf("default leeway %s, want 30s", s.Leeway)
 	}
 
-	for v, want := range map[string]string{
-		"30s":                  `SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS must be a whole number of seconds, got "30s"`,
-		"1.5":                  `SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS must be a whole number of seconds, got "1.5"`,
-		"-1":                   `SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS must be between 0 and 600 seconds, got -1`,
-		"601":                  `SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS must be between 0 and 600 seconds, got 601`,
-		"86400":                `SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS must be between 0 and 600 seconds, got 86400`,
-		"99999999999999999999": `SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS must be a whole number of seconds, got "99999999999999999999"`,
-	} {
+	for _, v := range []string{"30s", "1.5", "-1", "601", "86400", "99999999999999999999"} {
 		_, err := SettingsFromEnv(env(map[string]string{EnvLeeway: v}))
+		want := `SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS="` + v + `": must be a whole number from 0 to 600`
 		if err == nil || err.Error() != want {
 			t.Errorf("LEEWAY=%q: %v, want %q", v, err, want)
 		}
@@ -60,6 +64,60 @@ func TestSettingsFromEnv(t *testing.T) {
 	for _, v := range []string{"0", "600"} {
 		if _, err := SettingsFromEnv(env(map[string]string{EnvLeeway: v})); err != nil {
 			t.Errorf("LEEWAY=%q: %v", v, err)
+		}
+	}
+}
+
+// TestSettingsCheck: a key or a JWKS URL is checked whenever it is set, and trust settings without
+// REQUIRED=true (which would refuse every call) are refused, naming the fix.
+func TestSettingsCheck(t *testing.T) {
+	pem := granttest.NewIssuer("k1").PublicKeyPEM()
+	const half = "workspace authorization is half configured: "
+	const fix = " set but SUPERVAIZER_WORKSPACE_AUTH_REQUIRED is not true, so every /a2a call would be refused as workspace_authorization_not_configured " +
+		"(any trust setting also switches the local-mode bypass off). Set SUPERVAIZER_WORKSPACE_AUTH_REQUIRED=true to verify tokens, or unset "
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"issuer and key, no REQUIRED", map[string]string{EnvIssuer: testIssuer, EnvPublicKey: pem},
+			half + "SUPERVAIZER_WORKSPACE_AUTH_ISSUER, SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY are" + fix +
+				"SUPERVAIZER_WORKSPACE_AUTH_ISSUER, SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY to run without verification"},
+		{"lone audience, REQUIRED=false", map[string]string{EnvAudience: "a", EnvRequired: "false"},
+			half + "SUPERVAIZER_WORKSPACE_AUTH_AUDIENCE is" + fix + "SUPERVAIZER_WORKSPACE_AUTH_AUDIENCE to run without verification"},
+		{"bad key without REQUIRED", map[string]string{EnvPublicKey: "nope"},
+			msgKeyNotLoaded + ": SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY: no PEM block found (set it to Studio's Ed25519 public key: a -----BEGIN PUBLIC KEY----- block; svz dev keygen writes one)\n" +
+				half + "SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY is" + fix + "SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY to run without verification"},
+		{"bad key with REQUIRED", map[string]string{EnvRequired: "true", EnvIssuer: testIssuer, EnvPublicKey: "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"},
+			msgKeyNotLoaded + `: SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY: PEM block is "PRIVATE KEY", want "PUBLIC KEY" (SubjectPublicKeyInfo) (set it to Studio's Ed25519 public key: a -----BEGIN PUBLIC KEY----- block; svz dev keygen writes one)`},
+		{"plain http JWKS", map[string]string{EnvRequired: "true", EnvIssuer: testIssuer, EnvJWKSURL: "http://studio.example/jwks"},
+			`SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL: the JWKS URL must use https (plain http is allowed only for loopback addresses such as 127.0.0.1), got host "studio.example"`},
+		{"JWKS with an IP that is not loopback", map[string]string{EnvRequired: "true", EnvIssuer: testIssuer, EnvJWKSURL: "http://10.0.0.5/jwks"},
+			`SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL: the JWKS URL must use https (plain http is allowed only for loopback addresses such as 127.0.0.1), got host "10.0.0.5"`},
+		{"JWKS with credentials", map[string]string{EnvRequired: "true", EnvIssuer: testIssuer, EnvJWKSURL: "https://user:hunter2secret@studio.example/jwks"},
+			`SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL: the JWKS URL must not carry credentials`},
+		{"JWKS not a URL", map[string]string{EnvRequired: "true", EnvIssuer: testIssuer, EnvJWKSURL: "https://user:hunter2%zz@studio.example/jwks"},
+			`SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL is not a valid URL (value not shown: it may hold a credential); Studio's is https://app.supervaize.com/w/<workspace-slug>/api/v1/workspace-agent-grants/jwks/`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := SettingsFromEnv(env(tc.env))
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("got  %v\nwant %s", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("the error shows the password: %v", err)
+			}
+		})
+	}
+	for _, ok := range []map[string]string{
+		{},
+		{EnvLeeway: "10"},
+		{EnvRequired: "true", EnvIssuer: testIssuer, EnvPublicKey: pem},
+		{EnvRequired: "true", EnvIssuer: testIssuer, EnvJWKSURL: "http://127.0.0.1:8765/studio-grant.jwks.json"},
+		{EnvRequired: "true", EnvIssuer: testIssuer, EnvJWKSURL: "http://[::1]:8765/jwks"},
+	} {
+		if _, err := SettingsFromEnv(env(ok)); err != nil {
+			t.Errorf("%v: %v", ok, err)
 		}
 	}
 }

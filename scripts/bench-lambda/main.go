@@ -30,9 +30,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/supervaize/svz/internal/syncbuf"
 )
 
 // Targets of the issue.
@@ -146,7 +147,7 @@ func coldRun(cfg config, bootstrap string, env []string) (sample, error) {
 	api, rie := fmt.Sprintf("127.0.0.1:%d", cfg.port), fmt.Sprintf("127.0.0.1:%d", cfg.port+1)
 	cmd := exec.Command(cfg.rie, "--runtime-interface-emulator-address", api, "--runtime-api-address", rie, bootstrap)
 	cmd.Env = append(os.Environ(), env...)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		return sample{}, err
@@ -260,21 +261,3 @@ func pct(ds []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
-
-// syncBuffer collects the emulator's output, written from its pipes' goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}

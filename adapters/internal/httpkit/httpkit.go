@@ -1,7 +1,9 @@
 // Package httpkit is what the long-running adapters (httpserver, cloudrun) do the same way around
-// the controller: turn a handler panic into the 500 JSON body, give every request the deadline by
-// which its response must be written, and shut down without cutting in-flight responses while
-// ending event streams, which never finish on their own.
+// the controller: one serve-and-drain loop (Server) with bounded headers, turn a handler panic
+// into the 500 JSON body, give every request the deadline by which its response must be written,
+// close the connection of a refused request whose body was left unread (a caller refused before
+// its body was read cannot hold the connection by never sending it), and shut down without cutting
+// in-flight responses while ending event streams, which never finish on their own.
 //
 // Shutting down takes both halves: the Tracker knows the handlers (it ends the streams, refuses
 // late requests, cancels what outlives the deadline), and the http.Server knows the connections.
@@ -12,6 +14,7 @@ package httpkit
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -92,6 +95,11 @@ func (t *Tracker) Handler(h http.Handler) http.Handler {
 		}
 		defer t.end(req)
 		tw := &trackedWriter{ResponseWriter: w, t: t, req: req}
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			tw.body = &eofBody{ReadCloser: r.Body}
+			r.Body = tw.body
+		}
+		defer tw.closeIfRefusedUnread()
 		defer func() {
 			v := recover()
 			if v == nil {
@@ -105,7 +113,7 @@ func (t *Tracker) Handler(h http.Handler) http.Handler {
 				// Part of the response is gone: abort it rather than let it look complete.
 				panic(http.ErrAbortHandler)
 			}
-			WriteInternalError(w, time.Now())
+			WriteInternalError(tw, time.Now())
 		}()
 		h.ServeHTTP(tw, r.WithContext(ctx))
 	})
@@ -201,27 +209,72 @@ func Drain(ctx context.Context, srv *http.Server, t *Tracker) error {
 // unwraps to the server's writer so http.ResponseController reaches deadlines and hijacking.
 type trackedWriter struct {
 	http.ResponseWriter
-	t     *Tracker
-	req   *request
-	wrote bool
-	flush bool
+	t       *Tracker
+	req     *request
+	body    *eofBody // nil when the request has no body
+	wrote   bool
+	refused bool // the status is 400 or above
+	flush   bool
+}
+
+// eofBody records whether the handler read the request body to its end.
+type eofBody struct {
+	io.ReadCloser
+	eof bool
+}
+
+func (b *eofBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+// refusedUnread reports a refusal (status 400 or above) of a request whose body the handler did
+// not read to the end: the body will never be read, so the connection must not wait for it.
+func (w *trackedWriter) refusedUnread() bool { return w.refused && w.body != nil && !w.body.eof }
+
+// start is called before the response header goes out, with its status. For a refusal that left
+// the body unread the connection closes after the response: otherwise net/http reads (up to 256
+// KiB of) the body before sending the header, so a caller refused before its body was read (no
+// API key) that promises a body and never sends it would get no answer until the read timeout.
+// A success that ignores the body keeps net/http's behaviour (the body is drained for keep-alive).
+func (w *trackedWriter) start(code int) {
+	if w.wrote {
+		return
+	}
+	w.wrote = true
+	w.refused = code >= 400
+	if w.refusedUnread() {
+		w.Header().Set("Connection", "close")
+	}
+}
+
+// closeIfRefusedUnread ends the connection of a refused request whose body was not read, once the
+// response is written: net/http would otherwise wait for that body (until the read timeout)
+// before closing the connection.
+func (w *trackedWriter) closeIfRefusedUnread() {
+	if w.refusedUnread() {
+		_ = http.NewResponseController(w.ResponseWriter).SetReadDeadline(time.Now())
+	}
 }
 
 func (w *trackedWriter) WriteHeader(code int) {
 	if code >= 200 {
-		w.wrote = true
+		w.start(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *trackedWriter) Write(p []byte) (int, error) {
-	w.wrote = true
+	w.start(http.StatusOK)
 	return w.ResponseWriter.Write(p)
 }
 
 // FlushError flushes to the client; the first flush marks the request as a stream.
 func (w *trackedWriter) FlushError() error {
-	w.wrote = true
+	w.start(http.StatusOK)
 	if !w.flush {
 		w.flush = true
 		w.t.streaming(w.req)

@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,6 +29,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/supervaize/svz/deploy/image"
+	"github.com/supervaize/svz/internal/syncbuf"
 )
 
 // Ports of this package's emulators (the deploy tests' range).
@@ -111,24 +111,7 @@ func ExtractBinary(img v1.Image, dir string) (string, error) {
 // Emulator is one aws-lambda-rie process running a bootstrap.
 type Emulator struct {
 	URL  string // invocation endpoint
-	logs *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs *syncbuf.Buffer
 }
 
 // Logs returns what the emulator and the bootstrap printed.
@@ -145,7 +128,7 @@ func Start(t testing.TB, rie, bootstrap string, env []string) *Emulator {
 		"--runtime-api-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		bootstrap)
 	cmd.Env = env
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", rie, err)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/supervaize/svz/core/config"
@@ -190,8 +191,6 @@ func TestLocalMode(t *testing.T) {
 	}{
 		{"unknown agent", nil, request(map[string]any{"agent_slug": "nope"}),
 			`{"jsonrpc":"2.0","id":1,"error":{"code":-32030,"message":"Unknown agent_slug for workspace authorization: nope","data":{"code":"workspace_authorization_unknown_agent"}}}`},
-		{"a lone issuer switches the bypass off", map[string]string{"SUPERVAIZER_WORKSPACE_AUTH_ISSUER": "https://studio.supervaize.com"}, request(nil),
-			`{"jsonrpc":"2.0","id":1,"error":{"code":-32030,"message":"Workspace authorization is required but is not configured for this Supervaizer server","data":{"code":"workspace_authorization_not_configured"}}}`},
 		{"REQUIRED=false keeps the bypass", map[string]string{"SUPERVAIZER_WORKSPACE_AUTH_REQUIRED": "false", "SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS": "10"},
 			request(map[string]any{"action": "resource.hello_messages.list"}),
 			`{"jsonrpc":"2.0","id":1,"result":{"status":"ok","effects":[{"type":"resource.listed","resource":"hello_messages","items":[{"id":"hello-1","message":"Hello from Supervaizer v2"}]}]}}`},
@@ -201,6 +200,18 @@ func TestLocalMode(t *testing.T) {
 				t.Errorf("\n got: %s\nwant: %s", got, tc.want)
 			}
 		})
+	}
+	// A lone issuer switches the bypass off (spec §4.7): the grant package then answers
+	// workspace_authorization_not_configured to every call (core/grant tests it); a controller
+	// configured from the environment refuses to start that way instead, naming the fix.
+	a, err := NewAgent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"SUPERVAIZER_LOCAL_MODE": "true", "SUPERVAIZER_STORE": "memory", "SUPERVAIZER_WORKSPACE_AUTH_ISSUER": "https://studio.supervaize.com"}
+	if _, err := config.NewController(context.Background(), func(k string) string { return env[k] }, slog.New(slog.DiscardHandler), a); err == nil ||
+		!strings.Contains(err.Error(), "SUPERVAIZER_WORKSPACE_AUTH_ISSUER is set but SUPERVAIZER_WORKSPACE_AUTH_REQUIRED is not true") {
+		t.Errorf("a lone issuer: %v", err)
 	}
 }
 

@@ -1,0 +1,196 @@
+//go:build !svz_nolocal
+
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/adapters/internal/testkit"
+	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/config"
+	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/examples/helloworld/hello"
+	"github.com/supervaize/svz/internal/settingstest"
+	"github.com/supervaize/svz/internal/testenv"
+)
+
+// TestBadSettings runs the shared table through platform.Run over Hello World: what
+// examples/helloworld and every agent written by svz init run. cmd/local runs it too.
+func TestBadSettings(t *testing.T) {
+	for _, c := range append(settingstest.Bad(), settingstest.URLs()...) {
+		t.Run(c.Name, func(t *testing.T) {
+			env := map[string]string{"SUPERVAIZER_STORE": "memory", "SUPERVAIZER_PORT": "0"}
+			for k, v := range c.Env {
+				env[k] = v
+			}
+			for _, local := range []bool{false, true} {
+				if _, set := c.Env["SUPERVAIZER_LOCAL_MODE"]; set && local {
+					continue // WithLocalMode would override the case
+				}
+				opts := []Option{WithEnv(envOf(env)), WithOutput(io.Discard, io.Discard)}
+				if local {
+					opts = append(opts, WithLocalMode())
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- Run(ctx, hello.Build, opts...) }()
+				select {
+				case err := <-done:
+					settingstest.Check(t, c, err)
+				case <-time.After(60 * time.Second):
+					t.Errorf("%s (local mode %v): still serving after a minute", c.Name, local)
+				}
+				cancel()
+			}
+		})
+	}
+}
+
+// startLocal runs build in local mode through Run on a port the kernel picks and returns the
+// banner once printed.
+func startLocal(t *testing.T, build BuildFunc, env map[string]string, opts ...Option) string {
+	t.Helper()
+	var stdout, stderr testkit.LogBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	env["SUPERVAIZER_LOCAL_MODE"], env["PORT"], env["SUPERVAIZER_STORE"] = "true", "0", "memory"
+	go func() {
+		done <- Run(ctx, build, append([]Option{WithEnv(envOf(env)), WithOutput(&stdout, &stderr)}, opts...)...)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if strings.Contains(stdout.String(), "Follow the effects") {
+			return stdout.String()
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Run ended: %v\n%s", err, stderr.String())
+		default:
+		}
+	}
+	t.Fatalf("no banner:\n%s\n%s", stdout.String(), stderr.String())
+	return ""
+}
+
+// intakeAgent is an agent that is not Hello World: no job.start, its own action and surface.
+func intakeAgent(ctx context.Context, getenv func(string) string, log *slog.Logger) (http.Handler, error) {
+	reg, err := contract.BuildRegistration(contract.RegistrationSpec{
+		AgentSlug: "intake", DisplayName: "Intake", A2UICatalogVersion: "intake.1",
+		Surfaces: []contract.SurfaceSpec{contract.SurfaceID("lead.new")},
+		Actions:  []contract.ActionSpec{contract.ActionID("lead.create")},
+	})
+	if err != nil {
+		return nil, err
+	}
+	a, err := core.NewAgent(core.AgentConfig{Name: "Intake", Version: "2.1", Registration: reg})
+	if err != nil {
+		return nil, err
+	}
+	a.HandleSurface("lead.new", core.SurfaceFunc(func(_ context.Context, r *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
+		return &contract.SurfaceResult{Surface: r.Surface, Document: []byte(`{"type":"Form","fields":[]}`)}, nil
+	}))
+	a.HandleAction("lead.create", core.ActionFunc(func(_ context.Context, r *contract.ActionRequest) (*contract.ActionResult, error) {
+		return &contract.ActionResult{Status: contract.StatusOK, Effects: []contract.Effect{{Type: "lead.created", Message: r.Action}}}, nil
+	}))
+	return config.NewController(ctx, getenv, log, a)
+}
+
+var curlRE = regexp.MustCompile(`(?s)curl -s .*?\}\}'`)
+
+// TestLocalModeAnyAgent: SUPERVAIZER_LOCAL_MODE=true on any agent prints the endpoints and curl
+// commands for that agent's own action and surface, and they work as printed.
+func TestLocalModeAnyAgent(t *testing.T) {
+	banner := startLocal(t, intakeAgent, map[string]string{})
+	for _, want := range []string{"(API key local-dev)", "workspace authorization is bypassed", "/.well-known/agents/v2.1/intake_agent.json",
+		"Run the lead.create action:", "Load the lead.new surface:"} {
+		if !strings.Contains(banner, want) {
+			t.Fatalf("banner lacks %q:\n%s", want, banner)
+		}
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		if testenv.InCI() {
+			t.Fatal("curl is not installed")
+		}
+		t.Skip("curl is not installed")
+	}
+	cmds := curlRE.FindAllString(banner, -1)
+	want := []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"status":"ok","effects":[{"type":"lead.created","message":"lead.create"}]}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"surface":"lead.new","a2ui_version":null,"a2ui_catalog_version":null,"document":{"type":"Form","fields":[]}}}`,
+	}
+	if len(cmds) != len(want) {
+		t.Fatalf("%d commands in:\n%s", len(cmds), banner)
+	}
+	for i, c := range cmds {
+		out, err := exec.Command("sh", "-c", c).Output()
+		var got, exp any
+		if err != nil || json.Unmarshal(out, &got) != nil || json.Unmarshal([]byte(want[i]), &exp) != nil || !jsonEqual(got, exp) {
+			t.Errorf("command %d: %v\n%s\ngot  %s\nwant %s", i, err, c, out, want[i])
+		}
+	}
+}
+
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+// TestLocalHandler: a WithLocalHandler wrapper serves beside the controller in local mode, with
+// what it needs to know, and is not applied outside local mode.
+func TestLocalHandler(t *testing.T) {
+	var got LocalInfo
+	wrap := WithLocalHandler(func(next http.Handler, info LocalInfo) http.Handler {
+		got = info
+		mux := http.NewServeMux()
+		mux.Handle("/", next)
+		mux.HandleFunc("/manage", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "workbench") })
+		return mux
+	})
+	banner := startLocal(t, hello.Build, map[string]string{}, wrap)
+	base := regexp.MustCompile(`svz local mode: (\S+)`).FindStringSubmatch(banner)[1]
+	if got.URL != base || got.APIKey != "local-dev" || got.Controller == nil || got.Log == nil || got.Controller.Agents()[0].Slug() != hello.Slug {
+		t.Fatalf("LocalInfo %+v, banner base %s", got, base)
+	}
+	for path, want := range map[string]string{"/manage": "workbench", "/.well-known/health": `"status":"operational"`} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), want) {
+			t.Errorf("GET %s: %s", path, b)
+		}
+	}
+
+	// Outside local mode the wrapper is never called.
+	called := false
+	wrapped := WithLocalHandler(func(next http.Handler, _ LocalInfo) http.Handler { called = true; return next })
+	var stderr testkit.LogBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, hello.Build, WithEnv(envOf(map[string]string{"PORT": "0", "SUPERVAIZER_STORE": "memory"})), WithOutput(io.Discard, &stderr), wrapped)
+	}()
+	resp := waitHTTP(t, "http://"+testkit.ServingAddr(t, &stderr)+"/.well-known/health")
+	resp.Body.Close()
+	cancel()
+	if err := <-done; err != nil || called {
+		t.Fatalf("Run: %v, wrapper called %v", err, called)
+	}
+}
