@@ -64,7 +64,8 @@ type Config struct {
 	// Store is the controller's store (package config opens the one SUPERVAIZER_STORE names): the
 	// one place where state that outlives a request lives. Nil serves without one.
 	Store store.Store
-	// OnClose is called once by Close, after the effect streams have ended (e.g. to close a store).
+	// OnClose is called once by Close, after the effect streams have ended and the calls in flight
+	// have returned (e.g. to close a store).
 	OnClose func() error
 	// Logger receives the controller's logs; slog.Default() when nil.
 	Logger *slog.Logger
@@ -81,7 +82,7 @@ type Config struct {
 }
 
 // Controller is the http.Handler of a Supervaizer v2 controller. It is safe for concurrent use.
-// Close ends the effect streams and calls Config.OnClose.
+// Close ends the effect streams, waits for the calls in flight and calls Config.OnClose.
 type Controller struct {
 	cfg       Config
 	log       *slog.Logger
@@ -92,6 +93,7 @@ type Controller struct {
 	keys      []apiKey
 	events    *eventHub
 	closing   chan struct{}
+	calls     *calls
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -124,6 +126,7 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 		base:    strings.TrimRight(cfg.PublicURL, "/"),
 		bySlug:  map[string]*boundAgent{},
 		closing: make(chan struct{}),
+		calls:   newCalls(),
 	}
 	if c.log == nil {
 		c.log = slog.Default()
@@ -206,6 +209,11 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 // with another method 405, as the reference's FastAPI does.
 func (c *Controller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setSecurityHeaders(w.Header())
+	if !c.calls.enter() {
+		shuttingDown(w)
+		return
+	}
+	defer c.calls.leave()
 	path := r.URL.Path
 	switch {
 	case path == "/a2a":
@@ -242,18 +250,6 @@ func (c *Controller) route(w http.ResponseWriter, r *http.Request, method string
 		return
 	}
 	h(w, r)
-}
-
-// Close ends the effect streams (their clients reconnect elsewhere with Last-Event-ID) and calls
-// Config.OnClose once.
-func (c *Controller) Close() error {
-	c.closeOnce.Do(func() {
-		close(c.closing)
-		if c.cfg.OnClose != nil {
-			c.closeErr = c.cfg.OnClose()
-		}
-	})
-	return c.closeErr
 }
 
 // Authorizer returns the workspace authorizer the controller decides grants with (local mode's
