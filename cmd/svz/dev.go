@@ -4,18 +4,13 @@ import (
 	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -43,135 +38,13 @@ func newDevCmd() *cobra.Command {
 		Long: `Studio signs a short-lived EdDSA token (X-Supervaize-Workspace-Authorization) for every call it
 makes to a controller. These commands play Studio's part locally:
 
-  svz dev keygen                 writes an Ed25519 key pair and prints the controller settings
+  svz dev keygen                 writes an Ed25519 key pair and the controller settings that trust it
   svz dev token --agent ...      signs a token the controller will accept
 
 The keys are for development only.`,
 	}
 	cmd.AddCommand(newDevKeygenCmd(), newDevTokenCmd())
 	return cmd
-}
-
-func newDevKeygenCmd() *cobra.Command {
-	var dir, name, issuer string
-	var force bool
-	cmd := &cobra.Command{
-		Use:   "keygen",
-		Short: "Write an Ed25519 signing key pair (PEM) and print the matching controller settings",
-		Long: `Write DIR/NAME.key (PKCS#8 private key, mode 0600), DIR/NAME.pub (public key, SubjectPublicKeyInfo)
-and DIR/NAME.jwks.json (the public key as a JWKS, kid = its RFC 7638 thumbprint), then print the
-export lines that make a controller verify tokens signed with that key. Existing files are kept
-unless --force is given.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return devKeygen(cmd.OutOrStdout(), dir, name, issuer, force)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&dir, "dir", ".", "directory to write the key files to")
-	f.StringVar(&name, "name", devKeyName, "base name of the key files")
-	f.StringVar(&issuer, "issuer", devIssuer, "issuer (iss) printed for SUPERVAIZER_WORKSPACE_AUTH_ISSUER")
-	f.BoolVar(&force, "force", false, "overwrite existing key files")
-	return cmd
-}
-
-func devKeygen(out io.Writer, dir, name, issuer string, force bool) error {
-	if name == "" || strings.ContainsAny(name, `/\`) {
-		return fmt.Errorf("--name must be a plain file name, got %q", name)
-	}
-	if strings.TrimSpace(issuer) == "" {
-		return errors.New("--issuer must not be empty")
-	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return fmt.Errorf("generating an Ed25519 key: %w", err)
-	}
-	privDER, err := x509.MarshalPKCS8PrivateKey(priv)
-	if err != nil {
-		return fmt.Errorf("encoding the private key: %w", err)
-	}
-	pubPEM, err := publicKeyPEM(pub)
-	if err != nil {
-		return err
-	}
-	kid, jwks, err := jwksOf(pub)
-	if err != nil {
-		return err
-	}
-	paths := keyPaths(dir, name)
-	files := []struct {
-		path string
-		data []byte
-		mode fs.FileMode
-	}{
-		{paths.priv, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER}), 0o600},
-		{paths.pub, []byte(pubPEM), 0o644},
-		{paths.jwks, append(jwks, '\n'), 0o644},
-	}
-	if !force {
-		for _, f := range files {
-			if _, err := os.Lstat(f.path); err == nil {
-				return fmt.Errorf("%s already exists (use --force to replace the key pair)", f.path)
-			} else if !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("checking %s: %w", f.path, err)
-			}
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("creating %s: %w", dir, err)
-	}
-	for _, f := range files {
-		if err := writeFile(f.path, f.data, f.mode); err != nil {
-			return err
-		}
-	}
-	fp := sha256.Sum256(pub)
-	_, err = fmt.Fprintf(out, `# Workspace-grant signing key for local development (never use it for a real Studio).
-#   private key  %s  (mode 0600; svz dev token signs with it)
-#   public key   %s  (fingerprint %s)
-#   JWKS         %s  (kid %s)
-# Controller settings (any of them switches the local-mode bypass off):
-export %s=true
-export %s=%s
-export %s=%s
-# Tokens also name this server and the Studio id of each agent, e.g. for the Hello World agent:
-#   export SUPERVAIZER_SERVER_ID=dev-server-1
-#   export %s=hello-world-ai-agent=dev-agent-1
-`,
-		paths.priv, paths.pub, hex.EncodeToString(fp[:6]), paths.jwks, kid,
-		grant.EnvRequired, grant.EnvIssuer, shellQuote(issuer), grant.EnvPublicKey, shellQuote(strings.TrimRight(pubPEM, "\n")),
-		grant.EnvStudioAgentIDs)
-	return err
-}
-
-type devKeyPaths struct{ priv, pub, jwks string }
-
-func keyPaths(dir, name string) devKeyPaths {
-	return devKeyPaths{
-		priv: filepath.Join(dir, name+".key"),
-		pub:  filepath.Join(dir, name+".pub"),
-		jwks: filepath.Join(dir, name+".jwks.json"),
-	}
-}
-
-// writeFile writes data with mode, also when the file existed with a looser one.
-func writeFile(path string, data []byte, mode fs.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
 }
 
 func publicKeyPEM(pub ed25519.PublicKey) (string, error) {

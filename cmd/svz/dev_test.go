@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -76,15 +77,23 @@ func TestDevKeygenAndToken(t *testing.T) {
 		t.Fatalf("private key %v, mode %v; want 0600", err, st.Mode())
 	}
 	keyPEM, _ := os.ReadFile(priv)
-	if strings.Contains(out, strings.TrimSpace(string(keyPEM))) || strings.Contains(out, "PRIVATE KEY-----") {
-		t.Fatal("keygen printed the private key")
+	envFile, _ := os.ReadFile(filepath.Join(dir, "studio-grant.env"))
+	for _, text := range []string{out, string(envFile)} {
+		if strings.Contains(text, strings.TrimSpace(string(keyPEM))) || strings.Contains(text, "PRIVATE KEY-----") {
+			t.Fatal("keygen printed or wrote the private key in the settings")
+		}
+	}
+	if !strings.HasSuffix(out, "  . "+filepath.Join(dir, "studio-grant.env")+"\n") {
+		t.Fatalf("keygen does not say how to load the settings:\n%s", out)
 	}
 	pubPEM, _ := os.ReadFile(filepath.Join(dir, "studio-grant.pub"))
 
-	env := sourceExports(t, out, grant.EnvRequired, grant.EnvIssuer, grant.EnvPublicKey)
+	env := sourceExports(t, ". "+filepath.Join(dir, "studio-grant.env"), grant.EnvRequired, grant.EnvIssuer, grant.EnvPublicKey,
+		"SUPERVAIZER_SERVER_ID", grant.EnvStudioAgentIDs)
 	if env[grant.EnvRequired] != "true" || env[grant.EnvIssuer] != "https://studio.example" ||
-		env[grant.EnvPublicKey] != strings.TrimRight(string(pubPEM), "\n") {
-		t.Fatalf("printed settings give %q", env)
+		env[grant.EnvPublicKey] != strings.TrimRight(string(pubPEM), "\n") || env["SUPERVAIZER_SERVER_ID"] != "dev-server-1" ||
+		env[grant.EnvStudioAgentIDs] != "hello-world-ai-agent=dev-agent-1" {
+		t.Fatalf("the settings file gives %q", env)
 	}
 	settings, err := grant.SettingsFromEnv(func(k string) string { return env[k] })
 	if err != nil {
@@ -164,15 +173,73 @@ func TestDevKeygenAndToken(t *testing.T) {
 		t.Fatal("JWKS key differs from the .pub file")
 	}
 
-	// Keys are not replaced by accident.
-	if _, err := runDev(t, nil, "keygen", "--dir", dir); err == nil || !strings.Contains(err.Error(), "already exists (use --force to replace the key pair)") {
-		t.Fatalf("second keygen: %v", err)
-	}
-	if _, err := runDev(t, nil, "keygen", "--dir", dir, "--force"); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := verifier.Authorize(context.Background(), call); err != nil {
 		t.Fatalf("old verifier, old token: %v", err)
+	}
+}
+
+// TestDevKeygenRerun: running the walkthrough again keeps the key and its settings as they are
+// (the settings file is never emptied or half written); an incomplete set is refused; --force
+// replaces everything with a new key whose settings match it.
+func TestDevKeygenRerun(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := runDev(t, nil, "keygen", "--dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	read := func() map[string]string {
+		files := map[string]string{}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+			files[e.Name()] = string(b)
+		}
+		return files
+	}
+	first := read()
+	if len(first) != 4 {
+		t.Fatalf("keygen wrote %d files: %v", len(first), first)
+	}
+	out, err := runDev(t, nil, "keygen", "--dir", dir)
+	if err != nil || !strings.HasPrefix(out, "Kept the existing key pair and settings (--force replaces them):") {
+		t.Fatalf("second keygen: %v\n%s", err, out)
+	}
+	if again := read(); !maps.Equal(again, first) {
+		t.Fatal("a second keygen without --force changed the files")
+	}
+
+	if err := os.Remove(filepath.Join(dir, "studio-grant.env")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runDev(t, nil, "keygen", "--dir", dir)
+	if err == nil || !strings.Contains(err.Error(), "studio-grant.env do(es) not: the set is incomplete") || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("incomplete set: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "studio-grant.env")); !os.IsNotExist(err) {
+		t.Fatalf("a refused keygen wrote the settings: %v", err)
+	}
+
+	if _, err := runDev(t, nil, "keygen", "--dir", dir, "--force", "--agent", "my-agent", "--server-id", "my-server-1"); err != nil {
+		t.Fatal(err)
+	}
+	forced := read()
+	if len(forced) != 4 || forced["studio-grant.key"] == first["studio-grant.key"] || forced["studio-grant.pub"] == first["studio-grant.pub"] {
+		t.Fatal("--force did not write a new key pair")
+	}
+	env := sourceExports(t, ". "+filepath.Join(dir, "studio-grant.env"), grant.EnvPublicKey, "SUPERVAIZER_SERVER_ID", grant.EnvStudioAgentIDs)
+	if env[grant.EnvPublicKey] != strings.TrimSpace(forced["studio-grant.pub"]) || env["SUPERVAIZER_SERVER_ID"] != "my-server-1" ||
+		env[grant.EnvStudioAgentIDs] != "my-agent=dev-agent-1" {
+		t.Fatalf("settings after --force: %q", env)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "studio-grant.key")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("private key after --force: %v %v", err, st.Mode())
+	}
+	for name := range forced {
+		if strings.HasSuffix(name, ".tmp") {
+			t.Fatalf("a temporary file was left: %s", name)
+		}
 	}
 }
 
