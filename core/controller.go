@@ -224,7 +224,7 @@ func (c *Controller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.route(w, r, http.MethodGet, c.serveAgentList)
 	case path == "/.well-known/health":
 		c.route(w, r, http.MethodGet, c.serveHealth)
-	case strings.HasPrefix(path, agentInfoPrefix):
+	case strings.HasPrefix(path, agentInfoPrefix) && !strings.HasSuffix(path, humanPageFile):
 		if a := c.bySlug[strings.TrimPrefix(path, agentInfoPrefix)]; a != nil {
 			c.route(w, r, http.MethodGet, func(w http.ResponseWriter, r *http.Request) { c.serveAgentInfo(w, r, a) })
 			return
@@ -239,7 +239,9 @@ func (c *Controller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		writeDetail(w, http.StatusNotFound, "Not Found")
 	default:
-		writeDetail(w, http.StatusNotFound, "Not Found")
+		if !c.servePage(w, r) {
+			writeDetail(w, http.StatusNotFound, "Not Found")
+		}
 	}
 }
 
