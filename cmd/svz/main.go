@@ -1,6 +1,9 @@
-// Command svz is the svz command-line tool: `svz deploy` builds, deploys and checks a controller on
-// Lambda, App Runner or Cloud Run; `svz dev` holds local development tools (workspace-grant keys and
-// tokens).
+// Command svz is the svz command-line tool: `svz init` writes a new agent module, `svz deploy`
+// builds, deploys and checks a controller on Lambda, App Runner or Cloud Run, `svz dev` holds local
+// development tools (workspace-grant keys and tokens), `svz version` says which svz this is and
+// `svz completion` writes shell completion scripts.
+//
+//	go install github.com/supervaize/svz/cmd/svz@latest
 package main
 
 import (
@@ -30,6 +33,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDeployCmd(), newDevCmd())
+	root.AddCommand(newDeployCmd(), newDevCmd(), newInitCmd(), newVersionCmd())
 	return root
 }
