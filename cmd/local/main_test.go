@@ -244,7 +244,6 @@ func TestHalfConfiguredTrustRefused(t *testing.T) {
 	}
 }
 
-
 // TestBadSettings runs the table every controller binary is held to (settingstest).
 func TestBadSettings(t *testing.T) {
 	for _, c := range append(settingstest.Bad(), settingstest.URLs()...) {
@@ -259,7 +258,9 @@ func TestBadSettings(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan error, 1)
-			go func() { done <- run(ctx, nil, func(k string) string { return env[k] }, &bytes.Buffer{}, &bytes.Buffer{}) }()
+			go func() {
+				done <- run(ctx, nil, func(k string) string { return env[k] }, &bytes.Buffer{}, &bytes.Buffer{})
+			}()
 			select {
 			case err := <-done:
 				settingstest.Check(t, c, err)
