@@ -5,7 +5,7 @@ export GOTOOLCHAIN := local
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: help run test lint unit bench fuzz
+.PHONY: help run test lint unit bench fuzz bench-controller bench-grant bench-store bench-adapters sizes
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-24s %s\n", $$1, $$2}'
@@ -26,6 +26,24 @@ unit: ## the tests that need no server (the others skip)
 
 bench: ## benchmarks (compare runs with benchstat)
 	scripts/with-services go test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt
+
+# The figures of docs/: each is reproduced by one of these (see docs/performance.md).
+BENCH_COUNT ?= 8
+bench-controller: ## surface.load and job.start through the controller (docs/performance.md)
+	go test -run '^$$' -bench 'SurfaceLoad|JobStart' -benchmem -count $(BENCH_COUNT) ./examples/helloworld/hello
+
+bench-grant: ## workspace-grant token verification (docs/grants.md#cost)
+	go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./core/grant
+
+bench-store: ## every store backend and the idempotency gate, against real servers (docs/state.md#performance)
+	scripts/with-services go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./core/store/... ./core/idempotency
+
+bench-adapters: ## the Lambda adapter against aws-lambda-go-api-proxy (docs/platforms.md#measured-figures)
+	go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./adapters/lambda
+
+sizes: ## binary sizes per build tag and per store backend (docs/platforms.md, docs/state.md)
+	scripts/sizes
+	core/store/storeenv/sizes.sh
 
 FUZZTIME ?= 30s
 fuzz: ## run every fuzz target for FUZZTIME each
