@@ -1,11 +1,12 @@
 package deploy
 
 import (
-	"crypto/sha1" //nolint:gosec // RFC 4122 name-based UUID (version 5), not a security use
 	"fmt"
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/google/uuid"
 )
 
 // Config is what the user asked for on the command line.
@@ -150,17 +151,11 @@ func secretsVersion(refs map[string]SecretRef) string {
 }
 
 // serverIDNamespace is the UUID namespace of derived server ids.
-var serverIDNamespace = [16]byte{0x6b, 0x1e, 0x2c, 0x41, 0x8f, 0x0d, 0x4e, 0x5a, 0x9c, 0x33, 0x07, 0x52, 0xd1, 0x6e, 0xa4, 0x90}
+var serverIDNamespace = uuid.UUID{0x6b, 0x1e, 0x2c, 0x41, 0x8f, 0x0d, 0x4e, 0x5a, 0x9c, 0x33, 0x07, 0x52, 0xd1, 0x6e, 0xa4, 0x90}
 
 // DeriveServerID returns a stable server id for a deployment: a name-based UUID (RFC 4122 version
 // 5) of platform, scope (account or project), region and resource name. The same deployment gets
 // the same id after down and up, so Studio keeps recognising it.
 func DeriveServerID(platform, scope, region, resource string) string {
-	h := sha1.New() //nolint:gosec // see import
-	h.Write(serverIDNamespace[:])
-	h.Write([]byte(platform + "/" + scope + "/" + region + "/" + resource))
-	u := h.Sum(nil)[:16]
-	u[6] = u[6]&0x0f | 0x50
-	u[8] = u[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+	return uuid.NewSHA1(serverIDNamespace, []byte(platform+"/"+scope+"/"+region+"/"+resource)).String()
 }

@@ -51,6 +51,10 @@ func TestDeriveServerID(t *testing.T) {
 	if again := DeriveServerID(PlatformLambda, "123456789012", "us-east-1", "hello-dev"); again != id {
 		t.Fatal("not stable")
 	}
+	// Deployed ids must never change with an svz version: Studio knows the server by it.
+	if id != "fe7ada3d-1b28-547b-b8ca-67fca515967b" {
+		t.Fatalf("DeriveServerID gives %s, it gave fe7ada3d-1b28-547b-b8ca-67fca515967b", id)
+	}
 	for _, other := range []string{
 		DeriveServerID(PlatformAppRunner, "123456789012", "us-east-1", "hello-dev"),
 		DeriveServerID(PlatformLambda, "210987654321", "us-east-1", "hello-dev"),

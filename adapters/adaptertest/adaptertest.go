@@ -4,19 +4,18 @@
 // answer — discovery documents, each error class of /a2a, action and surface results, the first
 // event of the effect stream, and (RunData, with workspace authorization on) every route and
 // refusal of the DataResource routes — must match, status, headers and body, the golden files
-// under testdata/, which the plain net/http server produced (go test ./adapters/httpserver -update).
+// under testdata/, which the plain net/http server produced: go test ./adapters/httpserver
+// -update rewrites them from its answers (Reference), -update in another adapter fails.
 package adaptertest
 
 import (
 	"bufio"
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -26,9 +25,8 @@ import (
 	"time"
 
 	"github.com/supervaize/svz/examples/helloworld/hello"
+	"github.com/supervaize/svz/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the adaptertest golden files with the answers received")
 
 // APIKey is the controller's API key in the suite's environment.
 const APIKey = "adaptertest-key-7f3a9c2e51"
@@ -132,31 +130,31 @@ func cases() []testCase {
 	}
 }
 
-// Run runs the suite against the controller that client reaches at base (scheme://host).
-func Run(t *testing.T, client *http.Client, base string) {
+// Option configures Run and RunData.
+type Option func(*runConfig)
+
+type runConfig struct{ reference bool }
+
+// Reference marks the reference adapter (the plain net/http server, ./adapters/httpserver): with
+// -update its answers become the golden files. Any other adapter's -update fails instead.
+func Reference() Option { return func(c *runConfig) { c.reference = true } }
+
+// Run runs the suite against the controller that client reaches at base (scheme://host), and
+// compares every answer with the golden files.
+func Run(t *testing.T, client *http.Client, base string, opts ...Option) {
 	t.Helper()
-	run(t, client, base, cases())
+	run(t, client, base, cases(), opts)
 }
 
-func run(t *testing.T, client *http.Client, base string, cases []testCase) {
+func run(t *testing.T, client *http.Client, base string, cases []testCase, opts []Option) {
 	t.Helper()
+	var cfg runConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
-			got := do(t, client, base, c)
-			golden := filepath.Join(dir(), c.Name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (regenerate with go test ./adapters/httpserver -run Protocol -update)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("answer differs from %s:\n--- got\n%s\n--- want\n%s", golden, got, want)
-			}
+			golden.Shared(t, filepath.Join(dir(), c.Name+".golden"), do(t, client, base, c), "./adapters/httpserver", cfg.reference)
 		})
 	}
 }

@@ -14,14 +14,14 @@ import (
 func TestProtocol(t *testing.T) {
 	log, _ := testkit.Logger()
 	base, _ := serve(t, adaptertest.Handler(t), WithLogger(log))
-	adaptertest.Run(t, &http.Client{}, base)
+	adaptertest.Run(t, &http.Client{}, base, adaptertest.Reference())
 }
 
 // TestProtocolData runs the DataResource suite through Serve; -update rewrites its golden files.
 func TestProtocolData(t *testing.T) {
 	log, _ := testkit.Logger()
 	base, _ := serve(t, adaptertest.DataHandler(t), WithLogger(log))
-	adaptertest.RunData(t, &http.Client{}, base)
+	adaptertest.RunData(t, &http.Client{}, base, adaptertest.Reference())
 }
 
 // TestHostileInput: bounded headers, and no connection held by a keyless caller (adaptertest).

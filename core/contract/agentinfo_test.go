@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/supervaize/svz/internal/golden"
 )
 
 func TestIntroductionValidate(t *testing.T) {
@@ -130,7 +132,7 @@ func TestAgentRegistrationContractGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := mustMarshal(t, a)
-	golden(t, "agent_registration.json", b)
+	golden.JSON(t, "agent_registration.json", b)
 
 	// Unset presentation blocks are omitted; the rest keeps the reference's defaults.
 	a.Introduction, a.FullDescription, a.BillingCatalog, a.SupervaizerV2 = nil, nil, nil, nil

@@ -3,38 +3,10 @@ package contract
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"testing"
 )
-
-// update rewrites the golden files of this package: go test ./core/contract -run X -update
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-// golden compares got (JSON) with testdata/name, indented; -update rewrites the file.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, got, "", "  "); err != nil {
-		t.Fatalf("%s: output is not JSON: %v\n%s", name, err, got)
-	}
-	buf.WriteByte('\n')
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("%s differs from the golden file (run with -update after checking the diff)\ngot:\n%s", name, buf.Bytes())
-	}
-}
 
 // readTestdata returns testdata/name.
 func readTestdata(t *testing.T, name string) []byte {

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/supervaize/svz/internal/golden"
 )
 
 // helloWorldSpec is the Hello World registration of spec §10 / §3.2, built the way the
@@ -49,7 +51,7 @@ func mustMarshal(t *testing.T, v any) []byte {
 func TestHelloWorldRegistrationGolden(t *testing.T) {
 	r := mustBuild(t, helloWorldSpec())
 	b := mustMarshal(t, r)
-	golden(t, "registration_hello_world.json", b)
+	golden.JSON(t, "registration_hello_world.json", b)
 
 	// The ≥1.6 shape: actions are objects; the derived resource action has its resource's scope.
 	const wantActions = `[{"id":"job.start.preview","mutating":true,"scope":"job"},` +
@@ -92,7 +94,7 @@ func TestBuildRegistrationDefaults(t *testing.T) {
 		Surfaces:           []SurfaceSpec{SurfaceID("job.start")},
 		Actions:            []ActionSpec{ActionID("job.start")},
 	})
-	golden(t, "registration_minimal.json", mustMarshal(t, r))
+	golden.JSON(t, "registration_minimal.json", mustMarshal(t, r))
 	if r.Agent.ID != "my-agent" || r.A2A.ControllerURL != "/a2a" ||
 		r.A2A.AgentCardURL != "/.well-known/agents/my-agent_agent.json" ||
 		r.Versions.A2UIVersion != "v0.8" || r.Versions.A2AVersion != "0.2.6" || r.Versions.AGUIVersion != nil {
@@ -214,7 +216,7 @@ func TestFullRegistrationGolden(t *testing.T) {
 	r := mustBuild(t, spec)
 	r.Extra = Extra{"x-vendor": json.RawMessage(`{"team": "ml"}`)}
 	b := mustMarshal(t, r)
-	golden(t, "registration_full.json", b)
+	golden.JSON(t, "registration_full.json", b)
 
 	var ids []string
 	for _, a := range r.Capabilities.Actions {
@@ -301,7 +303,7 @@ func TestRegistrationRoundTrip(t *testing.T) {
 				t.Fatalf("Validate: %v", err)
 			}
 			first := mustMarshal(t, &r)
-			golden(t, tc.out, first)
+			golden.JSON(t, tc.out, first)
 			var again Registration
 			if err := json.Unmarshal(first, &again); err != nil {
 				t.Fatal(err)

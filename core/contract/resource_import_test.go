@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/supervaize/svz/internal/golden"
 )
 
 func importDoc() ResourceImportDocument {
@@ -24,7 +26,7 @@ func TestResourceImportDocumentGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := mustMarshal(t, d)
-	golden(t, "resource_import.json", b)
+	golden.JSON(t, "resource_import.json", b)
 	var back ResourceImportDocument
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)

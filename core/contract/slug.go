@@ -1,13 +1,13 @@
 package contract
 
 import (
-	"crypto/sha1"
 	"encoding/binary"
 	"sort"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/mozillazg/go-unidecode/table"
 	"golang.org/x/text/unicode/norm"
 )
@@ -235,18 +235,11 @@ func entityRune(name string) (rune, bool) {
 // http:// or https://, any case; DNS namespace otherwise) written in base 57, most significant
 // digit first, padded to 22 characters.
 func DeterministicAgentID(name string) string {
-	ns := [16]byte{0x6b, 0xa7, 0xb8, 0x10, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8} // DNS
+	ns := uuid.NameSpaceDNS
 	if hasPrefixFold(name, "http://") || hasPrefixFold(name, "https://") {
-		ns[3] = 0x11 // URL: 6ba7b811-9dad-11d1-80b4-00c04fd430c8
+		ns = uuid.NameSpaceURL
 	}
-	h := sha1.New()
-	h.Write(ns[:])
-	h.Write([]byte(name))
-	var u [16]byte
-	copy(u[:], h.Sum(nil))
-	u[6] = u[6]&0x0f | 0x50 // version 5
-	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
-	return shortUUID(u)
+	return shortUUID(uuid.NewSHA1(ns, []byte(name)))
 }
 
 func hasPrefixFold(s, prefix string) bool {

@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,9 +18,8 @@ import (
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/grant/granttest"
+	"github.com/supervaize/svz/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current responses")
 
 const (
 	apiKey  = "K-a2a-test-key"
@@ -295,7 +291,7 @@ func TestA2AEveryFailureCode(t *testing.T) {
 			"Missing X-Supervaize-Workspace-Authorization header"},
 	}
 
-	var golden bytes.Buffer
+	var answers bytes.Buffer
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := pemCfg
@@ -308,7 +304,7 @@ func TestA2AEveryFailureCode(t *testing.T) {
 			if n, _ := s.get(); n != 0 {
 				t.Fatalf("a handler ran %d times for a refused call", n)
 			}
-			fmt.Fprintf(&golden, "%s\n%s\n\n", tc.name, got)
+			fmt.Fprintf(&answers, "%s\n%s\n\n", tc.name, got)
 		})
 	}
 
@@ -320,28 +316,7 @@ func TestA2AEveryFailureCode(t *testing.T) {
 			t.Fatalf("invalid_key at start-up: %v", err)
 		}
 	}
-	checkGolden(t, "a2a_refusals.golden", golden.Bytes())
-}
-
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -run %s -update to create it)", err, t.Name())
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("responses differ from %s (run with -update after checking):\n%s", path, got)
-	}
+	golden.Bytes(t, "a2a_refusals.golden", answers.Bytes())
 }
 
 // TestA2AVerifiedContext: handlers get the token's context, never what the request claims, and

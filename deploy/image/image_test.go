@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
-	"encoding/json"
 	"errors"
-	"flag"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -24,38 +22,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/supervaize/svz/deploy/image"
+	"github.com/supervaize/svz/internal/golden"
 	"github.com/supervaize/svz/internal/testenv"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
 func spec() image.Spec {
 	return image.Spec{Binary: []byte("\x7fELF fake controller"), Arch: "arm64", CACerts: []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"), Created: time.Unix(0, 0).UTC()}
-}
-
-func golden(t *testing.T, file string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", file)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from the golden file:\n got %s\nwant %s", file, got, want)
-	}
-}
-
-func indent(t *testing.T, raw []byte) []byte {
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		t.Fatal(err)
-	}
-	return append(buf.Bytes(), '\n')
 }
 
 // TestGolden pins the manifest and config byte for byte: the digest of the same inputs never drifts.
@@ -72,10 +44,10 @@ func TestGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "manifest.json", indent(t, m))
-	golden(t, "config.json", indent(t, c))
+	golden.JSON(t, "manifest.json", m)
+	golden.JSON(t, "config.json", c)
 	d, _ := img.Digest()
-	golden(t, "digest.txt", []byte(d.String()+"\n"))
+	golden.Bytes(t, "digest.txt", []byte(d.String()+"\n"))
 }
 
 func TestReproducible(t *testing.T) {
