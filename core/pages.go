@@ -150,7 +150,7 @@ func (c *Controller) routes() []apiRoute {
 	human["parameters"] = slug
 	logo := ok("The agent's logo", "image/png")
 	logo["parameters"] = slug
-	return []apiRoute{
+	routes := []apiRoute{
 		{"GET", "/.well-known/agents.json", "The agents this controller serves", "public", ok("Agent list", "application/json")},
 		{"GET", "/.well-known/agents/v{version}/{slug}_agent.json", "An agent's Agent Card (also without v{version}/)", "public", card},
 		{"GET", "/.well-known/health", "Health of the controller and its agents", "public", ok("Health", "application/json")},
@@ -160,9 +160,39 @@ func (c *Controller) routes() []apiRoute {
 		{"GET", agentInfoPrefix + "{slug}", "Get agent info", "X-API-Key, read scope", info},
 		{"GET", agentInfoPrefix + "{slug}" + humanPageFile, "The agent's page for people", "public", human},
 		{"GET", logoPrefix + "{slug}" + logoSuffix, "The agent's logo", "public", logo},
-		{"GET", openAPIPath, "This document in OpenAPI 3.1", "public", ok("OpenAPI document", "application/json")},
-		{"GET", docsPath, "These routes in HTML", "public", ok("API docs", "text/html")},
 	}
+	// The DataResource routes (spec §8), for agents that declare DataResources.
+	data := func(method, suffix, summary, auth, desc string, status string, item bool) apiRoute {
+		op := keyed(ok(desc, "application/json"), "APIKey", "WorkspaceGrant")
+		if status != "200" {
+			rs := op["responses"].(map[string]any)
+			rs[status] = rs["200"]
+			delete(rs, "200")
+		}
+		params := append([]any{}, slug...)
+		params = append(params, map[string]any{"name": "name", "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+		if item {
+			params = append(params, map[string]any{"name": "item_id", "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+		}
+		op["parameters"] = params
+		if method == "POST" || method == "PUT" {
+			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{}}}
+		}
+		return apiRoute{method, dataPrefix + "{slug}/data/{name}/" + suffix, summary, auth, op}
+	}
+	grantRead, grantWrite := "X-API-Key (read) and the workspace grant", "X-API-Key (write) and the workspace grant"
+	routes = append(routes,
+		data("GET", "", "List a DataResource's items (skip, limit)", grantRead, "Items", "200", false),
+		data("POST", "", "Create an item", grantWrite, "The created item", "201", false),
+		data("GET", "{item_id}", "Get an item", grantRead, "The item", "200", true),
+		data("PUT", "{item_id}", "Update an item", grantWrite, "The updated item", "200", true),
+		data("DELETE", "{item_id}", "Delete an item", grantWrite, `{"deleted": true}`, "200", true),
+		data("POST", "import/", "Import items", grantWrite, "The import outcome", "200", false),
+	)
+	return append(routes,
+		apiRoute{"GET", openAPIPath, "This document in OpenAPI 3.1", "public", ok("OpenAPI document", "application/json")},
+		apiRoute{"GET", docsPath, "These routes in HTML", "public", ok("API docs", "text/html")},
+	)
 }
 
 // openAPI is the card's openapi_url: the controller's routes as an OpenAPI 3.1 document.
