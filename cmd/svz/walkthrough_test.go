@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/supervaize/svz/internal/testenv"
 )
@@ -92,7 +94,10 @@ func TestGrantWalkthrough(t *testing.T) {
 	}
 	run := func(s string) string {
 		t.Helper()
-		cmd := exec.Command("bash", "-c", script(s))
+		// The walkthrough waits for the controller with an unbounded loop: bound the whole run.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", "-c", script(s))
 		cmd.Dir = dir
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "SVZ=" + svz, "LOCAL=" + local, "SUPERVAIZER_PORT=" + port}
 		out, err := cmd.CombinedOutput()
