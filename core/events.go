@@ -149,12 +149,13 @@ func effectEvent(epoch string, e store.LogEntry) sseEvent {
 
 // effectLog is a controller's effect log and the follower shared by its streams.
 type effectLog struct {
-	log     store.Log
-	name    string
-	keep    store.Retention
-	buffer  int
-	closing <-chan struct{}
-	logger  *slog.Logger
+	log       store.Log
+	inProcess bool // log is a memory store
+	name      string
+	keep      store.Retention
+	buffer    int
+	closing   <-chan struct{}
+	logger    *slog.Logger
 
 	streams atomic.Int64 // open GET /a2a/events requests
 
@@ -182,14 +183,16 @@ func newEffectLog(cfg Config, logger *slog.Logger, closing <-chan struct{}) *eff
 	if cfg.ServerID != "" {
 		name += "/" + cfg.ServerID
 	}
+	_, inProcess := l.(*memory.Store)
 	return &effectLog{
-		log:     l,
-		name:    name,
-		keep:    store.Retention{MaxAge: cfg.EventRetention, MaxCount: cfg.EventRetentionCount},
-		buffer:  cfg.EventBuffer,
-		closing: closing,
-		logger:  logger,
-		changed: make(chan struct{}),
+		log:       l,
+		inProcess: inProcess,
+		name:      name,
+		keep:      store.Retention{MaxAge: cfg.EventRetention, MaxCount: cfg.EventRetentionCount},
+		buffer:    cfg.EventBuffer,
+		closing:   closing,
+		logger:    logger,
+		changed:   make(chan struct{}),
 	}
 }
 
@@ -209,7 +212,13 @@ func (e *effectLog) appendEffects(ctx context.Context, req *contract.ActionReque
 		effects = []contract.Effect{}
 	}
 	data, err := json.Marshal(effectPayload{req.AgentSlug, req.Action, req.RequestID, effects})
-	if err == nil {
+	switch {
+	case err != nil:
+	case e.inProcess:
+		// The memory store neither waits nor fails on a canceled context: no context to build
+		// (four allocations per action).
+		_, err = e.log.AppendLog(context.Background(), e.name, data, e.keep)
+	default:
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
 		_, err = e.log.AppendLog(actx, e.name, data, e.keep)
 		cancel()

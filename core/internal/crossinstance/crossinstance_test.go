@@ -285,7 +285,7 @@ func randomName(prefix string) string {
 
 // sharedStores returns, for each backend that several processes can share, the environment of a
 // fresh store of it.
-func sharedStores(t *testing.T) map[string][]string {
+func sharedStores(t testing.TB) map[string][]string {
 	t.Helper()
 	pg := testenv.Need(t, testenv.PostgresURL)
 	pgTable := randomName("svz_cross_")
@@ -308,7 +308,9 @@ func sharedStores(t *testing.T) map[string][]string {
 	if err := dynamodb.CreateTable(context.Background(), api, ddbTable); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = api.Call(context.Background(), "DeleteTable", map[string]string{"TableName": ddbTable}, nil) })
+	t.Cleanup(func() {
+		_ = api.Call(context.Background(), "DeleteTable", map[string]string{"TableName": ddbTable}, nil)
+	})
 	return map[string][]string{
 		"postgres": {"SUPERVAIZER_STORE=postgres", "SUPERVAIZER_STORE_URL=" + pg, "SUPERVAIZER_STORE_TABLE=" + pgTable},
 		"redis":    {"SUPERVAIZER_STORE=redis", "SUPERVAIZER_STORE_URL=" + testenv.Need(t, testenv.RedisURL)},
@@ -391,4 +393,43 @@ func TestSingleInstanceStores(t *testing.T) {
 			t.Fatalf("a second controller on the same bolt file: %v", err)
 		}
 	})
+}
+
+// BenchmarkDelay measures, per backend, the delay from an action's answer (received by the
+// client) to its effect event (received by a client of a stream on another controller process;
+// the same process for the single-instance stores), as p50-ms and p99-ms over b.N actions made
+// one at a time. Run: scripts/with-services go test -run '^$' -bench Delay -benchtime 200x
+// ./core/internal/crossinstance
+func BenchmarkDelay(b *testing.B) {
+	stores := sharedStores(b)
+	stores["memory"] = []string{"SUPERVAIZER_STORE=memory"}
+	stores["bolt"] = []string{"SUPERVAIZER_STORE=bolt", "SUPERVAIZER_DATA_DIR=" + filepath.Join(b.TempDir(), "data")}
+	for _, backend := range []string{"memory", "bolt", "postgres", "redis", "dynamodb"} {
+		b.Run(backend, func(b *testing.B) {
+			env := append([]string{"SUPERVAIZER_SERVER_ID=" + randomName("svz-bench-")}, stores[backend]...)
+			a := mustStart(b, env...)
+			reader := a
+			if backend != "memory" && backend != "bolt" {
+				reader = mustStart(b, env...)
+			}
+			s := reader.open(b, "")
+			s.expect(b, "supervaizer.connected", "")
+			delays := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := range b.N {
+				id := fmt.Sprintf("bench-%d", i)
+				a.invoke(b, id)
+				answered := time.Now()
+				s.expect(b, "supervaizer.effect", id)
+				delays = append(delays, time.Since(answered))
+			}
+			b.StopTimer()
+			slices.Sort(delays)
+			ms := func(q float64) float64 {
+				return float64(delays[min(len(delays)-1, int(q*float64(len(delays))))]) / float64(time.Millisecond)
+			}
+			b.ReportMetric(ms(0.50), "p50-ms")
+			b.ReportMetric(ms(0.99), "p99-ms")
+		})
+	}
 }
