@@ -133,7 +133,7 @@ func (s *Store) ReadLog(ctx context.Context, name string, after uint64, limit in
 		if k, _ := c.First(); len(k) == 8 {
 			r.First = binary.BigEndian.Uint64(k)
 		}
-		if limit == 0 {
+		if limit == 0 || after >= last {
 			return nil
 		}
 		var lastRead uint64

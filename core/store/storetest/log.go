@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -218,6 +219,7 @@ func testLogAppendRead(t *testing.T, o logOpener, c *Clock, name func(string) st
 		{0, 2, []uint64{1, 2}, 2},
 		{3, 10, nil, 3},
 		{7, 10, nil, 7}, // ahead of the log: nothing, and the position is kept
+		{math.MaxUint64, 10, nil, math.MaxUint64},
 		{1, 0, nil, 1},  // bounds only
 	} {
 		r := mustRead(t, l, n, tc.after, tc.limit)
