@@ -220,7 +220,7 @@ func testLogAppendRead(t *testing.T, o logOpener, c *Clock, name func(string) st
 		{3, 10, nil, 3},
 		{7, 10, nil, 7}, // ahead of the log: nothing, and the position is kept
 		{math.MaxUint64, 10, nil, math.MaxUint64},
-		{1, 0, nil, 1},  // bounds only
+		{1, 0, nil, 1}, // bounds only
 	} {
 		r := mustRead(t, l, n, tc.after, tc.limit)
 		if !equalSeqs(seqs(r), tc.seqs) || r.Through != tc.through || r.First != 1 || r.Last != 3 {
