@@ -28,7 +28,9 @@ import (
 //	       d (B) data; at (N); tok (S); ttl (N); tomb (BOOL) for a sealed position
 //
 // An append is two writes. An UpdateItem claims the next position: it increments seq (an atomic
-// counter, so concurrent appenders never retry each other's claims) and returns the head. A
+// counter, so concurrent appenders never retry each other's claims) and returns the head (the
+// first append of a log creates the head with a conditional PutItem instead, one more round
+// trip once in the log's life, so that a single epoch wins). A
 // conditional PutItem then writes the entry where none exists. Retention is computed from the
 // head: the oldest kept position is the largest of first, gone, seq - keepn + 1 and what the age
 // marks allow at the newest claim's time (so reads agree with appends, and an idle log is not
@@ -302,36 +304,76 @@ func (s *Store) AppendLog(ctx context.Context, name string, data []byte, keep st
 		name, logAppendAttempts, LogGapTimeout)
 }
 
-// claim increments the head and returns it as it now is.
+// claim increments the head and returns it as it now is. The first claim of a log creates its
+// head with a conditional PutItem instead, so that one epoch wins even if two appenders start the
+// log at once.
 func (s *Store) claim(ctx context.Context, name string, now int64, keep store.Retention, tok string) (logHead, error) {
-	var out attributesOutput
-	err := s.api.Call(ctx, "UpdateItem", updateLogInput{
-		TableName: s.table,
-		Key:       keyItem{sAttr{headKey(name)}},
-		UpdateExpression: "SET #pseq = if_not_exists(#seq, :zero), #pat = if_not_exists(#at, :now), " +
-			"#seq = if_not_exists(#seq, :zero) + :one, #at = :now, #tok = :tok, #ep = if_not_exists(#ep, :ep), " +
-			"#first = if_not_exists(#first, :one), #gone = if_not_exists(#gone, :one), #mv = if_not_exists(#mv, :zero), " +
-			"#keepn = :keepn, #keepage = :keepage",
-		ConditionExpression:      "attribute_not_exists(#tok) OR #tok <> :tok",
-		ExpressionAttributeNames: pick(logNames, "#pseq", "#seq", "#pat", "#at", "#tok", "#ep", "#first", "#gone", "#mv", "#keepn", "#keepage"),
-		ExpressionAttributeValues: map[string]any{
-			":zero": number(0), ":one": number(1), ":now": number(now), ":tok": sAttr{tok}, ":ep": sAttr{kit.NewEpoch()},
-			":keepn": number(int64(keep.MaxCount)), ":keepage": number(keep.MaxAge.Milliseconds()),
-		},
-		ReturnValues:                        "ALL_NEW",
-		ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-	}, &out)
+	for range 3 {
+		var out attributesOutput
+		err := s.api.Call(ctx, "UpdateItem", updateLogInput{
+			TableName:                s.table,
+			Key:                      keyItem{sAttr{headKey(name)}},
+			UpdateExpression:         "SET #pseq = #seq, #pat = #at, #seq = #seq + :one, #at = :now, #tok = :tok, #keepn = :keepn, #keepage = :keepage",
+			ConditionExpression:      "attribute_exists(#k) AND #tok <> :tok",
+			ExpressionAttributeNames: pick(logNames, "#k", "#pseq", "#seq", "#pat", "#at", "#tok", "#keepn", "#keepage"),
+			ExpressionAttributeValues: map[string]any{
+				":one": number(1), ":now": number(now), ":tok": sAttr{tok},
+				":keepn": number(int64(keep.MaxCount)), ":keepage": number(keep.MaxAge.Milliseconds()),
+			},
+			ReturnValues:                        "ALL_NEW",
+			ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+		}, &out)
+		if old, failed := conditionFailed(err); failed {
+			if old == nil { // no head yet: create it
+				h, created, err := s.createHead(ctx, name, now, keep, tok)
+				if err != nil || created {
+					return h, err
+				}
+				continue // another appender created it first: claim after its entry
+			}
+			out.Attributes, err = old, nil // a retry after the first attempt was applied: the head is ours
+		}
+		if err != nil {
+			return logHead{}, err
+		}
+		h, err := decodeHead(out.Attributes)
+		if err == nil && !h.exists {
+			err = fmt.Errorf("%w: the claim returned no head", errCorrupt)
+		}
+		return h, err
+	}
+	return logHead{}, errors.New("the log's head was created and deleted under this append 3 times")
+}
+
+// createHead writes the head of a new log claiming position 1; false when one exists.
+func (s *Store) createHead(ctx context.Context, name string, now int64, keep store.Retention, tok string) (logHead, bool, error) {
+	h := logHead{exists: true, epoch: kit.NewEpoch(), tok: tok, seq: 1, at: now, pat: now,
+		keepn: int64(keep.MaxCount), keepage: keep.MaxAge.Milliseconds(), first: 1, gone: 1}
+	it := map[string]any{"k": sAttr{headKey(name)}, "ep": sAttr{h.epoch}, "tok": sAttr{tok}}
+	for k, v := range map[string]int64{"seq": 1, "at": now, "pseq": 0, "pat": now, "keepn": h.keepn, "keepage": h.keepage, "first": 1, "gone": 1, "mv": 0} {
+		it[k] = number(v)
+	}
+	err := s.api.Call(ctx, "PutItem", map[string]any{
+		"TableName":                           s.table,
+		"Item":                                it,
+		"ConditionExpression":                 "attribute_not_exists(#k)",
+		"ExpressionAttributeNames":            map[string]string{"#k": AttrKey},
+		"ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+	}, nil)
 	if old, failed := conditionFailed(err); failed {
-		out.Attributes, err = old, nil // a retry after the first attempt was applied: the head is ours
+		cur, err := decodeHead(old)
+		if err != nil {
+			return logHead{}, false, err
+		}
+		if cur.exists && cur.tok == tok && cur.seq == 1 {
+			return cur, true, nil // a retry after the first attempt was applied
+		}
+		return logHead{}, false, nil
 	}
 	if err != nil {
-		return logHead{}, err
+		return logHead{}, false, err
 	}
-	h, err := decodeHead(out.Attributes)
-	if err == nil && !h.exists {
-		err = fmt.Errorf("%w: the claim returned no head", errCorrupt)
-	}
-	return h, err
+	return h, true, nil
 }
 
 // pick returns the entries of m under keys.
