@@ -551,7 +551,9 @@ func (c *Controller) followStream(ctx context.Context, s *eventStream) {
 			}
 			s.at.seq = through
 		case reset || s.behind():
-			// Behind the follower's events, or the log changed: read the store.
+			// Behind the follower's events, or the log changed: read the store. A loss found
+			// now is reported against the position the stream had reached.
+			s.asked = s.at.id()
 			r, err := s.e.log.ReadLog(ctx, s.e.name, s.at.seq, min(s.budget, store.MaxLogRead))
 			if err != nil {
 				return
