@@ -315,3 +315,105 @@ func TestReplayAppendsNothing(t *testing.T) {
 		t.Fatalf("three calls, one run: %v", names(evs))
 	}
 }
+
+// resettable is a store whose log can be replaced by an empty one, as a flushed Redis or a
+// recreated table would be.
+type resettable struct {
+	mu      sync.Mutex
+	cur     *memory.Store
+	swapped chan struct{}
+}
+
+func newResettable() *resettable { return &resettable{cur: memory.New(), swapped: make(chan struct{})} }
+
+func (r *resettable) store() (*memory.Store, chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur, r.swapped
+}
+
+func (r *resettable) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cur = memory.New()
+	close(r.swapped)
+	r.swapped = make(chan struct{})
+}
+
+func (r *resettable) Get(ctx context.Context, k string) (store.Record, error) {
+	s, _ := r.store()
+	return s.Get(ctx, k)
+}
+
+func (r *resettable) Create(ctx context.Context, k string, v []byte, e time.Time) (store.Record, error) {
+	s, _ := r.store()
+	return s.Create(ctx, k, v, e)
+}
+
+func (r *resettable) Update(ctx context.Context, k string, ver uint64, v []byte, e time.Time) (store.Record, error) {
+	s, _ := r.store()
+	return s.Update(ctx, k, ver, v, e)
+}
+
+func (r *resettable) Delete(ctx context.Context, k string, ver uint64) error {
+	s, _ := r.store()
+	return s.Delete(ctx, k, ver)
+}
+func (r *resettable) MaxValueSize() int { return memory.DefaultMaxValueSize }
+func (r *resettable) Close() error      { return nil }
+
+func (r *resettable) AppendLog(ctx context.Context, n string, d []byte, k store.Retention) (store.LogPosition, error) {
+	s, _ := r.store()
+	return s.AppendLog(ctx, n, d, k)
+}
+
+func (r *resettable) ReadLog(ctx context.Context, n string, after uint64, limit int) (store.LogRange, error) {
+	s, _ := r.store()
+	return s.ReadLog(ctx, n, after, limit)
+}
+
+func (r *resettable) WaitLog(ctx context.Context, n string, after uint64) error {
+	s, swapped := r.store()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-swapped:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	if err := s.WaitLog(wctx, n, after); err != nil && ctx.Err() != nil {
+		return err
+	}
+	return nil
+}
+
+// TestEffectStreamLogReset: when the log a stream follows is replaced (a flushed store), the
+// stream says its events were lost, then goes on with the new log.
+func TestEffectStreamLogReset(t *testing.T) {
+	st := newResettable()
+	c := effectController(t, core.Config{Store: st, ServerID: "server-reset"})
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := openStream(t, ctx, srv.URL, nil)
+	readEvent(t, r)
+	invokeN(t, c, 1, "before")
+	old := readEvent(t, r)
+	st.reset()
+	invokeN(t, c, 1, "after")
+	// The stream may notice the new log before or after its first event: it resumes from the
+	// beginning of the new log ("<epoch>-0"), or of any log ("0-0").
+	lost := readEvent(t, r)
+	oldEpoch, _, _ := strings.Cut(old.id, "-")
+	if lost.event != "supervaizer.events_lost" || !strings.HasSuffix(lost.id, "-0") || strings.HasPrefix(lost.id, oldEpoch) ||
+		lost.data != `{"status":"events_lost","reason":"unknown","last_event_id":"`+old.id+`","resumed_after":"`+lost.id+`"}` {
+		t.Fatalf("after the reset: %+v (last event %s)", lost, old.id)
+	}
+	ev := readEvent(t, r)
+	if epoch, seq, _ := strings.Cut(ev.id, "-"); seq != "1" || epoch == oldEpoch || epoch == "0" || !strings.Contains(ev.data, `"after-0"`) {
+		t.Fatalf("then %+v, want the new log's first event", ev)
+	}
+}
