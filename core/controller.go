@@ -11,6 +11,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -42,7 +43,6 @@ const (
 	DefaultMaxBodyBytes      = 1 << 20
 	DefaultHeartbeatInterval = 15 * time.Second
 	DefaultEventBuffer       = 256
-	DefaultSubscriberQueue   = 100
 )
 
 // Config configures a Controller. APIKey and Authorizer are required.
@@ -73,10 +73,19 @@ type Config struct {
 	MaxBodyBytes int64
 	// HeartbeatInterval is the idle time after which the effect stream sends a heartbeat.
 	HeartbeatInterval time.Duration
-	// EventBuffer is how many recent effect events are kept for Last-Event-ID replay.
+	// EventBuffer is how many recent effect events an instance keeps in memory for its streams
+	// (DefaultEventBuffer when 0); a stream further behind reads the effect log.
 	EventBuffer int
-	// SubscriberQueue is how many events wait for a slow stream reader before the oldest drop.
-	SubscriberQueue int
+	// EventRetention and EventRetentionCount bound the effect log in the store (events.go):
+	// older events, and events beyond the newest count, are deleted by later appends.
+	EventRetention      time.Duration
+	EventRetentionCount int
+	// MaxEventStreams bounds the open GET /a2a/events requests of an instance; beyond it they
+	// answer 503 with Retry-After.
+	MaxEventStreams int
+	// EventCatchUp bounds the events one GET /a2a/events replays from the effect log; a client
+	// further behind gets them over several requests (Last-Event-ID).
+	EventCatchUp int
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -91,7 +100,7 @@ type Controller struct {
 	agents    []*boundAgent
 	bySlug    map[string]*boundAgent
 	keys      []apiKey
-	events    *eventHub
+	events    *effectLog
 	closing   chan struct{}
 	calls     *calls
 	closeOnce sync.Once
@@ -116,8 +125,9 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 	if len(agents) == 0 {
 		errs = append(errs, errors.New("at least one agent is required"))
 	}
-	if cfg.MaxBodyBytes < 0 || cfg.HeartbeatInterval < 0 || cfg.EventBuffer < 0 || cfg.SubscriberQueue < 0 {
-		errs = append(errs, errors.New("body limit, heartbeat interval, event buffer and subscriber queue cannot be negative"))
+	if cfg.MaxBodyBytes < 0 || cfg.HeartbeatInterval < 0 || cfg.EventBuffer < 0 || cfg.EventRetention < 0 ||
+		cfg.EventRetentionCount < 0 || cfg.MaxEventStreams < 0 || cfg.EventCatchUp < 0 {
+		errs = append(errs, errors.New("body limit, heartbeat interval and event settings cannot be negative"))
 	}
 	c := &Controller{
 		cfg:     cfg,
@@ -143,9 +153,10 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 	if c.cfg.EventBuffer == 0 {
 		c.cfg.EventBuffer = DefaultEventBuffer
 	}
-	if c.cfg.SubscriberQueue == 0 {
-		c.cfg.SubscriberQueue = DefaultSubscriberQueue
-	}
+	c.cfg.EventRetention = cmp.Or(c.cfg.EventRetention, DefaultEventRetention)
+	c.cfg.EventRetentionCount = cmp.Or(c.cfg.EventRetentionCount, DefaultEventRetentionCount)
+	c.cfg.MaxEventStreams = cmp.Or(c.cfg.MaxEventStreams, DefaultMaxEventStreams)
+	c.cfg.EventCatchUp = cmp.Or(c.cfg.EventCatchUp, DefaultEventCatchUp)
 	for _, a := range agents {
 		if a == nil {
 			errs = append(errs, errors.New("nil agent"))
@@ -187,7 +198,7 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 			c.keys = append(c.keys, newAPIKey(k, scopeRead))
 		}
 	}
-	c.events = newEventHub(c.cfg.EventBuffer, c.cfg.SubscriberQueue)
+	c.events = newEffectLog(c.cfg, c.log, c.closing)
 	for _, b := range c.agents {
 		for _, def := range b.cfg.Registration.Capabilities.Actions {
 			if b.actions[def.ID] == nil {

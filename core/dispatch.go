@@ -153,7 +153,7 @@ func (c *Controller) invokeAction(ctx context.Context, env envelope) rpcResponse
 		return errorResponse(env.id, CodeInternalError, "Action handler failed", failData)
 	}
 	if ran {
-		c.events.publishEffects(req, res.Effects)
+		c.events.appendEffects(ctx, req, res.Effects)
 	}
 	c.log.InfoContext(ctx, "action", "agent_slug", req.AgentSlug, "action", req.Action, "request_id", req.RequestID,
 		"status", res.Status, "replayed", !ran, "duration", c.now().Sub(started))

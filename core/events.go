@@ -1,43 +1,65 @@
 package core
 
 import (
-	"crypto/rand"
-	"encoding/hex"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/memory"
 )
 
-// SSE event names of the effect stream (spec §2.8).
+// SSE event names of the effect stream (spec §2.8, plus EventLost).
 const (
 	EventConnected = "supervaizer.connected"
 	EventEffect    = "supervaizer.effect"
 	EventHeartbeat = "supervaizer.heartbeat"
+	// EventLost tells a client that resumed with Last-Event-ID that events after it are gone
+	// (older than the retention, or its id belongs to another log); the stream goes on from the
+	// oldest event kept.
+	EventLost = "supervaizer.events_lost"
 )
 
-// sseEvent is one server-sent event. Only effect events carry an id: they are the ones a client
-// resumes after with Last-Event-ID.
+// The effect stream is a property of the controller, not of an instance. Every dispatched
+// action appends its supervaizer.effect event to a log in the store (store.Log), named after
+// the server id, before its result is answered; GET /a2a/events on any instance replays the log
+// after Last-Event-ID, then follows it. Event ids are "<epoch>-<position>": positions order the
+// events of all instances, and the epoch names the log, so an id of another log (a restarted
+// memory store, another controller) is recognized, never misread.
+//
+// Each instance runs at most one follower (while it has streams): it waits on the log
+// (store.Log.WaitLog: a notification, a blocking read or a short poll, by backend) and keeps the
+// newest events in memory, so its streams share one read per event. A stream that falls behind
+// that buffer reads the store itself, within its catch-up budget. Appending never waits for a
+// stream.
+
+// Defaults of the effect log and stream settings.
+const (
+	DefaultEventRetention      = 24 * time.Hour
+	DefaultEventRetentionCount = 10000
+	DefaultMaxEventStreams     = 100
+	DefaultEventCatchUp        = 1000
+)
+
+// appendTimeout bounds the append of an effect event: the action already ran, and its answer
+// must not wait long for a store that does not respond.
+const appendTimeout = 10 * time.Second
+
+// sseEvent is one server-sent event.
 type sseEvent struct {
 	id   string
-	seq  uint64
 	name string
 	data []byte
-}
-
-// connectedEvent opens a stream. Its id is the position the stream starts from, so a client that
-// reconnects (or polls, on a platform that cannot stream) resumes exactly there.
-func connectedEvent(id string) sseEvent {
-	return sseEvent{id: id, name: EventConnected, data: []byte(`{"status":"connected"}`)}
-}
-
-func heartbeatEvent() sseEvent {
-	return sseEvent{name: EventHeartbeat, data: []byte(`{"status":"ok"}`)}
 }
 
 func (e sseEvent) writeTo(w io.Writer) error {
@@ -57,169 +79,452 @@ func (e sseEvent) writeTo(w io.Writer) error {
 	return err
 }
 
-// eventHub fans effect events out to stream subscribers and keeps the last few for replay.
-// Event ids are "<instance>-<sequence>": an id minted by another instance (or before a restart)
-// is recognized as foreign and replays nothing rather than the wrong events.
-type eventHub struct {
-	instance string
-	queue    int
-
-	mu   sync.Mutex
-	seq  uint64
-	ring []sseEvent // the last len(ring) events, oldest first once full
-	next int        // ring index the next event is written to
-	full bool
-	subs map[*subscriber]struct{}
+// position is a place in the effect log: every event up to seq of the log epoch was seen. The
+// zero position is the beginning of any log.
+type position struct {
+	epoch string
+	seq   uint64
 }
 
-type subscriber struct {
-	ch chan sseEvent
+// id is the SSE id of p: "<epoch>-<seq>", "0-0" for the beginning.
+func (p position) id() string {
+	if p.epoch == "" {
+		return "0-" + strconv.FormatUint(p.seq, 10)
+	}
+	return p.epoch + "-" + strconv.FormatUint(p.seq, 10)
 }
 
-func newEventHub(buffer, queue int) *eventHub {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return &eventHub{
-		instance: hex.EncodeToString(b[:]),
-		queue:    queue,
-		ring:     make([]sseEvent, buffer),
-		subs:     map[*subscriber]struct{}{},
+// errBadEventID is the answer to a Last-Event-ID that no controller of svz sent.
+var errBadEventID = errors.New(`the Last-Event-ID header is not an id of this stream (expected "<epoch>-<position>"): reconnect without it, or with the id of the last event received`)
+
+// parsePosition reads a Last-Event-ID. "0-0" is the beginning; an unknown epoch is kept, to be
+// recognized as foreign.
+func parsePosition(id string) (position, error) {
+	epoch, seq, ok := strings.Cut(strings.TrimSpace(id), "-")
+	if !ok || epoch == "" || len(epoch) > 64 || seq == "" || len(seq) > 20 {
+		return position{}, errBadEventID
+	}
+	for _, c := range []byte(epoch) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && c != '_' {
+			return position{}, errBadEventID
+		}
+	}
+	n, err := strconv.ParseUint(seq, 10, 64)
+	if err != nil || (len(seq) > 1 && seq[0] == '0') {
+		return position{}, errBadEventID
+	}
+	if epoch == "0" && n == 0 {
+		return position{}, nil
+	}
+	return position{epoch: epoch, seq: n}, nil
+}
+
+func connectedEvent(id string) sseEvent {
+	return sseEvent{id: id, name: EventConnected, data: []byte(`{"status":"connected"}`)}
+}
+
+func heartbeatEvent() sseEvent {
+	return sseEvent{name: EventHeartbeat, data: []byte(`{"status":"ok"}`)}
+}
+
+// Reasons of EventLost.
+const (
+	lostExpired = "expired" // older than the retention
+	lostUnknown = "unknown" // another log's id: a reset store, another controller, a restarted instance
+)
+
+func lostEvent(asked string, resume position, reason string) sseEvent {
+	data, _ := json.Marshal(struct {
+		Status       string `json:"status"`
+		Reason       string `json:"reason"`
+		LastEventID  string `json:"last_event_id"`
+		ResumedAfter string `json:"resumed_after"`
+	}{"events_lost", reason, asked, resume.id()})
+	return sseEvent{id: resume.id(), name: EventLost, data: data}
+}
+
+func effectEvent(epoch string, e store.LogEntry) sseEvent {
+	return sseEvent{id: position{epoch, e.Seq}.id(), name: EventEffect, data: e.Data}
+}
+
+// effectLog is a controller's effect log and the follower shared by its streams.
+type effectLog struct {
+	log       store.Log
+	inProcess bool // log is a memory store
+	name      string
+	keep      store.Retention
+	buffer    int
+	closing   <-chan struct{}
+	logger    *slog.Logger
+
+	streams atomic.Int64 // open GET /a2a/events requests
+
+	mu        sync.Mutex
+	ready     bool   // the follower has a position
+	epoch     string // of the follower's position
+	from, to  uint64 // recent holds every event in (from, to]
+	recent    []store.LogEntry
+	changed   chan struct{} // closed and replaced when recent, epoch or ready change
+	followers int
+	stop      context.CancelFunc
+}
+
+// newEffectLog returns the effect log of the controller cfg describes: in cfg.Store when it
+// keeps logs, else in this process only.
+func newEffectLog(cfg Config, logger *slog.Logger, closing <-chan struct{}) *effectLog {
+	l, ok := cfg.Store.(store.Log)
+	if !ok {
+		if cfg.Store != nil {
+			logger.Warn("the store keeps no logs (store.Log): effect events reach only the streams of this instance", "store", fmt.Sprintf("%T", cfg.Store))
+		}
+		l = memory.New()
+	}
+	name := "effects"
+	if cfg.ServerID != "" {
+		name += "/" + cfg.ServerID
+	}
+	_, inProcess := l.(*memory.Store)
+	return &effectLog{
+		log:       l,
+		inProcess: inProcess,
+		name:      name,
+		keep:      store.Retention{MaxAge: cfg.EventRetention, MaxCount: cfg.EventRetentionCount},
+		buffer:    cfg.EventBuffer,
+		closing:   closing,
+		logger:    logger,
+		changed:   make(chan struct{}),
 	}
 }
 
-// publishEffects announces the effects of a dispatched action.
-func (h *eventHub) publishEffects(req *contract.ActionRequest, effects []contract.Effect) {
+// effectPayload is the data of a supervaizer.effect event (spec §2.8).
+type effectPayload struct {
+	AgentSlug string            `json:"agent_slug"`
+	Action    string            `json:"action"`
+	RequestID string            `json:"request_id"`
+	Effects   []contract.Effect `json:"effects"`
+}
+
+// appendEffects appends the effect event of a dispatched action. The action ran: a failure is
+// logged, and the caller answers the result anyway (failing it would invite a retry that runs
+// the action again). ctx's cancellation (a client gone) does not stop the append.
+func (e *effectLog) appendEffects(ctx context.Context, req *contract.ActionRequest, effects []contract.Effect) {
 	if effects == nil {
 		effects = []contract.Effect{}
 	}
-	data, err := json.Marshal(struct {
-		AgentSlug string            `json:"agent_slug"`
-		Action    string            `json:"action"`
-		RequestID string            `json:"request_id"`
-		Effects   []contract.Effect `json:"effects"`
-	}{req.AgentSlug, req.Action, req.RequestID, effects})
+	data, err := json.Marshal(effectPayload{req.AgentSlug, req.Action, req.RequestID, effects})
+	switch {
+	case err != nil:
+	case e.inProcess:
+		// The memory store neither waits nor fails on a canceled context: no context to build
+		// (four allocations per action).
+		_, err = e.log.AppendLog(context.Background(), e.name, data, e.keep)
+	default:
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
+		_, err = e.log.AppendLog(actx, e.name, data, e.keep)
+		cancel()
+	}
 	if err != nil {
-		return // effects were validated and encoded once already; unreachable in practice
+		e.logger.ErrorContext(ctx, "effect event not recorded: GET /a2a/events will not show it (the action ran and its result is answered)",
+			"agent_slug", req.AgentSlug, "action", req.Action, "request_id", req.RequestID, "error", err)
 	}
-	h.publish(EventEffect, data)
 }
 
-func (h *eventHub) publish(name string, data []byte) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.seq++
-	ev := sseEvent{id: h.id(h.seq), seq: h.seq, name: name, data: data}
-	if len(h.ring) > 0 {
-		h.ring[h.next] = ev
-		h.next = (h.next + 1) % len(h.ring)
-		if h.next == 0 {
-			h.full = true
+// follow registers a stream with the follower, starting it if needed; the returned func
+// unregisters it.
+func (e *effectLog) follow() func() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.followers++
+	if e.stop == nil {
+		ctx, stop := context.WithCancel(context.Background())
+		e.stop = stop
+		go func() {
+			select {
+			case <-e.closing:
+				stop()
+			case <-ctx.Done():
+			}
+		}()
+		go e.run(ctx)
+	}
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.followers--; e.followers == 0 {
+			e.stop()
+			e.stop = nil
+			e.ready, e.recent = false, nil
+			e.broadcast()
 		}
 	}
-	for s := range h.subs {
-		s.offer(ev)
+}
+
+// broadcast wakes the streams. The caller holds mu.
+func (e *effectLog) broadcast() {
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+// run is the follower: it waits on the log and keeps its newest events in recent.
+func (e *effectLog) run(ctx context.Context) {
+	var (
+		at      position
+		started bool
+		pause   time.Duration
+	)
+	for ctx.Err() == nil {
+		if started {
+			if pause > 0 {
+				if !sleep(ctx, pause) {
+					return
+				}
+			} else if err := e.log.WaitLog(ctx, e.name, at.seq); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				e.logger.Warn("effect stream: waiting on the log failed; retrying", "error", err)
+				pause = time.Second
+				continue
+			}
+		}
+		limit := e.buffer
+		if !started {
+			limit = 0 // start from the newest position
+		}
+		r, err := e.log.ReadLog(ctx, e.name, at.seq, limit)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			e.logger.Warn("effect stream: reading the log failed; retrying", "error", err)
+			pause = min(max(2*pause, 100*time.Millisecond), 5*time.Second)
+			continue
+		}
+		e.mu.Lock()
+		switch {
+		case !started || r.Epoch != at.epoch:
+			// The first read, or a new log (the store was reset): start at its newest position.
+			// Streams notice the new epoch and tell their clients.
+			at = position{r.Epoch, r.Last}
+			if started {
+				at.seq = 0
+			}
+			e.epoch, e.from, e.to, e.recent, e.ready = at.epoch, at.seq, at.seq, nil, true
+			e.broadcast()
+			pause = 0
+		case r.Through > at.seq:
+			e.recent = append(e.recent, r.Entries...)
+			if n := len(e.recent) - e.buffer; n > 0 {
+				e.from = e.recent[n-1].Seq
+				e.recent = append(e.recent[:0:0], e.recent[n:]...)
+			}
+			if r.First > e.from+1 { // retention passed the follower: it cannot vouch for the gap
+				e.from = max(e.from, r.First-1)
+			}
+			e.to = r.Through
+			at.seq = r.Through
+			e.broadcast()
+			pause = 0
+		case r.Through < r.Last:
+			pause = min(max(2*pause, 50*time.Millisecond), time.Second) // an append is being written
+		default:
+			pause = 0
+		}
+		started = true
+		e.mu.Unlock()
 	}
 }
 
-// offer queues ev, dropping the oldest queued event when the reader is behind. Only the hub
-// (under its lock) sends, so the retry after a drop cannot lose to another sender.
-func (s *subscriber) offer(ev sseEvent) {
-	select {
-	case s.ch <- ev:
-		return
-	default:
+// since returns the events after p the follower holds, the position they reach, and whether it
+// could answer: false when p is behind what it holds, or in another epoch, or it has no
+// position yet. changed is closed when that answer may change.
+func (e *effectLog) since(p position) (events []store.LogEntry, through uint64, ok bool, epochChanged bool, changed <-chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	changed = e.changed
+	switch {
+	case !e.ready:
+		return nil, p.seq, false, false, changed
+	case e.epoch != p.epoch:
+		return nil, p.seq, false, true, changed
+	case p.seq >= e.to:
+		return nil, p.seq, true, false, changed
+	case p.seq < e.from:
+		return nil, p.seq, false, false, changed
 	}
-	select {
-	case <-s.ch:
-	default:
-	}
-	select {
-	case s.ch <- ev:
-	default:
-	}
-}
-
-// subscribe registers a subscriber and returns the buffered events after lastEventID (none when
-// the id is empty, foreign or unparsable) and the id of the position the stream starts from.
-// Registering and snapshotting under one lock means no event falls between the replay and the
-// live queue.
-func (h *eventHub) subscribe(lastEventID string) (s *subscriber, replay []sseEvent, from string) {
-	s = &subscriber{ch: make(chan sseEvent, h.queue)}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.subs[s] = struct{}{}
-	after, ok := h.parseID(lastEventID)
-	if !ok || after > h.seq {
-		return s, nil, h.id(h.seq)
-	}
-	for _, ev := range h.buffered() {
-		if ev.seq > after {
-			replay = append(replay, ev)
+	for i, ev := range e.recent {
+		if ev.Seq > p.seq {
+			events = e.recent[i:]
+			break
 		}
 	}
-	return s, replay, h.id(after)
+	return events, e.to, true, false, changed
 }
 
-func (h *eventHub) id(seq uint64) string { return h.instance + "-" + strconv.FormatUint(seq, 10) }
-
-func (h *eventHub) unsubscribe(s *subscriber) {
-	h.mu.Lock()
-	delete(h.subs, s)
-	h.mu.Unlock()
-}
-
-// buffered returns the kept events, oldest first. The caller holds mu.
-func (h *eventHub) buffered() []sseEvent {
-	if !h.full {
-		return h.ring[:h.next]
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
-	out := make([]sseEvent, 0, len(h.ring))
-	out = append(out, h.ring[h.next:]...)
-	return append(out, h.ring[:h.next]...)
-}
-
-func (h *eventHub) parseID(id string) (uint64, bool) {
-	inst, seq, ok := strings.Cut(strings.TrimSpace(id), "-")
-	if !ok || inst != h.instance {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(seq, 10, 64)
-	return n, err == nil
 }
 
 // streamMargin is how long before the request deadline a stream ends, so the platform sees a
 // clean end of response rather than a timeout.
 const streamMargin = 2 * time.Second
 
+// eventStream is one GET /a2a/events response.
+type eventStream struct {
+	e      *effectLog
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	at     position
+	asked  string // the Last-Event-ID received, "" for none
+	budget int    // events this request may still replay from the store
+}
+
 // serveEvents streams effect events. When the response writer cannot flush (a buffering
-// platform), the stream is cut short after the connected event and the replay: the client
-// reconnects with Last-Event-ID instead of hanging until the platform times out.
+// platform), the response ends after the connected event and the events after Last-Event-ID:
+// the client polls again with the last id it received (poll mode).
 func (c *Controller) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if !c.authorize(w, r, scopeRead) {
+		return
+	}
+	e := c.events
+	if n := e.streams.Add(1); n > int64(c.cfg.MaxEventStreams) {
+		e.streams.Add(-1)
+		w.Header().Set("Retry-After", "5")
+		writeDetail(w, http.StatusServiceUnavailable, fmt.Sprintf(
+			"This instance serves %d event streams, its limit (SUPERVAIZER_EVENT_STREAMS_MAX): retry later", c.cfg.MaxEventStreams))
+		return
+	}
+	defer e.streams.Add(-1)
+	s := &eventStream{e: e, w: w, rc: http.NewResponseController(w), budget: c.cfg.EventCatchUp}
+	ctx := r.Context()
+	if s.asked = strings.TrimSpace(r.Header.Get("Last-Event-ID")); s.asked != "" {
+		p, err := parsePosition(s.asked)
+		if err != nil {
+			writeDetail(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		s.at = p
+	}
+	limit := min(s.budget, store.MaxLogRead)
+	if s.asked == "" {
+		limit = 0 // a new client starts at the newest position
+	}
+	first, err := e.log.ReadLog(ctx, e.name, s.at.seq, limit)
+	if err != nil {
+		c.log.ErrorContext(ctx, "effect stream: cannot read the log", "error", err)
+		w.Header().Set("Retry-After", "5")
+		writeDetail(w, http.StatusServiceUnavailable, "The effect log cannot be read now: retry later")
 		return
 	}
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream; charset=utf-8")
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("X-Accel-Buffering", "no")
-	sub, replay, from := c.events.subscribe(r.Header.Get("Last-Event-ID"))
-	defer c.events.unsubscribe(sub)
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	if connectedEvent(from).writeTo(w) != nil {
+	connected := s.asked
+	if connected == "" {
+		s.at = position{first.Epoch, first.Last}
+		connected = s.at.id()
+	}
+	if connectedEvent(connected).writeTo(w) != nil {
 		return
 	}
-	for _, ev := range replay {
-		if ev.writeTo(w) != nil {
-			return
+	more, err := s.replay(ctx, first)
+	if err != nil {
+		return
+	}
+	if s.rc.Flush() != nil || !more {
+		// http.ErrNotSupported: a buffering writer delivers the response only when it ends
+		// (poll mode). Any other error: the client is gone. !more: the catch-up budget is spent,
+		// the client resumes from the last id it got.
+		return
+	}
+	c.followStream(ctx, s)
+}
+
+// replay writes the events of r (read after s.at), first telling the client when its position
+// was lost, then reads and writes on until the newest position. It reports false when the
+// catch-up budget is spent before: the response should end, the client resumes from the last id
+// it got.
+func (s *eventStream) replay(ctx context.Context, r store.LogRange) (bool, error) {
+	for {
+		reread := false
+		if lost, reason := s.resolve(r); lost {
+			if err := lostEvent(s.asked, s.at, reason).writeTo(s.w); err != nil {
+				return false, err
+			}
+			// An expired position moved forward within the same read; any other was read from
+			// the wrong place.
+			reread = reason != lostExpired
+		}
+		before := s.at.seq
+		if !reread {
+			for _, ev := range r.Entries {
+				if ev.Seq <= s.at.seq {
+					continue
+				}
+				if s.budget == 0 {
+					return false, nil
+				}
+				if err := effectEvent(r.Epoch, ev).writeTo(s.w); err != nil {
+					return false, err
+				}
+				s.budget--
+				s.at.seq = ev.Seq
+			}
+			s.at.seq = max(s.at.seq, r.Through)
+			if s.at.seq >= r.Last || s.at.seq == before {
+				// Caught up, or the next event is still being written: the follower (or the
+				// client's next poll) will bring it.
+				return true, nil
+			}
+		}
+		if s.budget == 0 {
+			return false, nil
+		}
+		var err error
+		if r, err = s.e.log.ReadLog(ctx, s.e.name, s.at.seq, min(s.budget, store.MaxLogRead)); err != nil {
+			return false, err
 		}
 	}
-	if rc.Flush() != nil {
-		// http.ErrNotSupported: a buffering writer delivers the response only when it ends
-		// (poll mode). Any other error: the client is gone.
-		return
+}
+
+// resolve places the stream in r's log: a position of another log, ahead of it, or older than
+// its retention is lost; the stream then goes on from the oldest event kept.
+func (s *eventStream) resolve(r store.LogRange) (lost bool, reason string) {
+	switch {
+	case r.Epoch == "": // nothing was ever appended
+		if s.at != (position{}) {
+			s.at = position{}
+			return true, lostUnknown
+		}
+	case s.at == (position{}):
+		s.at.epoch = r.Epoch
+		if r.First > 1 {
+			s.at.seq = r.First - 1
+			return true, lostExpired
+		}
+	case s.at.epoch != r.Epoch || s.at.seq > r.Last:
+		s.at = position{r.Epoch, r.First - 1}
+		return true, lostUnknown
+	case s.at.seq+1 < r.First:
+		s.at.seq = r.First - 1
+		return true, lostExpired
 	}
-	ctx := r.Context()
+	return false, ""
+}
+
+// followStream sends the events the follower brings, heartbeats when idle, until the client
+// leaves, the controller closes, the request deadline nears or the catch-up budget is spent.
+func (c *Controller) followStream(ctx context.Context, s *eventStream) {
+	defer s.e.follow()()
 	var deadline <-chan time.Time
 	if dl, ok := ctx.Deadline(); ok {
 		left := time.Until(dl)
@@ -234,7 +539,58 @@ func (c *Controller) serveEvents(w http.ResponseWriter, r *http.Request) {
 	idle := time.NewTimer(c.cfg.HeartbeatInterval)
 	defer idle.Stop()
 	for {
-		var ev sseEvent
+		events, through, ok, reset, changed := s.e.since(s.at)
+		wrote := false
+		switch {
+		case ok:
+			for _, ev := range events {
+				if err := effectEvent(s.at.epoch, ev).writeTo(s.w); err != nil {
+					return
+				}
+				wrote = true
+			}
+			s.at.seq = through
+		case reset || s.behind():
+			// Behind the follower's events, or the log changed: read the store. A loss found
+			// now is reported against the position the stream had reached.
+			s.asked = s.at.id()
+			r, err := s.e.log.ReadLog(ctx, s.e.name, s.at.seq, min(s.budget, store.MaxLogRead))
+			if err != nil {
+				return
+			}
+			before := s.at
+			more, err := s.replay(ctx, r)
+			if err != nil || !more {
+				_ = s.rc.Flush()
+				return
+			}
+			wrote = before != s.at || wrote
+			if !wrote {
+				// The store is where the stream is: wait for the follower.
+				select {
+				case <-ctx.Done():
+					return
+				case <-c.closing:
+					return
+				case <-deadline:
+					return
+				case <-changed:
+				case <-idle.C:
+					if heartbeatEvent().writeTo(s.w) != nil || s.rc.Flush() != nil {
+						return
+					}
+					idle.Reset(c.cfg.HeartbeatInterval)
+				}
+				continue
+			}
+		}
+		if wrote {
+			if s.rc.Flush() != nil {
+				return
+			}
+			idle.Reset(c.cfg.HeartbeatInterval)
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -242,13 +598,19 @@ func (c *Controller) serveEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-deadline:
 			return
-		case ev = <-sub.ch:
+		case <-changed:
 		case <-idle.C:
-			ev = heartbeatEvent()
+			if heartbeatEvent().writeTo(s.w) != nil || s.rc.Flush() != nil {
+				return
+			}
+			idle.Reset(c.cfg.HeartbeatInterval)
 		}
-		if ev.writeTo(w) != nil || rc.Flush() != nil {
-			return
-		}
-		idle.Reset(c.cfg.HeartbeatInterval)
 	}
+}
+
+// behind reports whether the follower is ready but holds no longer the events after the stream.
+func (s *eventStream) behind() bool {
+	s.e.mu.Lock()
+	defer s.e.mu.Unlock()
+	return s.e.ready && s.e.epoch == s.at.epoch && s.at.seq < s.e.from
 }

@@ -1,56 +1,80 @@
 package core
 
 import (
-	"strconv"
 	"testing"
+
+	"github.com/supervaize/svz/core/store"
 )
 
-// A slow reader loses the oldest queued events, never the newest, and never blocks publishers.
-func TestSubscriberDropsOldest(t *testing.T) {
-	h := newEventHub(8, 2)
-	s, replay, from := h.subscribe("")
-	if replay != nil || from != h.instance+"-0" {
-		t.Fatalf("replay without Last-Event-ID: %v from %s", replay, from)
-	}
-	for i := 1; i <= 5; i++ {
-		h.publish(EventEffect, []byte(strconv.Itoa(i)))
-	}
-	var got []string
-	for len(s.ch) > 0 {
-		got = append(got, string((<-s.ch).data))
-	}
-	if len(got) != 2 || got[0] != "4" || got[1] != "5" {
-		t.Errorf("queued %v, want [4 5]", got)
-	}
-	h.unsubscribe(s)
-	h.publish(EventEffect, []byte("6"))
-	if len(s.ch) != 0 {
-		t.Error("an unsubscribed reader still receives events")
+func TestParsePosition(t *testing.T) {
+	for _, tc := range []struct {
+		id   string
+		want position
+		ok   bool
+	}{
+		{"0-0", position{}, true},
+		{"abc-0", position{"abc", 0}, true},
+		{" 0123456789abcdef-42 ", position{"0123456789abcdef", 42}, true},
+		{"0-7", position{"0", 7}, true}, // a foreign epoch
+		{"A_z-18446744073709551615", position{"A_z", 1<<64 - 1}, true},
+		{"", position{}, false},
+		{"abc", position{}, false},
+		{"abc-", position{}, false},
+		{"-1", position{}, false},
+		{"abc-01", position{}, false},
+		{"abc--1", position{}, false},
+		{"a.b-1", position{}, false},
+		{"abc-18446744073709551616", position{}, false},
+		{"abc-1x", position{}, false},
+	} {
+		got, err := parsePosition(tc.id)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parsePosition(%q) = %+v, %v; want %+v, ok %v", tc.id, got, err, tc.want, tc.ok)
+		}
+		if err == nil && got.id() != tc.want.id() {
+			t.Errorf("%q round trip: %s", tc.id, got.id())
+		}
 	}
 }
 
-func TestEventBufferWraps(t *testing.T) {
-	h := newEventHub(3, 1)
-	for i := 1; i <= 7; i++ {
-		h.publish(EventEffect, []byte(strconv.Itoa(i)))
-	}
-	_, replay, from := h.subscribe(h.instance + "-0")
-	if from != h.instance+"-0" {
-		t.Errorf("stream resumes from %s, want %s-0", from, h.instance)
-	}
-	var got []uint64
-	for _, ev := range replay {
-		got = append(got, ev.seq)
-	}
-	if len(got) != 3 || got[0] != 5 || got[2] != 7 {
-		t.Errorf("buffer replays %v, want [5 6 7]", got)
-	}
-	if _, replay, _ := h.subscribe(h.instance + "-7"); len(replay) != 0 {
-		t.Errorf("nothing is newer than the last id, got %d events", len(replay))
-	}
-	for _, bad := range []string{"", "garbage", h.instance + "-x", "other-3", h.instance, h.instance + "-99"} {
-		if _, replay, from := h.subscribe(bad); replay != nil || from != h.instance+"-7" {
-			t.Errorf("Last-Event-ID %q replays %d events from %s, want none from the live position", bad, len(replay), from)
+func TestResolve(t *testing.T) {
+	log := store.LogRange{Epoch: "e", First: 5, Last: 9}
+	for _, tc := range []struct {
+		at     position
+		r      store.LogRange
+		want   position
+		reason string
+	}{
+		{position{"e", 4}, log, position{"e", 4}, ""},
+		{position{"e", 9}, log, position{"e", 9}, ""},
+		{position{"e", 3}, log, position{"e", 4}, lostExpired},
+		{position{}, log, position{"e", 4}, lostExpired},
+		{position{}, store.LogRange{Epoch: "e", First: 1, Last: 9}, position{"e", 0}, ""},
+		{position{"e", 10}, log, position{"e", 4}, lostUnknown},
+		{position{"f", 6}, log, position{"e", 4}, lostUnknown},
+		{position{"f", 6}, store.LogRange{First: 1}, position{}, lostUnknown},
+		{position{}, store.LogRange{First: 1}, position{}, ""},
+	} {
+		s := &eventStream{at: tc.at}
+		lost, reason := s.resolve(tc.r)
+		if s.at != tc.want || reason != tc.reason || lost != (tc.reason != "") {
+			t.Errorf("resolve(%+v in %+v) = %+v, %v %q; want %+v %q", tc.at, tc.r, s.at, lost, reason, tc.want, tc.reason)
 		}
 	}
+}
+
+func FuzzParsePosition(f *testing.F) {
+	for _, s := range []string{"0-0", "abc-1", "a-b", "-", "x-18446744073709551615"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		p, err := parsePosition(id)
+		if err != nil {
+			return
+		}
+		again, err := parsePosition(p.id())
+		if err != nil || again != p {
+			t.Fatalf("%q parsed as %+v, whose id %q parses as %+v, %v", id, p, p.id(), again, err)
+		}
+	})
 }

@@ -110,12 +110,14 @@ func TestEffectStream(t *testing.T) {
 	}
 }
 
-// TestEffectReplay resumes after Last-Event-ID from the in-memory buffer.
+// TestEffectReplay resumes after Last-Event-ID from the effect log, and tells a client whose
+// position is gone (older than the retention, or of another log) before going on from the oldest
+// event kept.
 func TestEffectReplay(t *testing.T) {
-	c := effectController(t, core.Config{EventBuffer: 2})
+	c := effectController(t, core.Config{EventRetentionCount: 2})
 	srv := httptest.NewServer(c)
 	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	live := openStream(t, ctx, srv.URL, nil)
 	readEvent(t, live)
@@ -124,25 +126,47 @@ func TestEffectReplay(t *testing.T) {
 		post(t, c, rpcBody(t, i, actionInvoke, params(map[string]any{"request_id": "req-" + string(rune('a'+i))})), nil)
 		ids = append(ids, readEvent(t, live).id)
 	}
-	instance, _, _ := strings.Cut(ids[0], "-")
+	epoch, _, _ := strings.Cut(ids[0], "-")
+	if ids[0] != epoch+"-1" || ids[1] != epoch+"-2" || ids[2] != epoch+"-3" {
+		t.Fatalf("ids %v, want <epoch>-1, -2, -3", ids)
+	}
 
 	resumed := openStream(t, ctx, srv.URL, map[string]string{"Last-Event-ID": ids[1]})
-	readEvent(t, resumed) // connected
+	if ev := readEvent(t, resumed); ev.event != "supervaizer.connected" || ev.id != ids[1] {
+		t.Fatalf("connected %+v, want the position resumed from", ev)
+	}
 	if ev := readEvent(t, resumed); ev.id != ids[2] || !strings.Contains(ev.data, `"request_id":"req-c"`) {
 		t.Fatalf("replay after %s gave %+v, want %s", ids[1], ev, ids[2])
 	}
-	// The buffer holds two events: resuming after the first replays the two it still has.
+	// The log keeps two events: resuming after the first loses nothing.
 	gap := openStream(t, ctx, srv.URL, map[string]string{"Last-Event-ID": ids[0]})
 	readEvent(t, gap)
 	if a, b := readEvent(t, gap), readEvent(t, gap); a.id != ids[1] || b.id != ids[2] {
 		t.Fatalf("replay after %s gave %s, %s", ids[0], a.id, b.id)
 	}
-	// An id from another instance replays nothing: the next event is live.
-	foreign := openStream(t, ctx, srv.URL, map[string]string{"Last-Event-ID": "ffffffffffff-1"})
-	readEvent(t, foreign)
+	// From the beginning, the first event is gone: the client is told, then gets the two kept.
+	for _, tc := range []struct{ asked, reason string }{
+		{"0-0", "expired"},
+		{epoch + "-0", "expired"},
+		{"ffffffffffff-1", "unknown"}, // another log's id
+		{epoch + "-99", "unknown"},    // ahead of the log
+	} {
+		r := openStream(t, ctx, srv.URL, map[string]string{"Last-Event-ID": tc.asked})
+		if ev := readEvent(t, r); ev.event != "supervaizer.connected" || ev.id != tc.asked {
+			t.Fatalf("Last-Event-ID %s: connected %+v", tc.asked, ev)
+		}
+		want := sse{id: epoch + "-1", event: "supervaizer.events_lost",
+			data: `{"status":"events_lost","reason":"` + tc.reason + `","last_event_id":"` + tc.asked + `","resumed_after":"` + epoch + `-1"}`}
+		if ev := readEvent(t, r); ev != want {
+			t.Fatalf("Last-Event-ID %s: got %+v, want %+v", tc.asked, ev, want)
+		}
+		if a, b := readEvent(t, r), readEvent(t, r); a.id != ids[1] || b.id != ids[2] {
+			t.Fatalf("Last-Event-ID %s: then %s, %s; want %s, %s", tc.asked, a.id, b.id, ids[1], ids[2])
+		}
+	}
 	post(t, c, rpcBody(t, 9, actionInvoke, params(map[string]any{"request_id": "req-live"})), nil)
-	if ev := readEvent(t, foreign); !strings.Contains(ev.data, `"req-live"`) || !strings.HasPrefix(ev.id, instance+"-") {
-		t.Fatalf("foreign id: got %+v, want the live event", ev)
+	if ev := readEvent(t, gap); !strings.Contains(ev.data, `"req-live"`) || ev.id != epoch+"-4" {
+		t.Fatalf("after the replay: got %+v, want the live event at position 4", ev)
 	}
 }
 

@@ -116,6 +116,10 @@ func Load(ctx context.Context, getenv func(string) string, log *slog.Logger) (co
 	}
 	cfg.MaxBodyBytes = n
 
+	if err := eventSettings(getenv, &cfg); err != nil {
+		errs = append(errs, err)
+	}
+
 	settings, err := grant.SettingsFromEnv(getenv)
 	if err != nil {
 		errs = append(errs, err)

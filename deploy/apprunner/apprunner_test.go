@@ -382,7 +382,8 @@ func TestAppRunnerDynamoDBStore(t *testing.T) {
 	p := e.instancePolicy(t, svc)
 	tableARN := "arn:aws:dynamodb:us-east-1:" + e.acct + ":table/" + svc
 	if len(p.Statement) != 2 || p.Statement[1].Sid != "StoreTable" ||
-		!reflect.DeepEqual([]string(p.Statement[1].Action), []string{"dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"}) ||
+		!reflect.DeepEqual([]string(p.Statement[1].Action), []string{"dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem",
+			"dynamodb:UpdateItem", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"}) ||
 		!reflect.DeepEqual([]string(p.Statement[1].Resource), []string{tableARN}) {
 		t.Errorf("instance role policy %+v", p)
 	}

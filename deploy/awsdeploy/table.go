@@ -26,9 +26,11 @@ func TableARN(region, account, name string) string {
 }
 
 // TableStatement allows the controller's DynamoDB store what it calls, on one table only:
-// DescribeTable at start, then one item operation per store call.
+// DescribeTable at start, then one item operation per store call; the effect log also claims
+// positions with UpdateItem and reads and reclaims entries in batches.
 func TableStatement(arn string) Statement {
-	return Statement{Sid: "StoreTable", Action: List{"dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"},
+	return Statement{Sid: "StoreTable", Action: List{"dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem",
+		"dynamodb:UpdateItem", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"},
 		Resource: List{arn}}
 }
 

@@ -100,7 +100,7 @@ func TestStoreTable(t *testing.T) {
 
 func TestTableStatement(t *testing.T) {
 	got := awsdeploy.NewPolicy(awsdeploy.TableStatement(awsdeploy.TableARN("eu-west-3", "123456789012", "svc-dev"))).JSON()
-	want := `{"Version":"2012-10-17","Statement":[{"Sid":"StoreTable","Effect":"Allow","Action":["dynamodb:DescribeTable","dynamodb:GetItem","dynamodb:PutItem","dynamodb:DeleteItem"],"Resource":["arn:aws:dynamodb:eu-west-3:123456789012:table/svc-dev"]}]}`
+	want := `{"Version":"2012-10-17","Statement":[{"Sid":"StoreTable","Effect":"Allow","Action":["dynamodb:DescribeTable","dynamodb:GetItem","dynamodb:PutItem","dynamodb:DeleteItem","dynamodb:UpdateItem","dynamodb:BatchGetItem","dynamodb:BatchWriteItem"],"Resource":["arn:aws:dynamodb:eu-west-3:123456789012:table/svc-dev"]}]}`
 	if got != want {
 		t.Fatalf("policy\n got %s\nwant %s", got, want)
 	}

@@ -54,6 +54,8 @@ type Store struct {
 	// reclaimFrom is the key the next write's scan for expired records starts at (nil: the
 	// first). Only write transactions use it, and bbolt runs one at a time.
 	reclaimFrom []byte
+
+	logs kit.Heads // waiters of store.Log, in log.go
 }
 
 var _ store.Store = (*Store)(nil)

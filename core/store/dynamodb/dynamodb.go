@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,6 +62,10 @@ type Store struct {
 	table  string
 	now    func() time.Time
 	closed atomic.Bool
+
+	logPoll  time.Duration // store.Log, in log.go
+	logOnce  sync.Once
+	logState *ddbLogs
 }
 
 var _ store.Store = (*Store)(nil)

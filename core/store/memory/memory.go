@@ -27,6 +27,8 @@ type Store struct {
 	records map[string]entry
 	sweepAt int // sweep expired records when the map grows past this size
 	closed  bool
+
+	logs logs // store.Log, in log.go
 }
 
 type entry struct {

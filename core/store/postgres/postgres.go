@@ -66,6 +66,8 @@ type Store struct {
 	table   string        // quoted; names the advisory lock of reclamation
 
 	sqlGet, sqlCreate, sqlCreateReclaim, sqlUpdate, sqlDelete string
+
+	log *pgLog // store.Log, in log.go
 }
 
 var _ store.Store = (*Store)(nil)
@@ -111,7 +113,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 		pool.Close()
 		return nil, err
 	}
-	s := &Store{pool: pool, now: o.now, table: table}
+	s := &Store{pool: pool, now: o.now, table: table, log: newLog(o.table)}
 	s.prepareSQL(table)
 	if err := s.setup(ctx, table, index); err != nil {
 		pool.Close()
@@ -186,7 +188,7 @@ func (s *Store) setup(ctx context.Context, table, index string) error {
 				return fmt.Errorf("the table has no index on expires_ms and it cannot be created (as the table's owner, run %s): %w", stmt, err)
 			}
 		}
-		return nil
+		return s.log.setupLog(ctx, tx)
 	})
 	if err != nil {
 		return fmt.Errorf("postgres: set up table %s on %s: %w", table, addr, err)
@@ -337,6 +339,7 @@ func (s *Store) MaxValueSize() int { return MaxValueSize }
 // Close implements store.Store and closes the pool.
 func (s *Store) Close() error {
 	if !s.closed.Swap(true) {
+		s.closeLog()
 		s.pool.Close()
 	}
 	return nil

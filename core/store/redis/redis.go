@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -79,6 +80,9 @@ type Store struct {
 	closed atomic.Bool
 
 	create, update, del *goredis.Script
+
+	logOnce  sync.Once // store.Log, in log.go
+	logState *redisLogs
 }
 
 var _ store.Store = (*Store)(nil)

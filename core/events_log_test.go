@@ -1,0 +1,419 @@
+package core_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/memory"
+)
+
+// pollEvents answers GET /a2a/events on a writer that cannot flush (poll mode) and returns the
+// status, headers and events.
+func pollEvents(t *testing.T, h http.Handler, lastID string) (int, http.Header, []sse) {
+	t.Helper()
+	done := make(chan *plainWriter, 1)
+	go func() {
+		w := &plainWriter{hdr: http.Header{}}
+		req := httptest.NewRequest(http.MethodGet, "/a2a/events", nil)
+		req.Header.Set("X-API-Key", testKey)
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		h.ServeHTTP(w, req)
+		done <- w
+	}()
+	select {
+	case w := <-done:
+		var evs []sse
+		if w.status == http.StatusOK {
+			r := bufio.NewReader(&w.body)
+			for w.body.Len() > 0 || r.Buffered() > 0 {
+				evs = append(evs, readEvent(t, r))
+			}
+		}
+		return w.status, w.hdr, evs
+	case <-time.After(30 * time.Second):
+		t.Fatal("a poll did not end")
+		return 0, nil, nil
+	}
+}
+
+func names(evs []sse) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.event+" "+e.id)
+	}
+	return out
+}
+
+func invokeN(t *testing.T, c http.Handler, n int, prefix string) {
+	t.Helper()
+	for i := range n {
+		status, body := post(t, c, rpcBody(t, i, actionInvoke, params(map[string]any{"request_id": fmt.Sprintf("%s-%d", prefix, i)})), nil)
+		if status != 200 || !bytes.Contains(body, []byte(`"result"`)) {
+			t.Fatalf("action %d: %d %s", i, status, body)
+		}
+	}
+}
+
+// TestEffectStreamAcrossInstances: two controllers of one server id on one store are one
+// stream. An action on A appears on B's stream, in order; B's ids resume on A with nothing
+// missed and nothing repeated. Another server id has a log of its own.
+func TestEffectStreamAcrossInstances(t *testing.T) {
+	st := memory.New()
+	a := effectController(t, core.Config{Store: st, ServerID: "server-one"})
+	b := effectController(t, core.Config{Store: st, ServerID: "server-one"})
+	other := effectController(t, core.Config{Store: st, ServerID: "server-two"})
+	srvB := httptest.NewServer(b)
+	defer srvB.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	onB := openStream(t, ctx, srvB.URL, nil)
+	readEvent(t, onB)
+	invokeN(t, a, 3, "on-a")
+	invokeN(t, other, 1, "elsewhere")
+	var got []sse
+	for range 3 {
+		got = append(got, readEvent(t, onB))
+	}
+	epoch, _, _ := strings.Cut(got[0].id, "-")
+	for i, ev := range got {
+		if ev.event != "supervaizer.effect" || ev.id != fmt.Sprintf("%s-%d", epoch, i+1) || !strings.Contains(ev.data, fmt.Sprintf(`"request_id":"on-a-%d"`, i)) {
+			t.Fatalf("event %d on B: %+v", i, ev)
+		}
+	}
+	invokeN(t, b, 1, "on-b")
+	// Reconnect to A with B's second id: exactly the third event, then B's own.
+	_, _, evs := pollEvents(t, a, got[1].id)
+	if len(evs) != 3 || evs[1].id != got[2].id || evs[2].id != epoch+"-4" || !strings.Contains(evs[2].data, `"on-b-0"`) {
+		t.Fatalf("poll on A after %s: %v", got[1].id, names(evs))
+	}
+	// The other server id's log holds only its own event.
+	_, _, evs = pollEvents(t, other, "0-0")
+	if len(evs) != 2 || !strings.Contains(evs[1].data, `"elsewhere-0"`) || strings.HasPrefix(evs[1].id, epoch) {
+		t.Fatalf("the other controller's log: %v", names(evs))
+	}
+}
+
+// TestEffectStreamBadLastEventID: an id no controller sent is refused with a message naming the
+// fix; ids of the right shape are accepted, even foreign ones.
+func TestEffectStreamBadLastEventID(t *testing.T) {
+	c := effectController(t, core.Config{})
+	for _, bad := range []string{"garbage", "abc-", "-5", "a-b", "e-01", "e-1-2", "é-1", strings.Repeat("a", 65) + "-1", "a-99999999999999999999999"} {
+		status, _, _ := pollEvents(t, c, bad)
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/a2a/events", nil)
+		req.Header.Set("X-API-Key", testKey)
+		req.Header.Set("Last-Event-ID", bad)
+		c.ServeHTTP(w, req)
+		if status != http.StatusBadRequest || w.Code != http.StatusBadRequest ||
+			w.Body.String() != `{"detail":"the Last-Event-ID header is not an id of this stream (expected \"\u003cepoch\u003e-\u003cposition\u003e\"): reconnect without it, or with the id of the last event received"}` {
+			t.Errorf("Last-Event-ID %q: %d %s", bad, w.Code, w.Body)
+		}
+	}
+	for _, ok := range []string{"0-0", "deadbeef-0", "x_Y9-18446744073709551615", " abc-3 "} {
+		if status, _, evs := pollEvents(t, c, ok); status != http.StatusOK || evs[0].event != "supervaizer.connected" {
+			t.Errorf("Last-Event-ID %q: %d %v", ok, status, names(evs))
+		}
+	}
+}
+
+// TestEffectStreamLimit: an instance serves at most MaxEventStreams streams; the next gets 503
+// with Retry-After, and a freed place is served again.
+func TestEffectStreamLimit(t *testing.T) {
+	c := effectController(t, core.Config{MaxEventStreams: 1})
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	first := openStream(t, ctx, srv.URL, nil)
+	readEvent(t, first)
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/a2a/events", nil)
+	req.Header.Set("X-API-Key", testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "5" ||
+		string(body) != `{"detail":"This instance serves 1 event streams, its limit (SUPERVAIZER_EVENT_STREAMS_MAX): retry later"}` {
+		t.Fatalf("a second stream: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	cancel() // the first client leaves; its place frees once the server notices
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if status, _, _ := pollEvents(t, c, ""); status == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the place of a closed stream was not freed")
+		}
+	}
+}
+
+// TestEffectStreamCatchUpBudget: one request replays at most EventCatchUp events; the client
+// gets the rest with the next request, from the last id it received, nothing missed.
+func TestEffectStreamCatchUpBudget(t *testing.T) {
+	c := effectController(t, core.Config{EventCatchUp: 2})
+	invokeN(t, c, 5, "r")
+	var seen []string
+	last := "0-0"
+	for range 4 {
+		_, _, evs := pollEvents(t, c, last)
+		if len(evs) > 3 {
+			t.Fatalf("a poll replayed %d events with a budget of 2: %v", len(evs)-1, names(evs))
+		}
+		for _, ev := range evs[1:] {
+			seen = append(seen, ev.data)
+			last = ev.id
+		}
+	}
+	if len(seen) != 5 {
+		t.Fatalf("replayed %d events over 4 polls, want 5", len(seen))
+	}
+	for i, d := range seen {
+		if !strings.Contains(d, fmt.Sprintf(`"r-%d"`, i)) {
+			t.Errorf("event %d: %s", i, d)
+		}
+	}
+	// A stream behind by more than its budget ends after the budget, cleanly.
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := openStream(t, ctx, srv.URL, map[string]string{"Last-Event-ID": "0-0"})
+	rest, err := io.ReadAll(r)
+	if err != nil || strings.Count(string(rest), "event: supervaizer.effect") != 2 {
+		t.Fatalf("a stream with a budget of 2, 5 events behind: %v %q", err, rest)
+	}
+}
+
+// blockedWriter is a stream client that does not read: Write blocks until released.
+type blockedWriter struct {
+	hdr     http.Header
+	release chan struct{}
+	mu      sync.Mutex
+	body    bytes.Buffer
+	wrote   chan struct{}
+}
+
+func (w *blockedWriter) Header() http.Header { return w.hdr }
+func (w *blockedWriter) WriteHeader(int)     {}
+func (w *blockedWriter) Flush()              {}
+func (w *blockedWriter) Write(b []byte) (int, error) {
+	select {
+	case w.wrote <- struct{}{}:
+	default:
+	}
+	if bytes.Contains(b, []byte("supervaizer.effect")) {
+		<-w.release
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.body.Write(b)
+}
+
+// TestSlowReaderNeverSlowsActions: a stream whose client stops reading holds no action back;
+// once it reads again it gets every event, in order, from the log (it fell behind the
+// instance's memory).
+func TestSlowReaderNeverSlowsActions(t *testing.T) {
+	c := effectController(t, core.Config{EventBuffer: 4})
+	w := &blockedWriter{hdr: http.Header{}, release: make(chan struct{}), wrote: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req := httptest.NewRequest(http.MethodGet, "/a2a/events", nil).WithContext(ctx)
+	req.Header.Set("X-API-Key", testKey)
+	served := make(chan struct{})
+	go func() { c.ServeHTTP(w, req); close(served) }()
+	<-w.wrote // connected
+	invokeN(t, c, 1, "first")
+	invokeN(t, c, 60, "while-blocked") // the stream is stuck writing the first: these must not wait
+	close(w.release)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		w.mu.Lock()
+		n := strings.Count(w.body.String(), "event: supervaizer.effect")
+		w.mu.Unlock()
+		if n == 61 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slow reader got %d events, want 61", n)
+		}
+	}
+	cancel()
+	<-served
+	r := bufio.NewReader(&w.body)
+	readEvent(t, r) // connected
+	for i := 1; i <= 61; i++ {
+		ev := readEvent(t, r)
+		if !strings.HasSuffix(ev.id, fmt.Sprintf("-%d", i)) {
+			t.Fatalf("event %d has id %s", i, ev.id)
+		}
+	}
+}
+
+// failingLog is a store whose appends fail.
+type failingLog struct{ *memory.Store }
+
+func (failingLog) AppendLog(context.Context, string, []byte, store.Retention) (store.LogPosition, error) {
+	return store.LogPosition{}, errors.New("store unreachable")
+}
+
+// TestEffectAppendFailure: the action ran, so its result is answered even when the effect log
+// refuses the event; the failure is logged with the request it concerns.
+func TestEffectAppendFailure(t *testing.T) {
+	var logs bytes.Buffer
+	c := effectController(t, core.Config{Store: failingLog{memory.New()}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	status, body := post(t, c, rpcBody(t, 1, actionInvoke, params(nil)), nil)
+	if status != 200 || !bytes.Contains(body, []byte(`"result":{"status":"ok"`)) {
+		t.Fatalf("answer: %d %s", status, body)
+	}
+	if !strings.Contains(logs.String(), `level=ERROR msg="effect event not recorded`) || !strings.Contains(logs.String(), "request_id=request-1") ||
+		!strings.Contains(logs.String(), `error="store unreachable"`) {
+		t.Fatalf("logs: %s", logs.String())
+	}
+}
+
+// replayGate runs an action the first time and replays its result afterwards, as the
+// idempotency gate does for a retried job.start.
+type replayGate struct {
+	mu   sync.Mutex
+	done *contract.ActionResult
+}
+
+func (g *replayGate) Do(ctx context.Context, _ *contract.ActionRequest, run func(context.Context) (*contract.ActionResult, error)) (*contract.ActionResult, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.done != nil {
+		return g.done, nil
+	}
+	res, err := run(ctx)
+	g.done = res
+	return res, err
+}
+
+// TestReplayAppendsNothing: a replayed answer does not run the action, so it appends no event.
+func TestReplayAppendsNothing(t *testing.T) {
+	c := effectController(t, core.Config{Gate: &replayGate{}})
+	for i := range 3 {
+		post(t, c, rpcBody(t, i, actionInvoke, params(map[string]any{"idempotency_key": "idem-1"})), nil)
+	}
+	if _, _, evs := pollEvents(t, c, "0-0"); len(evs) != 2 || evs[1].event != "supervaizer.effect" {
+		t.Fatalf("three calls, one run: %v", names(evs))
+	}
+}
+
+// resettable is a store whose log can be replaced by an empty one, as a flushed Redis or a
+// recreated table would be.
+type resettable struct {
+	mu      sync.Mutex
+	cur     *memory.Store
+	swapped chan struct{}
+}
+
+func newResettable() *resettable { return &resettable{cur: memory.New(), swapped: make(chan struct{})} }
+
+func (r *resettable) store() (*memory.Store, chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur, r.swapped
+}
+
+func (r *resettable) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cur = memory.New()
+	close(r.swapped)
+	r.swapped = make(chan struct{})
+}
+
+func (r *resettable) Get(ctx context.Context, k string) (store.Record, error) {
+	s, _ := r.store()
+	return s.Get(ctx, k)
+}
+
+func (r *resettable) Create(ctx context.Context, k string, v []byte, e time.Time) (store.Record, error) {
+	s, _ := r.store()
+	return s.Create(ctx, k, v, e)
+}
+
+func (r *resettable) Update(ctx context.Context, k string, ver uint64, v []byte, e time.Time) (store.Record, error) {
+	s, _ := r.store()
+	return s.Update(ctx, k, ver, v, e)
+}
+
+func (r *resettable) Delete(ctx context.Context, k string, ver uint64) error {
+	s, _ := r.store()
+	return s.Delete(ctx, k, ver)
+}
+func (r *resettable) MaxValueSize() int { return memory.DefaultMaxValueSize }
+func (r *resettable) Close() error      { return nil }
+
+func (r *resettable) AppendLog(ctx context.Context, n string, d []byte, k store.Retention) (store.LogPosition, error) {
+	s, _ := r.store()
+	return s.AppendLog(ctx, n, d, k)
+}
+
+func (r *resettable) ReadLog(ctx context.Context, n string, after uint64, limit int) (store.LogRange, error) {
+	s, _ := r.store()
+	return s.ReadLog(ctx, n, after, limit)
+}
+
+func (r *resettable) WaitLog(ctx context.Context, n string, after uint64) error {
+	s, swapped := r.store()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-swapped:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	if err := s.WaitLog(wctx, n, after); err != nil && ctx.Err() != nil {
+		return err
+	}
+	return nil
+}
+
+// TestEffectStreamLogReset: when the log a stream follows is replaced (a flushed store), the
+// stream says its events were lost, then goes on with the new log.
+func TestEffectStreamLogReset(t *testing.T) {
+	st := newResettable()
+	c := effectController(t, core.Config{Store: st, ServerID: "server-reset"})
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := openStream(t, ctx, srv.URL, nil)
+	readEvent(t, r)
+	invokeN(t, c, 1, "before")
+	old := readEvent(t, r)
+	st.reset()
+	invokeN(t, c, 1, "after")
+	// The stream may notice the new log before or after its first event: it resumes from the
+	// beginning of the new log ("<epoch>-0"), or of any log ("0-0").
+	lost := readEvent(t, r)
+	oldEpoch, _, _ := strings.Cut(old.id, "-")
+	if lost.event != "supervaizer.events_lost" || !strings.HasSuffix(lost.id, "-0") || strings.HasPrefix(lost.id, oldEpoch) ||
+		lost.data != `{"status":"events_lost","reason":"unknown","last_event_id":"`+old.id+`","resumed_after":"`+lost.id+`"}` {
+		t.Fatalf("after the reset: %+v (last event %s)", lost, old.id)
+	}
+	ev := readEvent(t, r)
+	if epoch, seq, _ := strings.Cut(ev.id, "-"); seq != "1" || epoch == oldEpoch || epoch == "0" || !strings.Contains(ev.data, `"after-0"`) {
+		t.Fatalf("then %+v, want the new log's first event", ev)
+	}
+}

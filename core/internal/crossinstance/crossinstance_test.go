@@ -1,0 +1,435 @@
+package crossinstance
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/supervaize/svz/adapters/adaptertest"
+	"github.com/supervaize/svz/core/store/dynamodb"
+	"github.com/supervaize/svz/examples/helloworld/hello"
+	"github.com/supervaize/svz/internal/testenv"
+)
+
+// childEnv makes the test binary a controller process: Hello World configured by its
+// environment, served on a free loopback port it prints, until its stdin closes.
+const childEnv = "SVZ_CROSSINSTANCE_CONTROLLER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		if err := serveController(); err != nil {
+			fmt.Fprintln(os.Stderr, "controller:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func serveController() error {
+	h, err := hello.Build(context.Background(), os.Getenv, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Printf("listening %s\n", ln.Addr())
+	_, _ = io.Copy(io.Discard, os.Stdin) // the parent closes it to stop this process
+	_ = srv.Close()
+	if c, ok := h.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// controller is a running controller process.
+type controller struct {
+	url    string
+	stderr *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// start runs a controller process with the suite's environment plus env. It returns an error
+// (with the process's output) when the process exits before listening.
+func start(t testing.TB, env ...string) (*controller, error) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(append(append(os.Environ(), adaptertest.Environ()...), childEnv+"=1"), env...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &controller{stderr: &syncBuffer{}}
+	cmd.Stderr = c.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
+				addr <- a
+			}
+		}
+	}()
+	go func() { _ = cmd.Wait(); close(exited) }()
+	stop := func() {
+		_ = stdin.Close()
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	select {
+	case a := <-addr:
+		c.url = "http://" + a
+		t.Cleanup(func() {
+			stop()
+			if t.Failed() {
+				t.Logf("controller %s output:\n%s", c.url, c.stderr)
+			}
+		})
+		return c, nil
+	case <-exited:
+		return nil, fmt.Errorf("the controller exited before listening:\n%s", c.stderr)
+	case <-time.After(60 * time.Second):
+		stop()
+		return nil, fmt.Errorf("the controller did not listen within a minute:\n%s", c.stderr)
+	}
+}
+
+func mustStart(t testing.TB, env ...string) *controller {
+	t.Helper()
+	c, err := start(t, env...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// invoke runs Hello World's job.start on c with requestID and returns once answered.
+func (c *controller) invoke(t testing.TB, requestID string) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"request_id":"` + requestID + `",` +
+		`"actor":{"user_id":"user-1"},"workspace":{"id":"workspace-1"},"mission_id":"mission-1",` +
+		`"agent_slug":"hello-world-ai-agent","surface":"job.start","action":"job.start","job_id":"job-` + requestID + `","input":{"count":1}}}`
+	req, _ := http.NewRequest(http.MethodPost, c.url+"/a2a", strings.NewReader(body))
+	req.Header.Set("X-API-Key", adaptertest.APIKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !bytes.Contains(out, []byte(`"result":{"status":"ok"`)) {
+		t.Fatalf("job.start %s on %s: %d %s", requestID, c.url, resp.StatusCode, out)
+	}
+}
+
+type event struct{ id, name, requestID string }
+
+// stream is an open GET /a2a/events.
+type stream struct {
+	events chan event
+	cancel context.CancelFunc
+}
+
+func (c *controller) open(t testing.TB, lastEventID string) *stream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/a2a/events", nil)
+	req.Header.Set("X-API-Key", adaptertest.APIKey)
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		cancel()
+		t.Fatalf("GET /a2a/events on %s: %d", c.url, resp.StatusCode)
+	}
+	s := &stream{events: make(chan event, 1024), cancel: cancel}
+	go func() {
+		defer close(s.events)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		var ev event
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.name != "" {
+					s.events <- ev
+				}
+				ev = event{}
+			case strings.HasPrefix(line, "id: "):
+				ev.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				ev.name = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				var d struct {
+					RequestID string `json:"request_id"`
+				}
+				_ = json.Unmarshal([]byte(line[6:]), &d)
+				ev.requestID = d.RequestID
+			}
+		}
+	}()
+	t.Cleanup(cancel)
+	return s
+}
+
+// next returns the next event other than a heartbeat.
+func (s *stream) next(t testing.TB) event {
+	t.Helper()
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case ev, ok := <-s.events:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			if ev.name != "supervaizer.heartbeat" {
+				return ev
+			}
+		case <-timeout:
+			t.Fatal("no event within a minute")
+		}
+	}
+}
+
+func (s *stream) expect(t testing.TB, name, requestID string) event {
+	t.Helper()
+	ev := s.next(t)
+	if ev.name != name || ev.requestID != requestID {
+		t.Fatalf("got %+v, want %s for %q", ev, name, requestID)
+	}
+	return ev
+}
+
+// checkIncreasing asserts that ids are "<epoch>-<position>" of one epoch, positions increasing.
+func checkIncreasing(t testing.TB, ids []string) {
+	t.Helper()
+	epoch, _, _ := strings.Cut(ids[0], "-")
+	prev := uint64(0)
+	for _, id := range ids {
+		e, n, _ := strings.Cut(id, "-")
+		seq, err := strconv.ParseUint(n, 10, 64)
+		if e != epoch || err != nil || seq <= prev {
+			t.Fatalf("ids %v: want one epoch, increasing positions", ids)
+		}
+		prev = seq
+	}
+}
+
+func randomName(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// sharedStores returns, for each backend that several processes can share, the environment of a
+// fresh store of it.
+func sharedStores(t testing.TB) map[string][]string {
+	t.Helper()
+	pg := testenv.Need(t, testenv.PostgresURL)
+	pgTable := randomName("svz_cross_")
+	t.Cleanup(func() {
+		pool, err := pgxpool.New(context.Background(), pg)
+		if err == nil {
+			_, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+pgTable+", "+pgTable+"_log, "+pgTable+"_log_head")
+			pool.Close()
+		}
+	})
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	aws := []string{"AWS_ENDPOINT_URL=" + endpoint, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test"}
+	api, err := dynamodb.NewClient(func(k string) string {
+		return map[string]string{"AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddbTable := randomName("svz-cross-")
+	if err := dynamodb.CreateTable(context.Background(), api, ddbTable); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = api.Call(context.Background(), "DeleteTable", map[string]string{"TableName": ddbTable}, nil)
+	})
+	return map[string][]string{
+		"postgres": {"SUPERVAIZER_STORE=postgres", "SUPERVAIZER_STORE_URL=" + pg, "SUPERVAIZER_STORE_TABLE=" + pgTable},
+		"redis":    {"SUPERVAIZER_STORE=redis", "SUPERVAIZER_STORE_URL=" + testenv.Need(t, testenv.RedisURL)},
+		"dynamodb": append([]string{"SUPERVAIZER_STORE=dynamodb", "SUPERVAIZER_STORE_TABLE=" + ddbTable}, aws...),
+	}
+}
+
+// TestEffectsAcrossProcesses: two controller processes of one server id on one store. An action
+// on A appears on a stream opened on B, in order, with ids B's Last-Event-ID resumes from; a
+// stream that reconnects to the other instance misses nothing and repeats nothing.
+func TestEffectsAcrossProcesses(t *testing.T) {
+	stores := sharedStores(t)
+	for _, backend := range slices.Sorted(func(yield func(string) bool) {
+		for k := range stores {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		t.Run(backend, func(t *testing.T) {
+			env := append([]string{"SUPERVAIZER_SERVER_ID=" + randomName("svz-cross-")}, stores[backend]...)
+			a, b := mustStart(t, env...), mustStart(t, env...)
+
+			onB := b.open(t, "")
+			onB.expect(t, "supervaizer.connected", "")
+			for i := range 3 {
+				a.invoke(t, fmt.Sprintf("a-%d", i))
+			}
+			var ids []string
+			for i := range 3 {
+				ids = append(ids, onB.expect(t, "supervaizer.effect", fmt.Sprintf("a-%d", i)).id)
+			}
+			checkIncreasing(t, ids)
+			b.invoke(t, "b-0")
+			last := onB.expect(t, "supervaizer.effect", "b-0").id
+
+			// Reconnect to A after B's second event: the third and B's own, then live.
+			onA := a.open(t, ids[1])
+			if ev := onA.next(t); ev.name != "supervaizer.connected" || ev.id != ids[1] {
+				t.Fatalf("reconnected: %+v", ev)
+			}
+			if ev := onA.expect(t, "supervaizer.effect", "a-2"); ev.id != ids[2] {
+				t.Fatalf("resumed with %s, want %s", ev.id, ids[2])
+			}
+			if ev := onA.expect(t, "supervaizer.effect", "b-0"); ev.id != last {
+				t.Fatalf("resumed with %s, want %s", ev.id, last)
+			}
+			b.invoke(t, "b-1")
+			a.invoke(t, "a-3")
+			onA.expect(t, "supervaizer.effect", "b-1")
+			onA.expect(t, "supervaizer.effect", "a-3")
+			onB.expect(t, "supervaizer.effect", "b-1")
+			onB.expect(t, "supervaizer.effect", "a-3")
+		})
+	}
+}
+
+// TestSingleInstanceStores: the memory store keeps each process's effects to itself, and a bolt
+// file is held by one process: a second controller on it does not start. Neither is
+// multi-instance.
+func TestSingleInstanceStores(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		env := []string{"SUPERVAIZER_SERVER_ID=" + randomName("svz-cross-"), "SUPERVAIZER_STORE=memory"}
+		a, b := mustStart(t, env...), mustStart(t, env...)
+		a.invoke(t, "a-0")
+		onA, onB := a.open(t, "0-0"), b.open(t, "0-0")
+		onA.expect(t, "supervaizer.connected", "")
+		onA.expect(t, "supervaizer.effect", "a-0")
+		onB.expect(t, "supervaizer.connected", "")
+		b.invoke(t, "b-0")
+		onB.expect(t, "supervaizer.effect", "b-0") // B never had A's event before its own
+	})
+	t.Run("bolt", func(t *testing.T) {
+		env := []string{"SUPERVAIZER_SERVER_ID=" + randomName("svz-cross-"), "SUPERVAIZER_STORE=bolt",
+			"SUPERVAIZER_DATA_DIR=" + filepath.Join(t.TempDir(), "data")}
+		a := mustStart(t, env...)
+		a.invoke(t, "a-0")
+		_, err := start(t, env...)
+		if err == nil || !strings.Contains(err.Error(), "locked by another process") {
+			t.Fatalf("a second controller on the same bolt file: %v", err)
+		}
+	})
+}
+
+// BenchmarkDelay measures, per backend, the delay from an action's answer (received by the
+// client) to its effect event (received by a client of a stream on another controller process;
+// the same process for the single-instance stores), as p50-ms and p99-ms over b.N actions made
+// one at a time. Run: scripts/with-services go test -run '^$' -bench Delay -benchtime 200x
+// ./core/internal/crossinstance
+func BenchmarkDelay(b *testing.B) {
+	stores := sharedStores(b)
+	stores["memory"] = []string{"SUPERVAIZER_STORE=memory"}
+	stores["bolt"] = []string{"SUPERVAIZER_STORE=bolt", "SUPERVAIZER_DATA_DIR=" + filepath.Join(b.TempDir(), "data")}
+	for _, backend := range []string{"memory", "bolt", "postgres", "redis", "dynamodb"} {
+		b.Run(backend, func(b *testing.B) {
+			env := append([]string{"SUPERVAIZER_SERVER_ID=" + randomName("svz-bench-")}, stores[backend]...)
+			a := mustStart(b, env...)
+			reader := a
+			if backend != "memory" && backend != "bolt" {
+				reader = mustStart(b, env...)
+			}
+			s := reader.open(b, "")
+			s.expect(b, "supervaizer.connected", "")
+			delays := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := range b.N {
+				id := fmt.Sprintf("bench-%d", i)
+				a.invoke(b, id)
+				answered := time.Now()
+				s.expect(b, "supervaizer.effect", id)
+				delays = append(delays, time.Since(answered))
+			}
+			b.StopTimer()
+			slices.Sort(delays)
+			ms := func(q float64) float64 {
+				return float64(delays[min(len(delays)-1, int(q*float64(len(delays))))]) / float64(time.Millisecond)
+			}
+			b.ReportMetric(ms(0.50), "p50-ms")
+			b.ReportMetric(ms(0.99), "p99-ms")
+		})
+	}
+}

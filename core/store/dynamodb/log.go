@@ -1,0 +1,747 @@
+package dynamodb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/internal/kit"
+)
+
+// Logs (store.Log) live in the store's own table, so a deployment needs no second table and no
+// index; their keys start with a NUL character, which no store key can hold (kit.CheckKey), so
+// records and logs never meet and no prefix listing returns a log item:
+//
+//	head   k = "\x00log\x00<name>"
+//	       ep (S) epoch; seq (N) newest claimed position; at (N) its claim time (Unix ms); tok (S)
+//	       its appender's token; pseq, pat (N) the claim before it; keepn, keepage (N) the
+//	       retention of the newest claim (count, age in ms); first (N) oldest kept position as
+//	       last recorded; gone (N) entries below it are deleted; marks (S) time marks of the age
+//	       bound; mv (N) version of first, gone and marks
+//	entry  k = "\x00log\x00<name>\x00<20 digits>"
+//	       d (B) data; at (N); tok (S); ttl (N); tomb (BOOL) for a sealed position
+//
+// An append is two writes. An UpdateItem claims the next position: it increments seq (an atomic
+// counter, so concurrent appenders never retry each other's claims) and returns the head (the
+// first append of a log creates the head with a conditional PutItem instead, one more round
+// trip once in the log's life, so that a single epoch wins). A
+// conditional PutItem then writes the entry where none exists. Retention is computed from the
+// head: the oldest kept position is the largest of first, gone, seq - keepn + 1 and what the age
+// marks allow at the newest claim's time (so reads agree with appends, and an idle log is not
+// trimmed by reading it). When LogReclaimBatch kept-no-longer positions are not yet deleted, or a
+// time mark is due, an append also updates first, gone and marks (an UpdateItem conditional on
+// mv; rare) and deletes the entries it moved gone past with one BatchWriteItem: the store
+// reclaims its own space; the ttl attribute (append time + MaxAge + SweepGrace) is a backstop for
+// an appender that died before deleting.
+//
+// No transaction is used: positions are claimed in order but entries may be written out of
+// order. A reader never passes a claimed position whose entry it cannot read: it stops there and
+// reads again later. If the appender died between its two writes, the position would block the
+// log forever, so a reader that finds it still missing LogGapTimeout after its claim (bounded by
+// the append time of any later entry) seals it with a tombstone, under the same "does not exist"
+// condition: either the seal or the late entry wins, never both, and an appender that loses to a
+// seal claims a new position. So nothing appended is skipped, and nothing is appended twice: the
+// claim is conditional on the appender's token not being the newest, so a claim that awsapi
+// retries after a lost answer finds its own and claims nothing more.
+//
+// The age bound uses marks instead of reading entries: when a claim falls in another eighth of
+// MaxAge than the previous one, the previous claim's position and time are kept in marks. Every
+// entry up to a mark's position was appended no later than the mark's time, so once that time is
+// older than MaxAge they all go: an entry goes at most an eighth of MaxAge late.
+//
+// A read is a strongly consistent GetItem of the head and a BatchGetItem of the entries (up to
+// 100 per request). Waiting polls the head every LogPollInterval (WithLogPollInterval), one
+// poller per log in each process with waiters; appends of the same process wake waiters at once.
+//
+// IAM: besides the store's GetItem, PutItem and DeleteItem, logs need UpdateItem, BatchGetItem and
+// BatchWriteItem on the table.
+
+var _ store.Log = (*Store)(nil)
+
+// Log tuning.
+const (
+	// LogReclaimBatch: positions below first are deleted this many at a time (one BatchWriteItem).
+	LogReclaimBatch = 25
+	// LogGapTimeout is how long after its claim a missing entry is sealed by readers.
+	LogGapTimeout = 10 * time.Second
+	// DefaultLogPollInterval is how often a waiting process reads a log's head.
+	DefaultLogPollInterval = 250 * time.Millisecond
+	// logAppendAttempts bounds the claims of one append (a seal costs one).
+	logAppendAttempts = 4
+	// logMarkSlots divides MaxAge into the slots of the age marks.
+	logMarkSlots = 8
+	// logBatchGet is the most keys one BatchGetItem reads.
+	logBatchGet = 100
+)
+
+// WithLogPollInterval sets how often a process with waiters reads a log's head (default
+// DefaultLogPollInterval): the delay before an append of another process is noticed.
+func WithLogPollInterval(d time.Duration) Option {
+	return func(s *Store) { s.logPoll = d }
+}
+
+// logHead is a log's head item.
+type logHead struct {
+	exists          bool
+	epoch, tok      string
+	seq, pseq       uint64
+	at, pat         int64
+	keepn, keepage  int64
+	first, gone, mv uint64
+	marks           []logMark
+}
+
+type logMark struct {
+	seq uint64
+	at  int64
+}
+
+// ddbLogs is the log state of a Store.
+type ddbLogs struct {
+	heads kit.Heads
+	mu    sync.Mutex
+	polls map[string]context.CancelFunc
+}
+
+func (s *Store) logs() *ddbLogs {
+	s.logOnce.Do(func() { s.logState = &ddbLogs{polls: map[string]context.CancelFunc{}} })
+	return s.logState
+}
+
+func headKey(name string) string { return "\x00log\x00" + name }
+
+func entryKey(name string, seq uint64) string {
+	return fmt.Sprintf("\x00log\x00%s\x00%020d", name, seq)
+}
+
+// Wire shapes of log items and requests.
+type (
+	boolAttr struct {
+		BOOL bool
+	}
+	entryItem struct {
+		K    sAttr     `json:"k"`
+		D    *bAttr    `json:"d,omitempty"`
+		At   nAttr     `json:"at"`
+		Tok  sAttr     `json:"tok"`
+		Tomb *boolAttr `json:"tomb,omitempty"`
+		TTL  *nAttr    `json:"ttl,omitempty"`
+	}
+	putLogInput struct {
+		TableName                           string
+		Item                                entryItem
+		ConditionExpression                 string
+		ExpressionAttributeNames            map[string]string
+		ReturnValuesOnConditionCheckFailure string
+	}
+	updateLogInput struct {
+		TableName                           string
+		Key                                 keyItem
+		UpdateExpression                    string
+		ConditionExpression                 string
+		ExpressionAttributeNames            map[string]string
+		ExpressionAttributeValues           map[string]any
+		ReturnValues                        string `json:",omitempty"`
+		ReturnValuesOnConditionCheckFailure string `json:",omitempty"`
+	}
+	attributesOutput struct{ Attributes item }
+)
+
+// logNames maps the placeholders of the log expressions to attribute names.
+var logNames = map[string]string{
+	"#k": AttrKey, "#ep": "ep", "#seq": "seq", "#at": "at", "#tok": "tok", "#pseq": "pseq", "#pat": "pat",
+	"#keepn": "keepn", "#keepage": "keepage", "#first": "first", "#gone": "gone", "#marks": "marks", "#mv": "mv",
+}
+
+// decodeHead parses a head item; nil is a log never appended to.
+func decodeHead(it item) (logHead, error) {
+	if it == nil {
+		return logHead{}, nil
+	}
+	h := logHead{exists: true}
+	var err error
+	if h.epoch, err = stringAttr(it, "ep"); err != nil {
+		return logHead{}, err
+	}
+	if h.tok, err = stringAttr(it, "tok"); err != nil {
+		return logHead{}, err
+	}
+	for _, f := range []struct {
+		name string
+		u    *uint64
+		i    *int64
+	}{
+		{"seq", &h.seq, nil}, {"pseq", &h.pseq, nil}, {"first", &h.first, nil}, {"gone", &h.gone, nil}, {"mv", &h.mv, nil},
+		{"at", nil, &h.at}, {"pat", nil, &h.pat}, {"keepn", nil, &h.keepn}, {"keepage", nil, &h.keepage},
+	} {
+		n, err := numberAttr(it, f.name)
+		if err != nil {
+			return logHead{}, err
+		}
+		if f.u != nil {
+			*f.u, err = strconv.ParseUint(n, 10, 64)
+		} else {
+			*f.i, err = strconv.ParseInt(n, 10, 64)
+		}
+		if err != nil {
+			return logHead{}, fmt.Errorf("%w: %s %q", errCorrupt, f.name, n)
+		}
+	}
+	marks, err := optionalString(it, "marks")
+	if err != nil {
+		return logHead{}, err
+	}
+	for m := range strings.SplitSeq(marks, ",") {
+		if m == "" {
+			continue
+		}
+		s, a, _ := strings.Cut(m, ":")
+		seq, err1 := strconv.ParseUint(s, 10, 64)
+		ms, err2 := strconv.ParseInt(a, 10, 64)
+		if err1 != nil || err2 != nil {
+			return logHead{}, fmt.Errorf("%w: mark %q", errCorrupt, m)
+		}
+		h.marks = append(h.marks, logMark{seq, ms})
+	}
+	if h.seq == 0 || h.first == 0 || h.gone == 0 || h.gone > h.seq+1 {
+		return logHead{}, fmt.Errorf("%w: log head seq %d first %d gone %d", errCorrupt, h.seq, h.first, h.gone)
+	}
+	return h, nil
+}
+
+func stringAttr(it item, name string) (string, error) {
+	s, err := optionalString(it, name)
+	if err == nil && s == "" {
+		err = fmt.Errorf("%w: %q must be a non-empty string", errCorrupt, name)
+	}
+	return s, err
+}
+
+func optionalString(it item, name string) (string, error) {
+	raw, err := attrValue(it, name, "S")
+	if err != nil || raw == nil {
+		return "", err
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", fmt.Errorf("%w: %q must be a string", errCorrupt, name)
+	}
+	return s, nil
+}
+
+// slot is the eighth of keepage a time falls in.
+func (h logHead) slot(t int64) int64 { return t / max(h.keepage/logMarkSlots, 1) }
+
+// markDue reports whether the newest claim opened a slot: the claim before it becomes a mark.
+func (h logHead) markDue() bool {
+	return h.keepage > 0 && h.pseq > 0 && h.slot(h.at) != h.slot(h.pat) &&
+		(len(h.marks) == 0 || h.marks[len(h.marks)-1].seq < h.pseq)
+}
+
+// kept returns the oldest kept position and the marks still needed, as of the newest claim.
+func (h logHead) kept() (uint64, []logMark) {
+	first := max(h.first, h.gone)
+	if h.keepn > 0 && h.seq >= uint64(h.keepn) {
+		first = max(first, h.seq-uint64(h.keepn)+1)
+	}
+	if h.keepage <= 0 {
+		return min(first, h.seq), h.marks
+	}
+	cutoff := h.at - h.keepage
+	if h.pseq > 0 && h.pat < cutoff { // the claim before the newest bounds its elders too
+		first = max(first, h.pseq+1)
+	}
+	all := h.marks
+	if h.markDue() {
+		all = append(append([]logMark(nil), h.marks...), logMark{h.pseq, h.pat})
+	}
+	var marks []logMark
+	for _, m := range all {
+		if m.at < cutoff {
+			first = max(first, m.seq+1)
+		} else {
+			marks = append(marks, m)
+		}
+	}
+	return min(first, h.seq), marks
+}
+
+// AppendLog implements store.Log.
+func (s *Store) AppendLog(ctx context.Context, name string, data []byte, keep store.Retention) (store.LogPosition, error) {
+	if err := s.logReady(ctx); err != nil {
+		return store.LogPosition{}, fmt.Errorf("dynamodb: append log: %w", err)
+	}
+	if err := kit.CheckAppend(name, data, MaxValueSize, keep); err != nil {
+		return store.LogPosition{}, fmt.Errorf("dynamodb: append log: %w", err)
+	}
+	tok := kit.NewEpoch()
+	for range logAppendAttempts {
+		now := s.now().UnixMilli()
+		h, err := s.claim(ctx, name, now, keep, tok)
+		if err != nil {
+			return store.LogPosition{}, fmt.Errorf("dynamodb: append log %q: claim: %w", name, err)
+		}
+		written, err := s.putEntry(ctx, name, h.seq, data, now, keep, tok)
+		if err != nil {
+			// The position stays claimed without an entry: readers seal it after LogGapTimeout.
+			return store.LogPosition{}, fmt.Errorf("dynamodb: append log %q: entry %d: %w", name, h.seq, err)
+		}
+		if !written {
+			tok = kit.NewEpoch() // a reader sealed the position first: claim another
+			continue
+		}
+		s.maintain(ctx, name, h)
+		s.logs().heads.Observe(name, h.epoch, h.seq)
+		return store.LogPosition{Epoch: h.epoch, Seq: h.seq}, nil
+	}
+	return store.LogPosition{}, fmt.Errorf("dynamodb: append log %q: %d claimed positions were sealed before their entries were written (is the clock of this process %s behind?)",
+		name, logAppendAttempts, LogGapTimeout)
+}
+
+// claim increments the head and returns it as it now is. The first claim of a log creates its
+// head with a conditional PutItem instead, so that one epoch wins even if two appenders start the
+// log at once.
+func (s *Store) claim(ctx context.Context, name string, now int64, keep store.Retention, tok string) (logHead, error) {
+	for range 3 {
+		var out attributesOutput
+		err := s.api.Call(ctx, "UpdateItem", updateLogInput{
+			TableName:                s.table,
+			Key:                      keyItem{sAttr{headKey(name)}},
+			UpdateExpression:         "SET #pseq = #seq, #pat = #at, #seq = #seq + :one, #at = :now, #tok = :tok, #keepn = :keepn, #keepage = :keepage",
+			ConditionExpression:      "attribute_exists(#k) AND #tok <> :tok",
+			ExpressionAttributeNames: pick(logNames, "#k", "#pseq", "#seq", "#pat", "#at", "#tok", "#keepn", "#keepage"),
+			ExpressionAttributeValues: map[string]any{
+				":one": number(1), ":now": number(now), ":tok": sAttr{tok},
+				":keepn": number(int64(keep.MaxCount)), ":keepage": number(keep.MaxAge.Milliseconds()),
+			},
+			ReturnValues:                        "ALL_NEW",
+			ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+		}, &out)
+		if old, failed := conditionFailed(err); failed {
+			if old == nil { // no head yet: create it
+				h, created, err := s.createHead(ctx, name, now, keep, tok)
+				if err != nil || created {
+					return h, err
+				}
+				continue // another appender created it first: claim after its entry
+			}
+			out.Attributes, err = old, nil // a retry after the first attempt was applied: the head is ours
+		}
+		if err != nil {
+			return logHead{}, err
+		}
+		h, err := decodeHead(out.Attributes)
+		if err == nil && !h.exists {
+			err = fmt.Errorf("%w: the claim returned no head", errCorrupt)
+		}
+		return h, err
+	}
+	return logHead{}, errors.New("the log's head was created and deleted under this append 3 times")
+}
+
+// createHead writes the head of a new log claiming position 1; false when one exists.
+func (s *Store) createHead(ctx context.Context, name string, now int64, keep store.Retention, tok string) (logHead, bool, error) {
+	h := logHead{exists: true, epoch: kit.NewEpoch(), tok: tok, seq: 1, at: now, pat: now,
+		keepn: int64(keep.MaxCount), keepage: keep.MaxAge.Milliseconds(), first: 1, gone: 1}
+	it := map[string]any{"k": sAttr{headKey(name)}, "ep": sAttr{h.epoch}, "tok": sAttr{tok}}
+	for k, v := range map[string]int64{"seq": 1, "at": now, "pseq": 0, "pat": now, "keepn": h.keepn, "keepage": h.keepage, "first": 1, "gone": 1, "mv": 0} {
+		it[k] = number(v)
+	}
+	err := s.api.Call(ctx, "PutItem", map[string]any{
+		"TableName":                           s.table,
+		"Item":                                it,
+		"ConditionExpression":                 "attribute_not_exists(#k)",
+		"ExpressionAttributeNames":            map[string]string{"#k": AttrKey},
+		"ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+	}, nil)
+	if old, failed := conditionFailed(err); failed {
+		cur, err := decodeHead(old)
+		if err != nil {
+			return logHead{}, false, err
+		}
+		if cur.exists && cur.tok == tok && cur.seq == 1 {
+			return cur, true, nil // a retry after the first attempt was applied
+		}
+		return logHead{}, false, nil
+	}
+	if err != nil {
+		return logHead{}, false, err
+	}
+	return h, true, nil
+}
+
+// pick returns the entries of m under keys.
+func pick(m map[string]string, keys ...string) map[string]string {
+	out := make(map[string]string, len(keys))
+	for _, k := range keys {
+		out[k] = m[k]
+	}
+	return out
+}
+
+// maintain records a due time mark and, when LogReclaimBatch positions are no longer kept but
+// not yet deleted, moves gone past them and deletes them. It never fails the append: another
+// appender's maintenance may win (its work is then done), and what is left is logically gone and
+// carries a ttl.
+func (s *Store) maintain(ctx context.Context, name string, h logHead) {
+	for range 3 {
+		first, marks := h.kept()
+		gone := h.gone
+		if first-gone >= LogReclaimBatch {
+			gone = first
+		}
+		if gone == h.gone && !h.markDue() {
+			return
+		}
+		parts := make([]string, len(marks))
+		for i, m := range marks {
+			parts[i] = strconv.FormatUint(m.seq, 10) + ":" + strconv.FormatInt(m.at, 10)
+		}
+		var out attributesOutput
+		err := s.api.Call(ctx, "UpdateItem", updateLogInput{
+			TableName:                s.table,
+			Key:                      keyItem{sAttr{headKey(name)}},
+			UpdateExpression:         "SET #first = :first, #gone = :gone, #marks = :marks, #mv = :mv1",
+			ConditionExpression:      "#mv = :mv0 AND #ep = :ep",
+			ExpressionAttributeNames: pick(logNames, "#first", "#gone", "#marks", "#mv", "#ep"),
+			ExpressionAttributeValues: map[string]any{
+				":first": number(int64(first)), ":gone": number(int64(gone)), ":marks": sAttr{strings.Join(parts, ",")},
+				":mv0": number(int64(h.mv)), ":mv1": number(int64(h.mv + 1)), ":ep": sAttr{h.epoch},
+			},
+			ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+		}, &out)
+		if old, failed := conditionFailed(err); failed {
+			if h, err = decodeHead(old); err != nil || !h.exists {
+				return
+			}
+			continue // another maintenance won: redo it on the current head
+		}
+		if err != nil {
+			return
+		}
+		if gone > h.gone {
+			s.deleteEntries(ctx, name, h.gone, gone)
+		}
+		return
+	}
+}
+
+// putEntry writes the entry of a claimed position; false when a reader sealed it first.
+func (s *Store) putEntry(ctx context.Context, name string, seq uint64, data []byte, at int64, keep store.Retention, tok string) (bool, error) {
+	it := entryItem{K: sAttr{entryKey(name, seq)}, D: &bAttr{data}, At: number(at), Tok: sAttr{tok}}
+	if it.D.B == nil {
+		it.D.B = []byte{}
+	}
+	if keep.MaxAge > 0 {
+		ttl := number(at/1000 + 1 + int64((keep.MaxAge+SweepGrace)/time.Second))
+		it.TTL = &ttl
+	}
+	err := s.api.Call(ctx, "PutItem", putLogInput{
+		TableName:                           s.table,
+		Item:                                it,
+		ConditionExpression:                 "attribute_not_exists(#k)",
+		ExpressionAttributeNames:            map[string]string{"#k": AttrKey},
+		ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+	}, nil)
+	if old, failed := conditionFailed(err); failed {
+		t, _ := optionalString(old, "tok")
+		return t == tok, nil // our own write, retried after a lost answer; or a seal
+	}
+	return err == nil, err
+}
+
+// deleteEntries deletes the entries [from, to) with one BatchWriteItem per 25, retrying what
+// DynamoDB leaves unprocessed once. It never fails the append: what stays is logically gone
+// already (below first) and carries a ttl.
+func (s *Store) deleteEntries(ctx context.Context, name string, from, to uint64) {
+	type deleteRequest struct {
+		DeleteRequest struct{ Key keyItem }
+	}
+	for start := from; start < to; start += LogReclaimBatch {
+		var reqs []deleteRequest
+		for seq := start; seq < min(to, start+LogReclaimBatch); seq++ {
+			var r deleteRequest
+			r.DeleteRequest.Key = keyItem{sAttr{entryKey(name, seq)}}
+			reqs = append(reqs, r)
+		}
+		for range 2 {
+			var out struct {
+				UnprocessedItems map[string][]deleteRequest
+			}
+			in := map[string]any{"RequestItems": map[string][]deleteRequest{s.table: reqs}}
+			if s.api.Call(ctx, "BatchWriteItem", in, &out) != nil {
+				break
+			}
+			if reqs = out.UnprocessedItems[s.table]; len(reqs) == 0 {
+				break
+			}
+		}
+	}
+}
+
+// getHead reads a log's head with a strongly consistent read.
+func (s *Store) getHead(ctx context.Context, name string) (logHead, error) {
+	var out itemOutput
+	err := s.api.Call(ctx, "GetItem", getItemInput{TableName: s.table, Key: keyItem{sAttr{headKey(name)}}, ConsistentRead: true}, &out)
+	if err != nil {
+		return logHead{}, err
+	}
+	return decodeHead(out.Item)
+}
+
+// ReadLog implements store.Log.
+func (s *Store) ReadLog(ctx context.Context, name string, after uint64, limit int) (store.LogRange, error) {
+	if err := s.logReady(ctx); err != nil {
+		return store.LogRange{}, fmt.Errorf("dynamodb: read log: %w", err)
+	}
+	limit, err := kit.CheckRead(name, limit)
+	if err != nil {
+		return store.LogRange{}, fmt.Errorf("dynamodb: read log: %w", err)
+	}
+	h, err := s.getHead(ctx, name)
+	if err != nil {
+		return store.LogRange{}, fmt.Errorf("dynamodb: read log %q: %w", name, err)
+	}
+	r := store.LogRange{First: 1, Through: after}
+	if !h.exists {
+		return r, nil
+	}
+	s.logs().heads.Observe(name, h.epoch, h.seq)
+	first, _ := h.kept()
+	r.Epoch, r.First, r.Last = h.epoch, first, h.seq
+	if limit == 0 {
+		return r, nil
+	}
+	if after >= h.seq {
+		return r, nil
+	}
+	var lastRead uint64
+	from := max(after+1, first)
+	to := min(h.seq, max(after, first-1)+uint64(limit))
+	for from <= to && len(r.Entries) < limit {
+		batchEnd := min(to, from+logBatchGet-1)
+		got, err := s.getEntries(ctx, name, from, batchEnd)
+		if err != nil {
+			return store.LogRange{}, fmt.Errorf("dynamodb: read log %q: %w", name, err)
+		}
+		stop := false
+		for seq := from; seq <= batchEnd && !stop; seq++ {
+			e, ok := got[seq]
+			if !ok {
+				// Missing: still being written, sealed if its claim is old, or deleted since the
+				// head was read.
+				e, ok, stop, err = s.missing(ctx, name, seq, got, batchEnd, h, &r)
+				if err != nil {
+					return store.LogRange{}, fmt.Errorf("dynamodb: read log %q: %w", name, err)
+				}
+				if stop {
+					break
+				}
+			}
+			lastRead = seq
+			if ok && !e.tomb {
+				r.Entries = append(r.Entries, e.LogEntry)
+			}
+		}
+		if stop {
+			break
+		}
+		from = batchEnd + 1
+	}
+	r.Through = kit.Through(after, lastRead, r.First, r.Last)
+	return r, nil
+}
+
+// readEntry is an entry as read: a tombstone holds no entry.
+type readEntry struct {
+	store.LogEntry
+	tomb bool
+	tok  string
+}
+
+// missing handles a claimed position whose entry a read did not find. It reports the entry when
+// it has appeared meanwhile, stop when the read must end before it (still being written, or
+// deleted by retention: r.First then moves), or neither when it sealed the position.
+func (s *Store) missing(ctx context.Context, name string, seq uint64, got map[uint64]readEntry, batchEnd uint64, h logHead, r *store.LogRange) (readEntry, bool, bool, error) {
+	claimedBy := h.at // the position was claimed no later than any later claim
+	for later := seq + 1; later <= batchEnd; later++ {
+		if e, ok := got[later]; ok {
+			claimedBy = e.At.UnixMilli()
+			break
+		}
+	}
+	if s.now().UnixMilli()-claimedBy < LogGapTimeout.Milliseconds() {
+		return readEntry{}, false, true, nil
+	}
+	cur, err := s.getHead(ctx, name)
+	if err != nil {
+		return readEntry{}, false, false, err
+	}
+	if curFirst, _ := cur.kept(); cur.exists && cur.epoch == h.epoch && seq < curFirst {
+		r.First = curFirst // deleted by retention after the head was read
+		return readEntry{}, false, true, nil
+	}
+	seal := entryItem{K: sAttr{entryKey(name, seq)}, At: number(s.now().UnixMilli()), Tok: sAttr{"seal"}, Tomb: &boolAttr{true}}
+	ttl := number(s.now().Unix() + int64(SweepGrace/time.Second))
+	seal.TTL = &ttl
+	err = s.api.Call(ctx, "PutItem", putLogInput{
+		TableName:                           s.table,
+		Item:                                seal,
+		ConditionExpression:                 "attribute_not_exists(#k)",
+		ExpressionAttributeNames:            map[string]string{"#k": AttrKey},
+		ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+	}, nil)
+	if old, failed := conditionFailed(err); failed {
+		e, err := decodeEntry(old)
+		return e, err == nil, false, err // it was written meanwhile
+	}
+	if err != nil {
+		return readEntry{}, false, false, err
+	}
+	return readEntry{tomb: true}, true, false, nil
+}
+
+// getEntries reads the entries [from, to] with BatchGetItem.
+func (s *Store) getEntries(ctx context.Context, name string, from, to uint64) (map[uint64]readEntry, error) {
+	type keysAndAttributes struct {
+		Keys           []keyItem
+		ConsistentRead bool
+	}
+	var keys []keyItem
+	for seq := from; seq <= to; seq++ {
+		keys = append(keys, keyItem{sAttr{entryKey(name, seq)}})
+	}
+	out := map[uint64]readEntry{}
+	for attempt := 0; len(keys) > 0; attempt++ {
+		if attempt == 5 {
+			return nil, errors.New("BatchGetItem left keys unprocessed 5 times")
+		}
+		var resp struct {
+			Responses       map[string][]item
+			UnprocessedKeys map[string]keysAndAttributes
+		}
+		in := map[string]any{"RequestItems": map[string]keysAndAttributes{s.table: {Keys: keys, ConsistentRead: true}}}
+		if err := s.api.Call(ctx, "BatchGetItem", in, &resp); err != nil {
+			return nil, err
+		}
+		for _, it := range resp.Responses[s.table] {
+			k, err := optionalString(it, AttrKey)
+			if err != nil {
+				return nil, err
+			}
+			i := strings.LastIndexByte(k, 0)
+			seq, err := strconv.ParseUint(k[i+1:], 10, 64)
+			if i < 0 || err != nil {
+				return nil, fmt.Errorf("%w: log entry key %q", errCorrupt, k)
+			}
+			e, err := decodeEntry(it)
+			if err != nil {
+				return nil, fmt.Errorf("entry %d: %w", seq, err)
+			}
+			e.Seq = seq
+			out[seq] = e
+		}
+		keys = resp.UnprocessedKeys[s.table].Keys
+	}
+	return out, nil
+}
+
+func decodeEntry(it item) (readEntry, error) {
+	var e readEntry
+	at, err := numberAttr(it, "at")
+	if err != nil {
+		return e, err
+	}
+	ms, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return e, fmt.Errorf("%w: at %q", errCorrupt, at)
+	}
+	e.At = kit.Time(ms)
+	if raw, _ := attrValue(it, "tomb", "BOOL"); raw != nil {
+		e.tomb = string(raw) == "true"
+	}
+	e.tok, _ = optionalString(it, "tok")
+	e.Data = []byte{}
+	if raw, err := attrValue(it, "d", "B"); err != nil {
+		return e, err
+	} else if raw != nil && json.Unmarshal(raw, &e.Data) != nil {
+		return e, fmt.Errorf("%w: data is not base64", errCorrupt)
+	}
+	if e.Data == nil {
+		e.Data = []byte{}
+	}
+	if k, _ := optionalString(it, AttrKey); k != "" {
+		if i := strings.LastIndexByte(k, 0); i >= 0 {
+			e.Seq, _ = strconv.ParseUint(k[i+1:], 10, 64)
+		}
+	}
+	return e, nil
+}
+
+// WaitLog implements store.Log: the first waiter of a process on a log starts a poller that
+// reads the head every poll interval while anyone waits.
+func (s *Store) WaitLog(ctx context.Context, name string, after uint64) error {
+	if err := s.logReady(ctx); err != nil {
+		return fmt.Errorf("dynamodb: wait log: %w", err)
+	}
+	if err := kit.CheckLogName(name); err != nil {
+		return fmt.Errorf("dynamodb: wait log: %w", err)
+	}
+	l := s.logs()
+	err := l.heads.Wait(ctx, name, after, kit.Watch{
+		Start: func(name string) {
+			pctx, stop := context.WithCancel(context.Background())
+			l.mu.Lock()
+			l.polls[name] = stop
+			l.mu.Unlock()
+			go s.poll(pctx, name)
+		},
+		Stop: func(name string) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if stop := l.polls[name]; stop != nil {
+				stop()
+				delete(l.polls, name)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("dynamodb: wait log: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) poll(ctx context.Context, name string) {
+	interval := s.logPoll
+	if interval <= 0 {
+		interval = DefaultLogPollInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for ctx.Err() == nil && !s.closed.Load() {
+		if h, err := s.getHead(ctx, name); err == nil {
+			if h.exists {
+				s.logs().heads.Observe(name, h.epoch, h.seq)
+			} else {
+				s.logs().heads.Observe(name, "", 0)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Store) logReady(ctx context.Context) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,118 @@
+package postgres_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/postgres"
+	"github.com/supervaize/svz/core/store/storetest"
+	"github.com/supervaize/svz/internal/testenv"
+)
+
+// tableEnv passes the test's table to appender processes.
+const tableEnv = "SVZ_STORETEST_TABLE"
+
+func TestMain(m *testing.M) {
+	storetest.LogProcessMain(func(ctx context.Context) (store.Store, error) {
+		pool, err := pgxpool.New(ctx, os.Getenv(testenv.PostgresURL))
+		if err != nil {
+			return nil, err
+		}
+		return postgres.New(ctx, pool, postgres.WithTable(os.Getenv(tableEnv)))
+	})
+	os.Exit(m.Run())
+}
+
+// logTable is a fresh store table whose log tables are dropped with it when the test ends.
+func logTable(t testing.TB, url string) string {
+	t.Helper()
+	name := testTable(t, url)
+	t.Cleanup(func() {
+		pool, err := pgxpool.New(context.Background(), url)
+		if err != nil {
+			return
+		}
+		defer pool.Close()
+		_, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+name+`_log, `+name+`_log_head`)
+	})
+	return name
+}
+
+func TestLogConformance(t *testing.T) {
+	url := testenv.Need(t, testenv.PostgresURL)
+	table := logTable(t, url)
+	storetest.RunLog(t, func(t testing.TB, now func() time.Time) store.Store {
+		cfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return open(t, cfg, postgres.WithTable(table), postgres.WithClock(now))
+	})
+}
+
+func TestLogProcesses(t *testing.T) {
+	url := testenv.Need(t, testenv.PostgresURL)
+	table := logTable(t, url)
+	storetest.RunLogProcesses(t, func(t testing.TB, now func() time.Time) store.Store {
+		cfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return open(t, cfg, postgres.WithTable(table), postgres.WithClock(now))
+	}, []string{tableEnv + "=" + table})
+}
+
+// TestLogOneRoundTrip pins the package doc: an append and a read are one round trip each.
+func TestLogOneRoundTrip(t *testing.T) {
+	url := testenv.Need(t, testenv.PostgresURL)
+	var tr trips
+	cfg := tr.config(t, url)
+	cfg.MaxConns = 1 // statements are cached per connection
+	s := open(t, cfg, postgres.WithTable(logTable(t, url)))
+	defer s.Close()
+	ctx := context.Background()
+	keep := store.Retention{MaxAge: time.Hour, MaxCount: 2}
+	for i := range 3 { // prepares the statements; the third append also trims
+		if _, err := s.AppendLog(ctx, "rt", []byte("e"), keep); err != nil {
+			t.Fatal(i, err)
+		}
+		if _, err := s.ReadLog(ctx, "rt", 0, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := tr.n.Load()
+	if _, err := s.AppendLog(ctx, "rt", []byte("e"), keep); err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.n.Load() - before; got != 1 {
+		t.Errorf("AppendLog took %d round trips, want 1", got)
+	}
+	before = tr.n.Load()
+	if r, err := s.ReadLog(ctx, "rt", 0, 10); err != nil || len(r.Entries) != 2 {
+		t.Fatalf("ReadLog: %+v, %v", r, err)
+	}
+	if got := tr.n.Load() - before; got != 1 {
+		t.Errorf("ReadLog took %d round trips, want 1", got)
+	}
+}
+
+func BenchmarkLog(b *testing.B) {
+	url := testenv.Need(b, testenv.PostgresURL)
+	table := logTable(b, url)
+	var tr trips
+	storetest.BenchmarkLog(b, func(b *testing.B) (store.Log, store.Log) {
+		w := open(b, tr.config(b, url), postgres.WithTable(table))
+		cfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := open(b, cfg, postgres.WithTable(table))
+		b.Cleanup(func() { _ = w.Close(); _ = r.Close() })
+		return w, r
+	}, tr.n.Load)
+}

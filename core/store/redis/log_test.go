@@ -1,0 +1,110 @@
+package redis_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/redis"
+	"github.com/supervaize/svz/core/store/storetest"
+	"github.com/supervaize/svz/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	storetest.LogProcessMain(func(ctx context.Context) (store.Store, error) {
+		opts, err := goredis.ParseURL(os.Getenv(testenv.RedisURL))
+		if err != nil {
+			return nil, err
+		}
+		return redis.New(ctx, goredis.NewClient(opts))
+	})
+	os.Exit(m.Run())
+}
+
+func TestLogConformance(t *testing.T) {
+	testenv.Need(t, testenv.RedisURL)
+	storetest.RunLog(t, func(t testing.TB, now func() time.Time) store.Store {
+		return open(t, client(t), redis.WithClock(now))
+	})
+}
+
+func TestLogProcesses(t *testing.T) {
+	testenv.Need(t, testenv.RedisURL)
+	storetest.RunLogProcesses(t, func(t testing.TB, now func() time.Time) store.Store {
+		return open(t, client(t), redis.WithClock(now))
+	}, nil)
+}
+
+// TestLogOneRoundTrip pins the package doc: an append and a read are one command each.
+func TestLogOneRoundTrip(t *testing.T) {
+	c := client(t)
+	var tr trips
+	c.AddHook(&tr)
+	s := open(t, c)
+	defer s.Close()
+	ctx := context.Background()
+	name := "rt/" + time.Now().Format(time.RFC3339Nano)
+	keep := store.Retention{MaxAge: time.Hour, MaxCount: 2}
+	for range 3 { // loads the scripts
+		if _, err := s.AppendLog(ctx, name, []byte("e"), keep); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ReadLog(ctx, name, 0, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := tr.n.Load()
+	if _, err := s.AppendLog(ctx, name, []byte("e"), keep); err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.n.Load() - before; got != 1 {
+		t.Errorf("AppendLog took %d round trips, want 1", got)
+	}
+	before = tr.n.Load()
+	if r, err := s.ReadLog(ctx, name, 0, 10); err != nil || len(r.Entries) != 2 || r.First != 3 {
+		t.Fatalf("ReadLog: %+v, %v", r, err)
+	}
+	if got := tr.n.Load() - before; got != 1 {
+		t.Errorf("ReadLog took %d round trips, want 1", got)
+	}
+}
+
+// A log whose keys are deleted (a flushed server) starts again in a new epoch.
+func TestLogRecreatedNewEpoch(t *testing.T) {
+	c := client(t)
+	s := open(t, c)
+	defer s.Close()
+	ctx := context.Background()
+	name := "flushed/" + time.Now().Format(time.RFC3339Nano)
+	a, err := s.AppendLog(ctx, name, []byte("1"), store.Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := c.Keys(ctx, "svz:log:*:"+name+":*").Result()
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("keys of the log: %v, %v", keys, err)
+	}
+	if err := c.Del(ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.AppendLog(ctx, name, []byte("2"), store.Retention{})
+	if err != nil || b.Seq != 1 || b.Epoch == a.Epoch {
+		t.Fatalf("append after the keys were deleted: %+v, %v; want position 1 in a new epoch", b, err)
+	}
+}
+
+func BenchmarkLog(b *testing.B) {
+	testenv.Need(b, testenv.RedisURL)
+	var tr trips
+	storetest.BenchmarkLog(b, func(b *testing.B) (store.Log, store.Log) {
+		wc := client(b)
+		wc.AddHook(&tr)
+		w, r := open(b, wc), open(b, client(b))
+		b.Cleanup(func() { _ = w.Close(); _ = r.Close() })
+		return w, r
+	}, tr.n.Load)
+}
