@@ -74,6 +74,7 @@ type Agent struct {
 	actions  map[string]ActionHandler
 	surfaces map[string]SurfaceHandler
 	data     []*dataResource
+	inputs   map[string]inputSchema // DeclareInput
 	errs     []error
 }
 
@@ -184,6 +185,8 @@ type boundAgent struct {
 	// preview (Studio previews with the confirm's idempotency key, as often as the operator edits)
 	// and help actions (which only propose drafts).
 	gated map[string]bool
+	// inputSchemas are the fields each action's input is checked against before its handler.
+	inputSchemas map[string]inputSchema
 }
 
 func gatedActions(reg *contract.Registration) map[string]bool {

@@ -163,6 +163,8 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 			surfaces: make(map[string]SurfaceHandler, len(a.surfaces)),
 			data:     slices.Clone(a.data),
 			gated:    gatedActions(a.cfg.Registration),
+
+			inputSchemas: inputSchemas(a.cfg.Registration, a.inputs),
 		}
 		for id, h := range a.actions {
 			b.actions[id] = h
