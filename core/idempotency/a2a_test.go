@@ -139,7 +139,9 @@ func call(t testing.TB, base string, p map[string]any) string {
 }
 
 // post is call for goroutines other than the test's: it returns its failure.
-func post(base string, p map[string]any) (string, error) { return postWith(http.DefaultClient, base, p) }
+func post(base string, p map[string]any) (string, error) {
+	return postWith(http.DefaultClient, base, p)
+}
 
 func postWith(client *http.Client, base string, p map[string]any) (string, error) {
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "supervaizer/action.invoke", "params": p})

@@ -3,9 +3,9 @@ package state_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"net/http"
 	"path/filepath"
 	"sync"
