@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,6 +16,8 @@ import (
 type inputSchema struct {
 	fields []contract.FieldDefinition
 	mode   contract.InputMode
+	// readOnly are members the caller may not set (a resource's read-only fields): dropped.
+	readOnly []string
 }
 
 // DeclareInput makes the controller check the input of action against fields (every rule, as
@@ -53,7 +56,7 @@ func (a *Agent) DeclareInput(action string, fields []contract.FieldDefinition) {
 //   - the setup's preview action (job.start.preview): the same fields as a draft (values present
 //     are checked, required fields may be missing);
 //   - resource.<id>.create: the resource's fields, every rule; resource.<id>.update: the same as
-//     a draft. Read-only fields are the agent's and not checked;
+//     a draft. Read-only fields are the agent's: a value sent for one is dropped;
 //   - any action given to DeclareInput, which wins.
 //
 // Other actions (help actions and their {field, values} drafts, step.awaiting.submit whose
@@ -64,25 +67,28 @@ func inputSchemas(reg *contract.Registration, declared map[string]inputSchema) m
 	if s := reg.JobPolicy.Setup; s != nil {
 		if plan, err := s.TypedPlan(); err == nil && plan != nil {
 			fields := plan.InputFields()
-			out[orDefault(s.StartAction, contract.JobStartAction)] = inputSchema{fields, contract.Submit}
-			out[orDefault(s.PreviewAction, contract.JobStartPreviewAction)] = inputSchema{fields, contract.Draft}
+			out[orDefault(s.StartAction, contract.JobStartAction)] = inputSchema{fields: fields, mode: contract.Submit}
+			out[orDefault(s.PreviewAction, contract.JobStartPreviewAction)] = inputSchema{fields: fields, mode: contract.Draft}
 		}
 	}
 	for _, r := range reg.Resources {
 		var fields []contract.FieldDefinition
+		var readOnly []string
 		for _, f := range r.Fields {
-			if !f.ReadOnly {
+			if f.ReadOnly {
+				readOnly = append(readOnly, f.ID)
+			} else {
 				fields = append(fields, f.Field())
 			}
 		}
-		if len(fields) == 0 {
+		if len(r.Fields) == 0 {
 			continue
 		}
 		if slices.Contains(r.Operations, "create") {
-			out["resource."+r.ID+".create"] = inputSchema{fields, contract.Submit}
+			out["resource."+r.ID+".create"] = inputSchema{fields: fields, mode: contract.Submit, readOnly: readOnly}
 		}
 		if slices.Contains(r.Operations, "update") {
-			out["resource."+r.ID+".update"] = inputSchema{fields, contract.Draft}
+			out["resource."+r.ID+".update"] = inputSchema{fields: fields, mode: contract.Draft, readOnly: readOnly}
 		}
 	}
 	for id, s := range declared {
@@ -108,6 +114,18 @@ func (b *boundAgent) checkInput(req *contract.ActionRequest) (*contract.ActionRe
 	in, err := contract.ValidateInput(s.fields, req.Input, s.mode)
 	if err != nil {
 		return contract.Refused(err)
+	}
+	if len(s.readOnly) > 0 {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(in, &m); err != nil {
+			return nil, fmt.Errorf("input of %s: %w", req.Action, err)
+		}
+		for _, id := range s.readOnly {
+			delete(m, id)
+		}
+		if in, err = json.Marshal(m); err != nil {
+			return nil, fmt.Errorf("input of %s: %w", req.Action, err)
+		}
 	}
 	req.Input = in
 	return nil, nil
