@@ -135,3 +135,23 @@ func emptyIfNilSlice(v any) any {
 	}
 	return v
 }
+
+// OK is a successful result with the given effects.
+func OK(effects ...Effect) *ActionResult {
+	if effects == nil {
+		effects = []Effect{}
+	}
+	return &ActionResult{Status: StatusOK, Effects: effects}
+}
+
+// Fail is a business failure: status "error" with one error. Unlike a refusal (Refuse), it is
+// recorded against the idempotency key like any answer.
+func Fail(code, message string) *ActionResult {
+	return &ActionResult{Status: StatusError, Effects: []Effect{}, Errors: []ResultError{{Code: code, Message: message}}}
+}
+
+// WithJobState sets the result's job_state and returns the result.
+func (r *ActionResult) WithJobState(s *JobState) *ActionResult {
+	r.JobState = s
+	return r
+}

@@ -123,12 +123,8 @@ func NewAgent() (*core.Agent, error) {
 		return nil, err
 	}
 	a.DeclareInput(TestRun, Plan().InputFields()) // the dry run takes the job.start form as is
-	id := func(id, label string) []contract.FieldDefinition {
-		return []contract.FieldDefinition{{ID: id, Label: label, Type: contract.FieldResourceRef, Required: true}}
-	}
-	a.DeclareInput("resource.contacts.get", id("id", "Contact"))
-	a.DeclareInput("resource.contacts.delete", id("id", "Contact"))
-	a.DeclareInput(contract.ArtifactGetAction, id("artifact_id", "Artifact"))
+	a.DeclareInput(contract.ArtifactGetAction, []contract.FieldDefinition{{ID: "artifact_id", Label: "Artifact", Type: contract.FieldResourceRef, Required: true}})
+	core.ServeResource[Contact](a, Contacts, "email") // list, get, create, update, delete on the state
 	a.HandleSurface(contract.SurfaceJobStart, core.SurfaceFunc(startForm))
 	a.HandleSurface(contract.SurfaceStepAwaiting, core.SurfaceFunc(reviewSurface))
 	a.HandleSurface(contract.SurfaceStepDetail, core.SurfaceFunc(reportDetail))
@@ -136,8 +132,6 @@ func NewAgent() (*core.Agent, error) {
 		SuggestRegion: suggestRegion, contract.JobStartPreviewAction: preview, TestRun: testRun,
 		contract.JobStartAction: start, contract.JobSyncAction: sync, contract.StepAwaitingSubmitAction: submitReview,
 		contract.JobStopAction: stop, contract.ArtifactGetAction: getArtifact, "dataset." + Runs + ".query": queryRuns,
-		"resource.contacts.list": listContacts, "resource.contacts.get": getContact, "resource.contacts.create": putContact,
-		"resource.contacts.update": putContact, "resource.contacts.delete": deleteContact,
 	} {
 		a.HandleAction(id, h)
 	}

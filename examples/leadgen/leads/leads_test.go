@@ -251,7 +251,7 @@ func run(t *testing.T, s store.Store) {
 		if c := svztest.As[leads.Contact](t, res.Effects[0].Item); c.Score != 7 || c.JobID != "" {
 			t.Errorf("created = %s (job_id is read-only)", res.JSON)
 		}
-		if res = h.Invoke(t, "resource.contacts.create", map[string]any{"email": "bob@acme.example"}); errorsOf(res) != "input_invalid email: bob@acme.example is already a contact" {
+		if res = h.Invoke(t, "resource.contacts.create", map[string]any{"email": "bob@acme.example"}); errorsOf(res) != `input_invalid email: Contacts already has a record "bob@acme.example"` {
 			t.Errorf("duplicate = %s", errorsOf(res))
 		}
 		res = h.Invoke(t, "resource.contacts.update", map[string]any{"email": "bob@acme.example", "company": "Acme"})

@@ -83,8 +83,6 @@ func report(s Setup, leads []Lead) string {
 
 func jobs(ctx context.Context) state.Collection[Job] { return state.Of[Job](ctx, "jobs") }
 
-func contacts(ctx context.Context) state.Collection[Contact] { return state.Of[Contact](ctx, Contacts) }
-
 func jobOf(ctx context.Context, id *string) (Job, error) {
 	if id == nil {
 		return Job{}, state.ErrNotFound
@@ -103,20 +101,12 @@ func deref(p *string) string {
 	return *p
 }
 
-// answer is an ok result with one effect and, when job is set, the job's snapshot.
-func answer(effect contract.Effect, job *Job) *contract.ActionResult {
-	res := &contract.ActionResult{Status: contract.StatusOK, Effects: []contract.Effect{effect}}
-	if job != nil {
-		res.JobState = job.snapshot()
-	}
-	return res
-}
-
-// failed answers an error about a job (job missing, store down...): a business error when the
-// job does not exist, an internal error otherwise.
+// failed answers an error about a job: a business error when the job does not exist, an
+// internal error (the store is down...) otherwise.
 func failed(id *string, err error) (*contract.ActionResult, error) {
 	if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrInvalid) {
-		return &contract.ActionResult{Status: contract.StatusError, Errors: []contract.ResultError{notFound(id)}}, nil
+		e := notFound(id)
+		return contract.Fail(e.Code, e.Message), nil
 	}
 	return nil, err
 }
@@ -191,13 +181,13 @@ func start(ctx context.Context, req *contract.ActionRequest) (*contract.ActionRe
 	if _, err := jobs(ctx).Upsert(ctx, job.ID, func(j *Job) error { *j = job; return nil }); err != nil {
 		return nil, err
 	}
-	return answer(contract.Effect{Type: contract.EffectJobStarted, JobID: job.ID, Status: job.Status,
-		Message: fmt.Sprintf("Found %d leads", len(leads))}, &job), nil
+	return contract.OK(contract.Effect{Type: contract.EffectJobStarted, JobID: job.ID, Status: job.Status,
+		Message: fmt.Sprintf("Found %d leads", len(leads))}).WithJobState(job.snapshot()), nil
 }
 
 func importLeads(ctx context.Context, job Job) error {
 	for _, l := range job.Leads {
-		if _, err := contacts(ctx).Upsert(ctx, l.Email, func(c *Contact) error { *c = Contact{Lead: l, JobID: job.ID}; return nil }); err != nil {
+		if _, err := state.Of[Contact](ctx, Contacts).Upsert(ctx, l.Email, func(c *Contact) error { *c = Contact{Lead: l, JobID: job.ID}; return nil }); err != nil {
 			return err
 		}
 	}
@@ -210,7 +200,7 @@ func sync(ctx context.Context, req *contract.ActionRequest) (*contract.ActionRes
 	if err != nil {
 		return failed(req.JobID, err)
 	}
-	return answer(contract.Effect{Type: contract.EffectJobSynced, JobID: job.ID, Status: job.Status}, &job), nil
+	return contract.OK(contract.Effect{Type: contract.EffectJobSynced, JobID: job.ID, Status: job.Status}).WithJobState(job.snapshot()), nil
 }
 
 func submitReview(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
@@ -243,8 +233,8 @@ func submitReview(ctx context.Context, req *contract.ActionRequest) (*contract.A
 			return nil, err
 		}
 	}
-	return answer(contract.Effect{Type: contract.EffectStepAwaitingSubmitted, JobID: job.ID, CaseID: job.ID + "-report",
-		StepID: job.ID + "-review", Status: contract.StateCompleted, Message: "Review " + job.Review}, &job), nil
+	return contract.OK(contract.Effect{Type: contract.EffectStepAwaitingSubmitted, JobID: job.ID, CaseID: job.ID + "-report",
+		StepID: job.ID + "-review", Status: contract.StateCompleted, Message: "Review " + job.Review}).WithJobState(job.snapshot()), nil
 }
 
 var errAnswered = errors.New("already answered")
@@ -259,7 +249,7 @@ func stop(ctx context.Context, req *contract.ActionRequest) (*contract.ActionRes
 	if err != nil {
 		return failed(req.JobID, err)
 	}
-	return answer(contract.Effect{Type: contract.EffectJobStopped, JobID: job.ID, Status: job.Status}, &job), nil
+	return contract.OK(contract.Effect{Type: contract.EffectJobStopped, JobID: job.ID, Status: job.Status}).WithJobState(job.snapshot()), nil
 }
 
 func getArtifact(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
@@ -274,8 +264,8 @@ func getArtifact(ctx context.Context, req *contract.ActionRequest) (*contract.Ac
 	if err != nil {
 		return failed(&id, err)
 	}
-	return answer(contract.Effect{Type: contract.EffectArtifactLoaded, ArtifactID: in.ArtifactID,
-		Data: map[string]any{"media_type": "text/markdown", "content": job.Report}}, nil), nil
+	return contract.OK(contract.Effect{Type: contract.EffectArtifactLoaded, ArtifactID: in.ArtifactID,
+		Data: map[string]any{"media_type": "text/markdown", "content": job.Report}}), nil
 }
 
 // queryRuns is the lead_runs dataset: one row per job of the workspace.
@@ -293,77 +283,7 @@ func queryRuns(ctx context.Context, _ *contract.ActionRequest) (*contract.Action
 		}
 		rows = append(rows, row{r.ID, r.Value.Status, len(r.Value.Leads), r.Value.Credits})
 	}
-	return answer(contract.Effect{Type: contract.EffectDatasetQueried, Dataset: Runs, Count: ptr(len(rows)), Rows: rows}, nil), nil
-}
-
-func listContacts(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	var in state.ListOptions
-	if err := req.DecodeInput(&in); err != nil {
-		return nil, err
-	}
-	page, err := contacts(ctx).List(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	items := make([]Contact, len(page.Records))
-	for i, r := range page.Records {
-		items[i] = r.Value
-	}
-	e := contract.Effect{Type: contract.EffectResourceListed, Resource: Contacts, Items: items, Count: ptr(len(items))}
-	if page.Next != "" {
-		e.Data = map[string]any{"next": page.Next}
-	}
-	return answer(e, nil), nil
-}
-
-func getContact(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	var in struct{ ID string }
-	if err := req.DecodeInput(&in); err != nil {
-		return nil, err
-	}
-	c, err := contacts(ctx).Get(ctx, in.ID)
-	if errors.Is(err, state.ErrNotFound) {
-		return contract.Refuse(contract.InvalidField("id", "No contact "+in.ID)), nil
-	} else if err != nil {
-		return nil, err
-	}
-	return answer(contract.Effect{Type: contract.EffectResourceGot, Resource: Contacts, Item: c}, nil), nil
-}
-
-// putContact creates (every field checked by svz) or updates (the fields sent) a contact, keyed
-// by email.
-func putContact(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	var in Contact
-	if err := req.DecodeInput(&in); err != nil {
-		return nil, err
-	}
-	create := req.Action == "resource.contacts.create"
-	if create {
-		if err := contacts(ctx).Create(ctx, in.Email, in); errors.Is(err, state.ErrExists) {
-			return contract.Refuse(contract.InvalidField("email", in.Email+" is already a contact")), nil
-		} else if err != nil {
-			return nil, err
-		}
-		return answer(contract.Effect{Type: contract.EffectResourceCreated, Resource: Contacts, Item: in}, nil), nil
-	}
-	c, err := contacts(ctx).Update(ctx, in.Email, func(c *Contact) error { return req.DecodeInput(c) })
-	if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrInvalid) {
-		return contract.Refuse(contract.InvalidField("email", "No contact "+in.Email)), nil
-	} else if err != nil {
-		return nil, err
-	}
-	return answer(contract.Effect{Type: contract.EffectResourceUpdated, Resource: Contacts, Item: c}, nil), nil
-}
-
-func deleteContact(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	var in struct{ ID string }
-	if err := req.DecodeInput(&in); err != nil {
-		return nil, err
-	}
-	if err := contacts(ctx).Delete(ctx, in.ID); err != nil {
-		return nil, err
-	}
-	return answer(contract.Effect{Type: contract.EffectResourceDeleted, Resource: Contacts, Item: map[string]string{"id": in.ID}}, nil), nil
+	return contract.OK(contract.Effect{Type: contract.EffectDatasetQueried, Dataset: Runs, Count: ptr(len(rows)), Rows: rows}), nil
 }
 
 // snapshot is the job's state as Studio shows it: the research case in the work lane, the report
