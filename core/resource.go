@@ -54,7 +54,9 @@ func ServeResource[T any](a *Agent, id, keyField string) {
 
 type stateResource[T any] struct{ id, label, key string }
 
-func (r stateResource[T]) records(ctx context.Context) state.Collection[T] { return state.Of[T](ctx, r.id) }
+func (r stateResource[T]) records(ctx context.Context) state.Collection[T] {
+	return state.Of[T](ctx, r.id)
+}
 
 func (r stateResource[T]) missing(field, id string) *contract.ActionResult {
 	return contract.Refuse(contract.InvalidField(field, fmt.Sprintf("%s has no record %q", r.label, id)))

@@ -72,7 +72,7 @@ func TestFormIsHelloWorlds(t *testing.T) {
 
 func TestDocumentsAreValidated(t *testing.T) {
 	for name, doc := range map[string]any{
-		"form without submit":         a2ui.Form{},
+		"form without submit":          a2ui.Form{},
 		"form with a bad field":        a2ui.Form{Submit: a2ui.Submit{Action: "a"}, Fields: []contract.FieldDefinition{{ID: "x"}}},
 		"form with twice a field":      a2ui.Form{Submit: a2ui.Submit{Action: "a"}, Fields: []contract.FieldDefinition{{ID: "x", Label: "X"}, {ID: "x", Label: "X"}}},
 		"form depending on a stranger": a2ui.Form{Submit: a2ui.Submit{Action: "a"}, Fields: []contract.FieldDefinition{{ID: "x", Label: "X", DependsOn: &contract.DependsOn{Field: "y", In: []string{"1"}}}}},

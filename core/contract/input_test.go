@@ -284,7 +284,9 @@ func TestValidateInput(t *testing.T) {
 func TestFieldErrorsOnTheWire(t *testing.T) {
 	_, err := contract.ValidateInput([]contract.FieldDefinition{
 		field("budget", "number", rules(contract.FieldValidation{Min: ptr(0.0), Message: "Budget cannot be negative"})),
-		field("rows", "list", func(f *contract.FieldDefinition) { f.ItemFields = []contract.FieldDefinition{field("email", "string", required)} }),
+		field("rows", "list", func(f *contract.FieldDefinition) {
+			f.ItemFields = []contract.FieldDefinition{field("email", "string", required)}
+		}),
 	}, json.RawMessage(`{"budget":-1,"rows":[{}]}`), contract.Submit)
 	res, rerr := contract.Refused(err)
 	if rerr != nil {
