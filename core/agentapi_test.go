@@ -200,3 +200,36 @@ func TestServeResourceOfAnUndeclaredResource(t *testing.T) {
 		t.Errorf("New = %v", err)
 	}
 }
+
+// TestDataResourceCallbacksReachState: DataResource callbacks get the state scope of the verified
+// workspace too, whatever workspace header the call carries.
+func TestDataResourceCallbacksReachState(t *testing.T) {
+	type item struct {
+		ID string `json:"id"`
+	}
+	a := newAgent(t, handlers{})
+	a.AddDataResource(core.DataResource[item]{Name: "items", List: func(ctx context.Context, _ *core.DataContext) ([]item, error) {
+		var out []item
+		for r, err := range state.Of[item](ctx, "items").All(ctx, "") {
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r.Value)
+		}
+		return out, nil
+	}})
+	s := memory.New()
+	proven := state.NewContext(context.Background(), s, "s", "ws-proven")
+	if err := state.Of[item](proven, "items").Create(proven, "i-1", item{ID: "i-1"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := core.New(core.Config{APIKey: testKey, ServerID: "SRV", Authorizer: verifiedAs("ws-proven"), Store: s}, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	resp := dreq{"GET", "/api/agents/s/data/items/", map[string]string{core.HeaderWorkspaceID: "ws-spoofed"}, ""}.do(t, c, "token")
+	if resp.Code != http.StatusOK || !strings.Contains(resp.Body.String(), `"id":"i-1"`) {
+		t.Errorf("list = %d %s; want the proven workspace's record", resp.Code, resp.Body)
+	}
+}
