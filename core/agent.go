@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/supervaize/svz/core/a2ui"
 	"github.com/supervaize/svz/core/contract"
 )
 
@@ -187,6 +188,8 @@ type boundAgent struct {
 	gated map[string]bool
 	// inputSchemas are the fields each action's input is checked against before its handler.
 	inputSchemas map[string]inputSchema
+	// versions are the registration's A2UI versions, for a2ui.Result.
+	versions *a2ui.Versions
 }
 
 func gatedActions(reg *contract.Registration) map[string]bool {

@@ -138,6 +138,5 @@ func (c *Controller) handlerContext(ctx context.Context, b *boundAgent, v *contr
 	if v != nil {
 		workspace = v.WorkspaceID
 	}
-	ctx = state.NewContext(ctx, c.cfg.Store, b.slug, workspace)
-	return a2ui.NewContext(ctx, b.cfg.Registration.Versions.A2UIVersion, b.cfg.Registration.Versions.A2UICatalogVersion)
+	return a2ui.NewContext(state.NewContext(ctx, c.cfg.Store, b.slug, workspace), b.versions)
 }

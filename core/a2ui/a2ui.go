@@ -32,12 +32,16 @@ const (
 
 type versionsKey struct{}
 
-type versions struct{ a2ui, catalog string }
+// Versions are the versions Result writes in a surface result: the agent registration's
+// a2ui_version and a2ui_catalog_version.
+type Versions struct {
+	A2UI, Catalog string
+}
 
-// NewContext returns ctx carrying the versions Result writes: the controller calls it for every
-// surface handler with the agent registration's a2ui_version and a2ui_catalog_version.
-func NewContext(ctx context.Context, a2uiVersion, catalogVersion string) context.Context {
-	return context.WithValue(ctx, versionsKey{}, versions{a2uiVersion, catalogVersion})
+// NewContext returns ctx carrying v: the controller calls it for every handler with its agent's
+// versions.
+func NewContext(ctx context.Context, v *Versions) context.Context {
+	return context.WithValue(ctx, versionsKey{}, v)
 }
 
 // Result wraps doc (a document of this package, or any value that encodes as a JSON object) in
@@ -54,8 +58,9 @@ func Result(ctx context.Context, surface string, doc any) (*contract.SurfaceResu
 		return nil, fmt.Errorf("a2ui: %s document: %w", surface, err)
 	}
 	res := &contract.SurfaceResult{Surface: surface, Document: b}
-	if v, ok := ctx.Value(versionsKey{}).(versions); ok {
-		res.A2UIVersion, res.A2UICatalogVersion = &v.a2ui, &v.catalog
+	if v, ok := ctx.Value(versionsKey{}).(*Versions); ok && v != nil {
+		a2ui, catalog := v.A2UI, v.Catalog
+		res.A2UIVersion, res.A2UICatalogVersion = &a2ui, &catalog
 	}
 	return res, nil
 }

@@ -13,7 +13,7 @@ import (
 // TestDocumentReviewIsTheSeedsExample builds seed 000's DocumentReview example and compares it,
 // member for member, with the seed's JSON.
 func TestDocumentReviewIsTheSeedsExample(t *testing.T) {
-	ctx := a2ui.NewContext(context.Background(), "v0.8", "research-agent.2026-05-16")
+	ctx := a2ui.NewContext(context.Background(), &a2ui.Versions{A2UI: "v0.8", Catalog: "research-agent.2026-05-16"})
 	res, err := a2ui.Result(ctx, contract.SurfaceStepAwaiting, a2ui.DocumentReview{
 		Document: a2ui.ReviewedDocument{Title: "Review", Field: "review_text", Language: "markdown", Value: "# Draft\n\nReview this content.",
 			Validation: []a2ui.ReviewCheck{{ID: "readiness", Label: "Ready for approval", Status: "review"}}},
@@ -92,7 +92,7 @@ func TestDocumentsAreValidated(t *testing.T) {
 }
 
 func TestFailed(t *testing.T) {
-	ctx := a2ui.NewContext(context.Background(), "v0.8", "c.1")
+	ctx := a2ui.NewContext(context.Background(), &a2ui.Versions{A2UI: "v0.8", Catalog: "c.1"})
 	res := a2ui.Failed(ctx, "case.step.awaiting", contract.ResultError{Code: "job_not_found", Message: "No job"})
 	b, _ := json.Marshal(res)
 	want := `{"surface":"case.step.awaiting","a2ui_version":"v0.8","a2ui_catalog_version":"c.1","document":{},"errors":[{"code":"job_not_found","message":"No job"}]}`

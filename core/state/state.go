@@ -57,13 +57,18 @@ const keyPrefix = "state/v1/"
 
 type scopeKey struct{}
 
-// scope is what a context carries: the store and the namespace (agent, workspace) of the call.
+// scope is a store and a key prefix: keyPrefix + agent + "/w/" + workspace + "/" (or "/a/" for
+// agent-wide records), each part escaped.
 type scope struct {
-	store store.Store
-	// prefix is keyPrefix + agent + "/w/" + workspace + "/" (or "/a/" for agent-wide records),
-	// each part escaped.
+	store  store.Store
 	prefix string
-	err    error
+}
+
+// callScope is what a context carries: the store and the namespace (agent, workspace) of a call.
+// The key prefix is computed when a collection is opened, not for every call.
+type callScope struct {
+	store            store.Store
+	agent, workspace string
 }
 
 // NewContext returns ctx carrying the state scope of agentSlug and workspaceID on s. The
@@ -71,36 +76,27 @@ type scope struct {
 // trusted code outside a request (a scheduled worker, a test). An empty workspaceID (a bootstrap
 // call) gives a scope where only agent-wide collections (AgentOf) work.
 func NewContext(ctx context.Context, s store.Store, agentSlug, workspaceID string) context.Context {
-	sc := &scope{store: s, prefix: keyPrefix + escape(agentSlug) + "/"}
-	switch {
-	case s == nil:
-		sc.err = fmt.Errorf("%w: the controller has no store (core.Config.Store; package config opens the one SUPERVAIZER_STORE names)", ErrNoScope)
-	case agentSlug == "":
-		sc.err = fmt.Errorf("%w: no agent slug", ErrNoScope)
-	}
-	return context.WithValue(ctx, scopeKey{}, &workspaceScope{scope: sc, workspace: workspaceID})
-}
-
-type workspaceScope struct {
-	*scope
-	workspace string
+	return context.WithValue(ctx, scopeKey{}, &callScope{store: s, agent: agentSlug, workspace: workspaceID})
 }
 
 func fromContext(ctx context.Context, agentWide bool) (*scope, error) {
-	ws, _ := ctx.Value(scopeKey{}).(*workspaceScope)
-	if ws == nil {
+	cs, _ := ctx.Value(scopeKey{}).(*callScope)
+	switch {
+	case cs == nil:
 		return nil, fmt.Errorf("%w: use the context the controller passes to the handler (or state.NewContext)", ErrNoScope)
+	case cs.store == nil:
+		return nil, fmt.Errorf("%w: the controller has no store (core.Config.Store; package config opens the one SUPERVAIZER_STORE names)", ErrNoScope)
+	case cs.agent == "":
+		return nil, fmt.Errorf("%w: no agent slug", ErrNoScope)
 	}
-	if ws.err != nil {
-		return nil, ws.err
-	}
+	prefix := keyPrefix + escape(cs.agent) + "/"
 	if agentWide {
-		return &scope{store: ws.store, prefix: ws.prefix + "a/"}, nil
+		return &scope{store: cs.store, prefix: prefix + "a/"}, nil
 	}
-	if ws.workspace == "" {
+	if cs.workspace == "" {
 		return nil, fmt.Errorf("%w: this call has no verified workspace (bootstrap calls such as workspace_binding.* run before a grant exists); use state.AgentOf for agent-wide records", ErrNoScope)
 	}
-	return &scope{store: ws.store, prefix: ws.prefix + "w/" + escape(ws.workspace) + "/"}, nil
+	return &scope{store: cs.store, prefix: prefix + "w/" + escape(cs.workspace) + "/"}, nil
 }
 
 // Collection is a named set of records of type T (encoded as JSON) in one scope. Its methods
