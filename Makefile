@@ -5,7 +5,7 @@ export GOTOOLCHAIN := local
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: help run test lint unit bench fuzz bench-controller bench-grant bench-store bench-adapters sizes
+.PHONY: help run test lint unit bench fuzz bench-controller bench-grant bench-store bench-adapters sizes example-lines
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-24s %s\n", $$1, $$2}'
@@ -44,6 +44,10 @@ bench-adapters: ## the Lambda adapter against aws-lambda-go-api-proxy (docs/plat
 sizes: ## binary sizes per build tag and per store backend (docs/platforms.md, docs/state.md)
 	scripts/sizes
 	core/store/storeenv/sizes.sh
+
+example-lines: ## non-test Go lines of examples/leadgen: all, then code only (docs/agents.md)
+	@find examples/leadgen -name '*.go' ! -name '*_test.go' | xargs cat | wc -l
+	@find examples/leadgen -name '*.go' ! -name '*_test.go' | xargs cat | grep -cvE '^\s*($$|//)'
 
 FUZZTIME ?= 30s
 fuzz: ## run every fuzz target for FUZZTIME each

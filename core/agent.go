@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/supervaize/svz/core/a2ui"
 	"github.com/supervaize/svz/core/contract"
 )
 
@@ -74,6 +75,7 @@ type Agent struct {
 	actions  map[string]ActionHandler
 	surfaces map[string]SurfaceHandler
 	data     []*dataResource
+	inputs   map[string]inputSchema // DeclareInput
 	errs     []error
 }
 
@@ -184,6 +186,10 @@ type boundAgent struct {
 	// preview (Studio previews with the confirm's idempotency key, as often as the operator edits)
 	// and help actions (which only propose drafts).
 	gated map[string]bool
+	// inputSchemas are the fields each action's input is checked against before its handler.
+	inputSchemas map[string]inputSchema
+	// versions are the registration's A2UI versions, for a2ui.Result.
+	versions *a2ui.Versions
 }
 
 func gatedActions(reg *contract.Registration) map[string]bool {

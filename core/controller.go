@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/supervaize/svz/core/a2ui"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/store"
@@ -174,6 +175,9 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 			surfaces: make(map[string]SurfaceHandler, len(a.surfaces)),
 			data:     slices.Clone(a.data),
 			gated:    gatedActions(a.cfg.Registration),
+
+			inputSchemas: inputSchemas(a.cfg.Registration, a.inputs),
+			versions:     &a2ui.Versions{A2UI: a.cfg.Registration.Versions.A2UIVersion, Catalog: a.cfg.Registration.Versions.A2UICatalogVersion},
 		}
 		for id, h := range a.actions {
 			b.actions[id] = h

@@ -15,6 +15,7 @@ import (
 
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
+	"github.com/supervaize/svz/core/state"
 )
 
 // DataResource routes (spec §8), for agents that declare DataResources:
@@ -233,6 +234,7 @@ func (c *Controller) serveDataOp(w http.ResponseWriter, r *http.Request, rt data
 		Authorization: vctx,
 		Store:         c.cfg.Store,
 	}
+	ctx = state.NewContext(ctx, c.cfg.Store, rt.agent.slug, vctx.WorkspaceID) // callbacks may use package state
 
 	status := http.StatusOK
 	var out []byte

@@ -133,8 +133,12 @@ func (c *Controller) invokeAction(ctx context.Context, env envelope) rpcResponse
 		return errorResponse(env.id, CodeActionNotRegistered, "Action handler not registered: "+req.Action, failData)
 	}
 	ran := false
+	ctx = c.handlerContext(ctx, agent, req.WorkspaceAuthorization)
 	run := func(ctx context.Context) (*contract.ActionResult, error) {
 		ran = true
+		if res, err := agent.checkInput(req); res != nil || err != nil {
+			return res, err
+		}
 		return c.runAction(ctx, h, req)
 	}
 	var res *contract.ActionResult
@@ -183,7 +187,7 @@ func (c *Controller) loadSurface(ctx context.Context, env envelope) rpcResponse 
 	if h == nil {
 		return errorResponse(env.id, CodeSurfaceNotRegistered, "Surface handler not registered: "+req.Surface, failData)
 	}
-	res, err := c.runSurface(ctx, h, req)
+	res, err := c.runSurface(c.handlerContext(ctx, agent, req.WorkspaceAuthorization), h, req)
 	var raw json.RawMessage
 	if err == nil {
 		raw, err = encodeResult(res)

@@ -1,8 +1,11 @@
 package contract
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -29,9 +32,9 @@ const DisplayTextMaxLength = 300
 // FieldDefinition describes one input: a setup-plan field (V2SetupFieldDefinition), a human-review
 // field of an awaiting step (V2AwaitingFieldDefinition) or an item field of a list. id, label, type
 // and required are always written; the optional keys are written only when set, so definitions
-// that do not use them serialize as before. File fields carry accept, max_bytes and storage in
-// Extra. An empty Type means the context's default: string for setup fields, boolean for awaiting
-// fields.
+// that do not use them serialize as before. File fields carry Accept, MaxBytes and Storage. An
+// empty Type means the context's default: string for setup fields, boolean for awaiting fields.
+// ResourceField and ResourceFieldDefinition.Field convert between the two field types.
 type FieldDefinition struct {
 	ID            string            `json:"id"`
 	Label         string            `json:"label"`
@@ -47,8 +50,20 @@ type FieldDefinition struct {
 	OptionsSource *OptionsSource    `json:"options_source,omitzero"`
 	DependsOn     *DependsOn        `json:"depends_on,omitzero"`
 	Validation    *FieldValidation  `json:"validation,omitzero"`
-	Extra         Extra             `json:"-"`
+	// Accept lists the extensions and media types a file field allows (".md,text/markdown"),
+	// MaxBytes the largest file Studio accepts for it, Storage where the bytes live: "studio"
+	// (the agent gets a reference) or "inline" (the content travels in the action's JSON).
+	Accept   string `json:"accept,omitzero"`
+	MaxBytes int64  `json:"max_bytes,omitzero"`
+	Storage  string `json:"storage,omitzero"`
+	Extra    Extra  `json:"-"`
 }
+
+// File field storages.
+const (
+	StorageStudio = "studio"
+	StorageInline = "inline"
+)
 
 // FieldOption is one choice of a select or multi_select field. Plain strings are not options.
 type FieldOption struct {
@@ -108,7 +123,67 @@ type ResourceFieldDefinition struct {
 	Options       []FieldOption     `json:"options,omitzero"`
 	DependsOn     *DependsOn        `json:"depends_on,omitzero"`
 	Validation    *FieldValidation  `json:"validation,omitzero"`
+	Accept        string            `json:"accept,omitzero"`
+	MaxBytes      int64             `json:"max_bytes,omitzero"`
+	Storage       string            `json:"storage,omitzero"`
 	Extra         Extra             `json:"-"`
+}
+
+// Field returns the resource field as a FieldDefinition, the type of forms, setup plans and
+// awaiting steps: one schema for every input. ReadOnly has no counterpart and is kept in Extra
+// as "read_only" when set.
+func (f ResourceFieldDefinition) Field() FieldDefinition {
+	extra := cloneExtra(f.Extra)
+	if f.ReadOnly {
+		if extra == nil {
+			extra = Extra{}
+		}
+		extra["read_only"] = json.RawMessage("true")
+	}
+	return FieldDefinition{
+		ID: f.ID, Label: f.Label, Type: f.Type, ItemFields: f.ItemFields, Required: f.Required, Default: f.Default,
+		Placeholder: f.Placeholder, Description: f.Description, Multiline: f.Multiline, MinRows: f.MinRows,
+		Options: f.Options, OptionsSource: f.OptionsSource, DependsOn: f.DependsOn, Validation: f.Validation,
+		Accept: f.Accept, MaxBytes: f.MaxBytes, Storage: f.Storage, Extra: extra,
+	}
+}
+
+// ResourceField returns f as a resource field definition (a "read_only" member of Extra sets
+// ReadOnly).
+func (f FieldDefinition) ResourceField() ResourceFieldDefinition {
+	extra := cloneExtra(f.Extra)
+	readOnly := false
+	if v, ok := extra["read_only"]; ok {
+		readOnly = string(bytes.TrimSpace(v)) == "true"
+		delete(extra, "read_only")
+		if len(extra) == 0 {
+			extra = nil
+		}
+	}
+	return ResourceFieldDefinition{
+		ID: f.ID, Label: f.Label, Type: f.Type, Required: f.Required, ReadOnly: readOnly, Multiline: f.Multiline,
+		OptionsSource: f.OptionsSource, ItemFields: f.ItemFields, Default: f.Default, Placeholder: f.Placeholder,
+		Description: f.Description, MinRows: f.MinRows, Options: f.Options, DependsOn: f.DependsOn,
+		Validation: f.Validation, Accept: f.Accept, MaxBytes: f.MaxBytes, Storage: f.Storage, Extra: extra,
+	}
+}
+
+// Fields converts resource fields to FieldDefinitions.
+func Fields(resource []ResourceFieldDefinition) []FieldDefinition {
+	out := make([]FieldDefinition, len(resource))
+	for i, f := range resource {
+		out[i] = f.Field()
+	}
+	return out
+}
+
+// ResourceFields converts FieldDefinitions to resource fields.
+func ResourceFields(fields []FieldDefinition) []ResourceFieldDefinition {
+	out := make([]ResourceFieldDefinition, len(fields))
+	for i, f := range fields {
+		out[i] = f.ResourceField()
+	}
+	return out
 }
 
 // Cost estimate statuses.
@@ -162,7 +237,7 @@ func (f *FieldDefinition) Validate() error {
 	return validateField(fieldView{
 		id: f.ID, label: f.Label, typ: f.Type, itemFields: f.ItemFields, description: f.Description,
 		multiline: f.Multiline, minRows: f.MinRows, options: f.Options, optionsSource: f.OptionsSource,
-		dependsOn: f.DependsOn, validation: f.Validation,
+		dependsOn: f.DependsOn, validation: f.Validation, accept: f.Accept, maxBytes: f.MaxBytes, storage: f.Storage,
 	}, false)
 }
 
@@ -171,7 +246,7 @@ func (f *ResourceFieldDefinition) Validate() error {
 	return validateField(fieldView{
 		id: f.ID, label: f.Label, typ: f.Type, itemFields: f.ItemFields, description: f.Description,
 		multiline: f.Multiline, minRows: f.MinRows, options: f.Options, optionsSource: f.OptionsSource,
-		dependsOn: f.DependsOn, validation: f.Validation,
+		dependsOn: f.DependsOn, validation: f.Validation, accept: f.Accept, maxBytes: f.MaxBytes, storage: f.Storage,
 	}, false)
 }
 
@@ -185,6 +260,8 @@ type fieldView struct {
 	optionsSource               *OptionsSource
 	dependsOn                   *DependsOn
 	validation                  *FieldValidation
+	accept, storage             string
+	maxBytes                    int64
 }
 
 func validateField(f fieldView, isItem bool) error {
@@ -220,7 +297,7 @@ func validateField(f fieldView, isItem bool) error {
 			if err := validateField(fieldView{
 				id: it.ID, label: it.Label, typ: it.Type, itemFields: it.ItemFields, description: it.Description,
 				multiline: it.Multiline, minRows: it.MinRows, options: it.Options, optionsSource: it.OptionsSource,
-				dependsOn: it.DependsOn, validation: it.Validation,
+				dependsOn: it.DependsOn, validation: it.Validation, accept: it.Accept, maxBytes: it.MaxBytes, storage: it.Storage,
 			}, true); err != nil {
 				errs = append(errs, fmt.Errorf("field %q: item_fields: %w", name, err))
 			}
@@ -260,6 +337,16 @@ func validateField(f fieldView, isItem bool) error {
 		if len(d.In) == 0 {
 			errs = append(errs, fmt.Errorf("field %q: depends_on.in needs at least one value", name))
 		}
+	}
+	if typ == FieldFile {
+		if f.storage != "" && f.storage != StorageStudio && f.storage != StorageInline {
+			errs = append(errs, fmt.Errorf("field %q: storage must be %q or %q, not %q", name, StorageStudio, StorageInline, f.storage))
+		}
+		if f.maxBytes < 0 {
+			errs = append(errs, fmt.Errorf("field %q: max_bytes must be at least 0", name))
+		}
+	} else if f.accept != "" || f.maxBytes != 0 || f.storage != "" {
+		errs = append(errs, fmt.Errorf("field %q: accept, max_bytes and storage only apply to a file field", name))
 	}
 	if v := f.validation; v != nil {
 		if err := v.check(typ); err != nil {
@@ -307,6 +394,11 @@ func (v *FieldValidation) check(typ string) error {
 	}
 	if v.MinItems != nil && v.MaxItems != nil && *v.MaxItems < *v.MinItems {
 		errs = append(errs, errors.New("max_items must be at least min_items"))
+	}
+	if v.Pattern != "" {
+		if _, err := regexp.Compile(v.Pattern); err != nil {
+			errs = append(errs, fmt.Errorf("pattern is not a valid regular expression (RE2 syntax, as Go's regexp): %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }

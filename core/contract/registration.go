@@ -149,9 +149,12 @@ type Capabilities struct {
 // only when set. A bare JSON string decodes as {"id": s, "mutating": true, "scope": "job"}, and an
 // object's absent mutating/scope take those defaults.
 type ActionDefinition struct {
-	ID          string
-	ReadOnly    bool   // mutating=false on the wire: the action changes no agent-side state
-	Scope       string // workspace, mission or job; "" means job
+	ID       string
+	ReadOnly bool // mutating=false on the wire: the action changes no agent-side state
+	// Scope is workspace, mission or job. In BuildRegistration, "" means the scope the id is
+	// derived with (a resource operation takes its resource's scope, a dataset query its
+	// dataset's), and job for an id that is not derived.
+	Scope       string
 	Label       string
 	Description string
 	Kind        string // command (default) or help
@@ -257,7 +260,12 @@ type ResourceDefinition struct {
 	Display         *ResourceDisplay          `json:"display"`
 	Fields          []ResourceFieldDefinition `json:"fields"`
 	MountedViews    []MountedView             `json:"mounted_views"`
-	Extra           Extra                     `json:"-"`
+	// ReadOnlyOperations lists the operations that change nothing on the agent's side (typically
+	// "list" and "get"): their derived actions resource.<id>.<op> are declared mutating=false,
+	// keeping the resource's scope. Other operations stay mutating, as in the reference. It is
+	// not a wire member: the actions carry it.
+	ReadOnlyOperations []string `json:"-"`
+	Extra              Extra    `json:"-"`
 }
 
 // ResourceDisplay is the display metadata of a resource or dataset

@@ -278,6 +278,7 @@ func uniqueStrings(values []string) []string {
 func buildActions(p *problems, declared []ActionSpec, r *Registration, methods *AgentMethods) []ActionDefinition {
 	var order []string
 	explicit := map[string]ActionDefinition{}
+	inheritScope := map[string]bool{} // explicit definitions without a scope: they take the derived one
 	for i, s := range declared {
 		at := fmt.Sprintf("actions[%d]", i)
 		var def ActionDefinition
@@ -313,7 +314,10 @@ func buildActions(p *problems, declared []ActionSpec, r *Registration, methods *
 			p.add(at, "action '%s' is defined twice", def.ID)
 			continue
 		}
-		def.Scope = orDefault(def.Scope, ScopeJob)
+		if def.Scope == "" {
+			inheritScope[def.ID] = true
+			def.Scope = ScopeJob
+		}
 		def.Label = displayText(def.Label)
 		def.Description = displayText(def.Description)
 		def.Extra = cloneExtra(def.Extra)
@@ -336,7 +340,7 @@ func buildActions(p *problems, declared []ActionSpec, r *Registration, methods *
 	}
 	for _, res := range r.Resources {
 		for _, op := range res.Operations {
-			derive("resource."+res.ID+"."+op, true, res.Scope)
+			derive("resource."+res.ID+"."+op, !slices.Contains(res.ReadOnlyOperations, op), res.Scope)
 		}
 	}
 	for _, d := range r.Datasets {
@@ -368,6 +372,9 @@ func buildActions(p *problems, declared []ActionSpec, r *Registration, methods *
 	out := make([]ActionDefinition, 0, len(order))
 	for _, id := range uniqueStrings(order) {
 		if d, ok := explicit[id]; ok {
+			if dd, isDerived := derived[id]; isDerived && inheritScope[id] {
+				d.Scope = dd.Scope
+			}
 			out = append(out, d)
 		} else if d, ok := derived[id]; ok {
 			out = append(out, d)
@@ -406,6 +413,7 @@ func cloneResources(in []ResourceDefinition) []ResourceDefinition {
 		d.Operations = nonNil(slices.Clone(d.Operations))
 		d.Fields = nonNil(slices.Clone(d.Fields))
 		d.MountedViews = nonNil(slices.Clone(d.MountedViews))
+		d.ReadOnlyOperations = slices.Clone(d.ReadOnlyOperations)
 		if d.Display != nil {
 			disp := *d.Display
 			d.Display = &disp

@@ -302,6 +302,11 @@ func validateResource(p *problems, at string, d *ResourceDefinition) {
 	for i, op := range d.Operations {
 		p.nonEmpty(fmt.Sprintf("%s.operations[%d]", at, i), op)
 	}
+	for _, op := range d.ReadOnlyOperations {
+		if !slices.Contains(d.Operations, op) {
+			p.add(at+".operations", "ReadOnlyOperations names %q, which is not one of the resource's operations", op)
+		}
+	}
 	for i := range d.Fields {
 		p.addErr(fmt.Sprintf("%s.fields[%d]", at, i), d.Fields[i].Validate())
 	}

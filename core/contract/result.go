@@ -30,6 +30,11 @@ type ActionResult struct {
 
 // Effect is one typed effect of an action (V2Effect). Only Type is required; zero-valued members
 // are omitted on the wire (a nil slice or map is absent, an empty non-nil one is written).
+//
+// Item takes any value that encodes as a JSON object (a struct, a map, a pointer to either, a
+// json.RawMessage object); Items and Rows any slice or array of such values, e.g. []Contact. A
+// nil slice of a concrete type (var out []Contact) is written as [], never null; a nil Item,
+// Items or Rows is absent. Decoded effects hold map[string]any and []any.
 type Effect struct {
 	Type       string           `json:"type"`
 	JobID      string           `json:"job_id,omitzero"`
@@ -41,9 +46,9 @@ type Effect struct {
 	Status     string           `json:"status,omitzero"`
 	Message    string           `json:"message,omitzero"`
 	Count      *int             `json:"count,omitzero"`
-	Item       map[string]any   `json:"item,omitzero"`
-	Items      []map[string]any `json:"items,omitzero"`
-	Rows       []map[string]any `json:"rows,omitzero"`
+	Item       any              `json:"item,omitzero"`
+	Items      any              `json:"items,omitzero"`
+	Rows       any              `json:"rows,omitzero"`
 	Errors     []map[string]any `json:"errors,omitzero"`
 	Gaps       []map[string]any `json:"gaps,omitzero"`
 	Summary    map[string]any   `json:"summary,omitzero"`
@@ -63,11 +68,22 @@ type ReplaySafety struct {
 	Extra                      Extra    `json:"-"`
 }
 
-// ResultError is one entry of ActionResult.Errors, e.g. {"code": "idempotency_conflict"}.
+// ResultError is one entry of ActionResult.Errors (or SurfaceResult.Errors), e.g.
+// {"code": "idempotency_conflict", "message": "..."}. An error about an input field names it:
+// Field is the id of the declared field and, inside a list field, Item is the row index and
+// ItemField the id of the item field. Build them with InvalidField and the validators
+// (ValidateInput, ActionRequest.DecodeValid); refuse with Refuse.
 type ResultError struct {
-	Code    string `json:"code"`
-	Message string `json:"message,omitzero"`
-	Extra   Extra  `json:"-"`
+	Code      string `json:"code"`
+	Message   string `json:"message,omitzero"`
+	Field     string `json:"field,omitzero"`
+	Item      *int   `json:"item,omitzero"`
+	ItemField string `json:"item_field,omitzero"`
+	// LeaseExpiresAt (RFC 3339) and RetryAfterSeconds come with idempotency_in_progress: when
+	// the running claim ends unless renewed, and how long to wait before retrying.
+	LeaseExpiresAt    string `json:"lease_expires_at,omitzero"`
+	RetryAfterSeconds *int   `json:"retry_after_seconds,omitzero"`
+	Extra             Extra  `json:"-"`
 }
 
 // FieldDraft is the answer of a help action (V2FieldDraft): a proposed value for the target setup
@@ -112,7 +128,10 @@ type SurfaceResult struct {
 	A2UIVersion        *string         `json:"a2ui_version"`
 	A2UICatalogVersion *string         `json:"a2ui_catalog_version"`
 	Document           json.RawMessage `json:"document"`
-	Extra              Extra           `json:"-"`
+	// Errors, when set, tells Studio why the surface cannot be shown as asked (a business error,
+	// e.g. the job it is about does not exist). The reference model keeps it as an extra member.
+	Errors []ResultError `json:"errors,omitzero"`
+	Extra  Extra         `json:"-"`
 }
 
 // Validate reports why r is not a valid V2ActionResult, or nil.
@@ -124,6 +143,9 @@ func (r *ActionResult) Validate() error {
 	for i, e := range r.Effects {
 		if e.Type == "" {
 			errs = append(errs, fmt.Errorf("effects[%d].type is required", i))
+		}
+		if err := e.checkShapes(); err != nil {
+			errs = append(errs, fmt.Errorf("effects[%d].%w", i, err))
 		}
 	}
 	if r.JobState != nil {
@@ -173,6 +195,11 @@ func (r *SurfaceResult) Validate() error {
 	if len(r.Document) > 0 && !isObjectJSON(r.Document) { // absent is written as {}
 		errs = append(errs, errors.New("document must be a JSON object"))
 	}
+	for i, e := range r.Errors {
+		if e.Code == "" {
+			errs = append(errs, fmt.Errorf("errors[%d].code is required", i))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -193,10 +220,12 @@ func (r *ActionResult) UnmarshalJSON(data []byte) error {
 	return decodeInto(data, "action result", (*plain)(r), &r.Extra)
 }
 
-// MarshalJSON writes the effect with its unknown members.
+// MarshalJSON writes the effect with its unknown members; a nil slice in Items or Rows as [].
 func (e Effect) MarshalJSON() ([]byte, error) {
 	type plain Effect
-	return encodeObject(plain(e), e.Extra)
+	p := plain(e)
+	p.Items, p.Rows = emptyIfNilSlice(p.Items), emptyIfNilSlice(p.Rows)
+	return encodeObject(p, e.Extra)
 }
 
 // UnmarshalJSON decodes an effect, keeping unknown members.

@@ -140,6 +140,10 @@ func call(t testing.TB, base string, p map[string]any) string {
 
 // post is call for goroutines other than the test's: it returns its failure.
 func post(base string, p map[string]any) (string, error) {
+	return postWith(http.DefaultClient, base, p)
+}
+
+func postWith(client *http.Client, base string, p map[string]any) (string, error) {
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "supervaizer/action.invoke", "params": p})
 	if err != nil {
 		return "", err
@@ -150,7 +154,7 @@ func post(base string, p map[string]any) (string, error) {
 	}
 	req.Header.Set("X-API-Key", apiKey)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("POST /a2a: %w", err)
 	}
@@ -288,7 +292,7 @@ func TestA2ALeaseExpiryThenRetry(t *testing.T) {
 	a.block = make(chan struct{})
 	clock := storetest.NewClock()
 	s := memory.New(memory.WithClock(clock.Now))
-	base := serve(t, a.controller(t, idempotency.New(s, idempotency.WithClock(clock.Now), idempotency.WithDefaultLease(30*time.Second))))
+	base := serve(t, a.controller(t, idempotency.New(s, idempotency.WithClock(clock.Now), idempotency.WithMaxRun(30*time.Second))))
 
 	stuck := goPost(t, base, params(nil))
 	for a.runs.Load() == 0 {
@@ -367,16 +371,81 @@ func TestA2AReplayAfterProcessRestart(t *testing.T) {
 	}
 }
 
+// TestA2AKeyOfAKilledHolderFrees kills (SIGKILL) a process while its handler runs, holding the
+// key: a second process on the same store answers idempotency_in_progress with the time left on
+// the dead holder's lease (never more than lease + skew margin), then runs the action itself once
+// the lease has lapsed, well before the old fixed 5-minute lease. The child's lease is 5 s here
+// so the test ends within seconds; production's is idempotency.DefaultLease (20 s).
+func TestA2AKeyOfAKilledHolderFrees(t *testing.T) {
+	const lease = 5 * time.Second
+	dir := t.TempDir()
+	first := startChild(t, dir, "SVZ_IDEMPOTENCY_LEASE="+lease.String(), "SVZ_IDEMPOTENCY_BLOCK=1")
+	// A probe may itself become the blocked run (if it arrives first): it then times out, and
+	// the next probe is answered in progress.
+	probe := &http.Client{Timeout: 5 * time.Second}
+	go func() { _, _ = postWith(probe, first.url, params(nil)) }() // never answered: the process dies first
+	// The claim is taken once the child answers a retry "in progress".
+	waitFor(t, "the first process to run the handler", func() bool {
+		out, err := postWith(probe, first.url, params(map[string]any{"request_id": "probe"}))
+		return err == nil && strings.Contains(out, `"code":"idempotency_in_progress"`)
+	})
+	first.kill(t)
+	killed := time.Now()
+
+	second := startChild(t, dir)
+	got := call(t, second.url, params(map[string]any{"request_id": "after-crash"}))
+	if strings.Contains(got, `"code":"idempotency_in_progress"`) {
+		var resp struct {
+			Result contract.ActionResult `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(got), &resp); err != nil || len(resp.Result.Errors) != 1 {
+			t.Fatalf("in-progress answer %s: %v", got, err)
+		}
+		e := resp.Result.Errors[0]
+		expires, err := time.Parse(time.RFC3339Nano, e.LeaseExpiresAt)
+		if err != nil || e.RetryAfterSeconds == nil {
+			t.Fatalf("in-progress answer without lease_expires_at or retry_after_seconds: %s", got)
+		}
+		if limit := killed.Add(lease + idempotency.SkewMargin); expires.After(limit) {
+			t.Errorf("the dead holder's claim expires at %s, after kill + lease + margin (%s)", expires, limit)
+		}
+		if max := int((lease + idempotency.SkewMargin).Seconds()); *e.RetryAfterSeconds < 1 || *e.RetryAfterSeconds > max {
+			t.Errorf("retry_after_seconds = %d, want the time left on the lease (1..%d)", *e.RetryAfterSeconds, max)
+		}
+	}
+	waitFor(t, "the dead holder's key to free", func() bool {
+		got = call(t, second.url, params(map[string]any{"request_id": "after-crash"}))
+		return !strings.Contains(got, `"code":"idempotency_in_progress"`)
+	})
+	if want := rpcResult(okResult(1, second.instance)); got != want {
+		t.Errorf("after the lease = %s\nwant the second process's own run %s", got, want)
+	}
+}
+
+// waitFor polls cond until it holds, failing after a generous deadline (a loaded machine must
+// not fail the test; a broken lease would block for minutes).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 type child struct {
 	cmd      *exec.Cmd
 	url      string
 	instance string
 }
 
-func startChild(t *testing.T, dir string) *child {
+func startChild(t *testing.T, dir string, env ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChildController$")
 	cmd.Env = append(os.Environ(), "SVZ_IDEMPOTENCY_CHILD=1", storeenv.DataDir+"="+dir, storeenv.Kind+"=")
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -418,7 +487,18 @@ func TestChildController(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := newAgent()
-	srv := httptest.NewServer(a.controller(t, idempotency.New(s)))
+	var opts []idempotency.Option
+	if v := os.Getenv("SVZ_IDEMPOTENCY_LEASE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, idempotency.WithLease(d))
+	}
+	if os.Getenv("SVZ_IDEMPOTENCY_BLOCK") == "1" {
+		a.block = make(chan struct{}) // the first run never ends: the process is killed during it
+	}
+	srv := httptest.NewServer(a.controller(t, idempotency.New(s, opts...)))
 	fmt.Printf("CHILD %s %s\n", srv.URL, a.instance)
 	select {} // until killed
 }

@@ -76,7 +76,9 @@ func newFixture(t *testing.T, opts ...memory.Option) *fixture {
 	s := memory.New(append([]memory.Option{memory.WithClock(c.Now)}, opts...)...)
 	t.Cleanup(func() { _ = s.Close() })
 	logs := &bytes.Buffer{}
-	g := idempotency.New(s, idempotency.WithClock(c.Now), idempotency.WithDefaultLease(time.Minute),
+	// A lease of an hour is never renewed during a test (renewals run on real timers; see
+	// gate_internal_test.go for them): the claim then ends with the run, as a dead holder's does.
+	g := idempotency.New(s, idempotency.WithClock(c.Now), idempotency.WithMaxRun(time.Minute), idempotency.WithLease(time.Hour),
 		idempotency.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))
 	return &fixture{clock: c, store: s, gate: g, logs: logs}
 }
@@ -278,12 +280,16 @@ func TestInProgress(t *testing.T) {
 
 	leaseEnd := f.clock.Now().Add(30*time.Second + idempotency.SkewMargin).UTC().Format(time.RFC3339Nano)
 	want := `{"status":"error","effects":[],"errors":[{"code":"idempotency_in_progress","message":"job.start with this ` +
-		`idempotency_key is still running; retry with the same key in 2 s.","lease_expires_at":"` + leaseEnd + `","retry_after_seconds":2}]}`
+		`idempotency_key is still running; retry with the same key in 32 s.","lease_expires_at":"` + leaseEnd + `","retry_after_seconds":32}]}`
 	if got := f.do(t, request(), &h); got != want {
 		t.Errorf("during the run = %s\nwant %s", got, want)
 	}
-	// Near the end of the lease the hint shrinks to what is left, never below 1 s.
-	f.clock.Advance(30*time.Second + idempotency.SkewMargin - 300*time.Millisecond)
+	// The hint is what is left of the lease, never below 1 s.
+	f.clock.Advance(10 * time.Second)
+	if got := f.do(t, request(), &h); !strings.Contains(got, `"retry_after_seconds":22}`) {
+		t.Errorf("10 s later = %s", got)
+	}
+	f.clock.Advance(20*time.Second + idempotency.SkewMargin - 300*time.Millisecond)
 	if got := f.do(t, request(), &h); !strings.Contains(got, `"retry_after_seconds":1}`) {
 		t.Errorf("near the lease end = %s", got)
 	}
@@ -374,6 +380,47 @@ func TestErrorResultIsRecorded(t *testing.T) {
 	}
 	if n := h.runs.Load(); n != 1 {
 		t.Errorf("handler ran %d times, want 1", n)
+	}
+}
+
+// TestRefusalReleasesTheKey: a refusal that changed nothing (only input_* errors, no effect) is
+// not recorded, so the corrected request runs with the same key; a refusal that reports an
+// effect, or any other error, is recorded like every answer.
+func TestRefusalReleasesTheKey(t *testing.T) {
+	f := newFixture(t)
+	h := handler{result: func(n int32) (*contract.ActionResult, error) {
+		if n == 1 {
+			return contract.Refuse(contract.InvalidField("count", "Count must be even")), nil
+		}
+		return &contract.ActionResult{Status: contract.StatusOK}, nil
+	}}
+	want := `{"status":"error","effects":[],"errors":[{"code":"input_invalid","message":"Count must be even","field":"count"}]}`
+	if got := f.do(t, request(), &h); got != want {
+		t.Errorf("refusal = %s\nwant %s", got, want)
+	}
+	fixed := request()
+	fixed.Input = json.RawMessage(`{"count":4,"name":"Campaign"}`)
+	if got := f.do(t, fixed, &h); !strings.HasPrefix(got, `{"status":"ok"`) || h.runs.Load() != 2 {
+		t.Errorf("the corrected request with the same key = %s after %d runs; want a run, not %s", got, h.runs.Load(), idempotency.CodeConflict)
+	}
+	if got := f.do(t, fixed, &h); !strings.Contains(got, `"strictly_idempotent_response":true`) || h.runs.Load() != 2 {
+		t.Errorf("its retry = %s after %d runs; want the replay", got, h.runs.Load())
+	}
+
+	for name, res := range map[string]*contract.ActionResult{
+		"with an effect": {Status: contract.StatusError, Effects: []contract.Effect{{Type: "job.started"}},
+			Errors: []contract.ResultError{contract.InvalidField("count", "odd")}},
+		"a business error": {Status: contract.StatusError, Errors: []contract.ResultError{{Code: "quota_exceeded"}}},
+		"mixed":            {Status: contract.StatusError, Errors: []contract.ResultError{contract.InvalidField("count", "odd"), {Code: "quota_exceeded"}}},
+	} {
+		g := newFixture(t)
+		rec := handler{result: func(int32) (*contract.ActionResult, error) { return res, nil }}
+		g.do(t, request(), &rec)
+		other := request()
+		other.Input = json.RawMessage(`{"count":4}`)
+		if got := g.do(t, other, &rec); got != conflictResult || rec.runs.Load() != 1 {
+			t.Errorf("%s: another input with the same key = %s after %d runs; want the conflict (the first answer is recorded)", name, got, rec.runs.Load())
+		}
 	}
 }
 

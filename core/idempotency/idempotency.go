@@ -13,17 +13,24 @@
 //     mission's current name and metadata with every request; the workspace slug can be
 //     renamed; draft_session_id is transient UI context; unknown members are not part of the
 //     contract. A retry that differs only there is replayed;
-//   - a request arriving while the first still runs gets "idempotency_in_progress" with a retry
-//     hint; two runs never overlap. The running claim is a lease that ends with the request's
-//     deadline (DefaultLease without one), and the handler's context ends with it;
-//   - a handler that fails with an error releases the key so the retry runs; a returned result,
-//     "ok" or "error", is replayed for DefaultRetention (WithRetention).
+//   - a request arriving while the first still runs gets "idempotency_in_progress" with the
+//     time left on the running claim (retry_after_seconds, lease_expires_at); two runs never
+//     overlap. The running claim is a short lease (DefaultLease) that the gate renews while the
+//     handler runs, so a key whose process died frees DefaultLease + SkewMargin after its last
+//     renewal; the action may then run again (at-most-once for external effects is the
+//     rule-checkpoint gate's job). The handler's context ends with the request's deadline
+//     (DefaultMaxRun without one), and when the gate finds its lease taken over;
+//   - a handler that fails with an error releases the key so the retry runs; so does a refusal
+//     that changed nothing (contract.ActionResult.Refusal: status "error", only input_* errors,
+//     no effect), e.g. an input that does not match the declared fields, so that the corrected
+//     request can run with the same key. Every other result, "ok" or "error", is replayed for
+//     DefaultRetention (WithRetention).
 //
 // Conflict and in-progress answers are:
 //
 //	{"status":"error","effects":[],"errors":[{"code":"idempotency_conflict","message":"..."}]}
 //	{"status":"error","effects":[],"errors":[{"code":"idempotency_in_progress","message":"...",
-//	  "lease_expires_at":"2026-07-08T10:00:32Z","retry_after_seconds":2}]}
+//	  "lease_expires_at":"2026-07-08T10:00:32Z","retry_after_seconds":17}]}
 //
 // The action is part of the scope because Studio sends the same key to job.start.preview and
 // job.start. The preview is normally not mutating, so never gated and free to run again with
@@ -47,7 +54,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/supervaize/svz/core/contract"
@@ -66,13 +72,15 @@ const (
 const (
 	// DefaultRetention is how long a completed result is replayed.
 	DefaultRetention = 24 * time.Hour
-	// DefaultLease bounds a run whose context has no deadline.
-	DefaultLease = 5 * time.Minute
+	// DefaultLease is how long a running claim lives unless renewed; the gate renews it every
+	// quarter lease while the handler runs. A key held by a dead process frees at most
+	// DefaultLease + SkewMargin after the process died.
+	DefaultLease = 20 * time.Second
+	// DefaultMaxRun bounds a run whose request has no deadline.
+	DefaultMaxRun = 5 * time.Minute
 	// SkewMargin keeps a claim alive past the end of its lease, so an instance whose clock runs
 	// ahead cannot take the key over while the first run may still be finishing.
 	SkewMargin = 2 * time.Second
-	// RetryAfter is the longest retry hint of an in-progress answer.
-	RetryAfter = 2 * time.Second
 	// writeTimeout bounds recording or releasing a claim after the run, when the caller's context
 	// may already be done.
 	writeTimeout = 10 * time.Second
@@ -100,7 +108,10 @@ type Gate struct {
 	now       func() time.Time
 	retention time.Duration
 	lease     time.Duration
+	maxRun    time.Duration
 	log       *slog.Logger
+	// after is the renewal timer (time.After); tests replace it to renew on demand.
+	after func(time.Duration) <-chan time.Time
 }
 
 // Option configures a Gate.
@@ -112,15 +123,20 @@ func WithClock(now func() time.Time) Option { return func(g *Gate) { g.now = now
 // WithRetention sets how long completed results are replayed (DefaultRetention).
 func WithRetention(d time.Duration) Option { return func(g *Gate) { g.retention = d } }
 
-// WithDefaultLease sets the lease of a run whose context has no deadline (DefaultLease).
-func WithDefaultLease(d time.Duration) Option { return func(g *Gate) { g.lease = d } }
+// WithLease sets how long a running claim lives unless renewed (DefaultLease); it is renewed
+// every quarter of it.
+func WithLease(d time.Duration) Option { return func(g *Gate) { g.lease = d } }
+
+// WithMaxRun sets how long a run whose request has no deadline may take (DefaultMaxRun).
+func WithMaxRun(d time.Duration) Option { return func(g *Gate) { g.maxRun = d } }
 
 // WithLogger sets the logger (slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(g *Gate) { g.log = l } }
 
 // New returns a Gate keeping its records in s.
 func New(s store.Store, opts ...Option) *Gate {
-	g := &Gate{store: s, now: time.Now, retention: DefaultRetention, lease: DefaultLease, log: slog.Default()}
+	g := &Gate{store: s, now: time.Now, retention: DefaultRetention, lease: DefaultLease, maxRun: DefaultMaxRun,
+		log: slog.Default(), after: time.After}
 	for _, o := range opts {
 		o(g)
 	}
@@ -140,50 +156,70 @@ func (g *Gate) Do(ctx context.Context, req *contract.ActionRequest, run func(con
 		return nil, fmt.Errorf("idempotency: %s: %w", req.Action, err)
 	}
 	now := g.now()
-	leaseEnd := now.Add(g.lease)
+	runEnd := now.Add(g.maxRun)
 	if d, ok := ctx.Deadline(); ok {
-		leaseEnd = d
+		runEnd = d
 	}
-	if !leaseEnd.After(now) {
+	if !runEnd.After(now) {
 		return nil, fmt.Errorf("idempotency: %s: the request deadline has passed: %w", req.Action, context.DeadlineExceeded)
 	}
 	claim, err := json.Marshal(record{State: stateRunning, Fingerprint: fp})
 	if err != nil {
 		return nil, fmt.Errorf("idempotency: %s: %w", req.Action, err)
 	}
-	rec, err := g.store.Create(ctx, key, claim, leaseEnd.Add(SkewMargin))
+	rec, err := g.store.Create(ctx, key, claim, g.leaseEnd(now, runEnd))
 	switch {
 	case err == nil:
-		return g.runClaimed(ctx, req, key, fp, rec.Version, leaseEnd, run)
+		return g.runClaimed(ctx, req, key, fp, claim, rec.Version, runEnd, run)
 	case errors.Is(err, store.ErrExists):
 		return g.answer(req, fp, rec)
 	}
 	return nil, fmt.Errorf("idempotency: claim %s: %w", req.Action, err)
 }
 
-// runClaimed runs the handler under the lease and records its outcome.
-func (g *Gate) runClaimed(ctx context.Context, req *contract.ActionRequest, key, fp string, version uint64,
-	leaseEnd time.Time, run func(context.Context) (*contract.ActionResult, error)) (*contract.ActionResult, error) {
-	runCtx, cancel := context.WithDeadline(ctx, leaseEnd)
+// leaseEnd is the expiry of a claim written at now: one lease later, never past the run's end,
+// plus the skew margin.
+func (g *Gate) leaseEnd(now, runEnd time.Time) time.Time {
+	end := now.Add(g.lease)
+	if end.After(runEnd) {
+		end = runEnd
+	}
+	return end.Add(SkewMargin)
+}
+
+// runClaimed runs the handler under the lease, renewing it while the handler runs, and records
+// its outcome.
+func (g *Gate) runClaimed(ctx context.Context, req *contract.ActionRequest, key, fp string, claim []byte, version uint64,
+	runEnd time.Time, run func(context.Context) (*contract.ActionResult, error)) (*contract.ActionResult, error) {
+	log := g.log.With("action", req.Action, "agent_slug", req.AgentSlug, "request_id", req.RequestID, "key", keyID(key))
+	runCtx, cancel := context.WithDeadline(ctx, runEnd)
+	stop, renewed := make(chan struct{}), make(chan uint64)
+	go func() { renewed <- g.renew(runCtx, cancel, log, key, claim, version, runEnd, stop) }()
 	res, err := run(runCtx)
+	close(stop)
+	version = <-renewed // the renewals are over: this is the claim's version now
 	cancel()
 	var body, value []byte
-	if err == nil {
+	refused := err == nil && res != nil && res.Refusal()
+	if err == nil && !refused {
 		body, res, err = normalize(res)
 	}
-	if err == nil {
+	if err == nil && !refused {
 		value, err = json.Marshal(record{State: stateDone, Fingerprint: fp, Result: body})
 	}
 	// The run is over and must be recorded or released even if the caller has gone away.
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer wcancel()
-	log := g.log.With("action", req.Action, "agent_slug", req.AgentSlug, "request_id", req.RequestID, "key", keyID(key))
-	if err != nil {
+	if err != nil || refused {
+		// A failed run, or a refusal that changed nothing: release the key so the retry runs.
 		if derr := g.store.Delete(wctx, key, version); derr != nil {
-			log.ErrorContext(ctx, "idempotency: cannot release the key after a failed run; retries wait for the lease to end",
-				"lease_end", leaseEnd.Add(SkewMargin), "error", derr)
+			log.ErrorContext(ctx, "idempotency: cannot release the key; retries wait for the lease to end",
+				"lease_end", g.leaseEnd(g.now(), runEnd), "error", derr)
 		}
-		return nil, err
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
 	}
 	if len(value) > g.store.MaxValueSize() {
 		return g.unrecordable(wctx, log, key, fp, version, res, len(body)), nil
@@ -199,6 +235,43 @@ func (g *Gate) runClaimed(ctx context.Context, req *contract.ActionRequest, key,
 	// it, flagged as not replayable.
 	log.ErrorContext(ctx, "idempotency: cannot record the result; a retry after the lease may run again", "error", err)
 	return markStrict(res, false), nil
+}
+
+// renew extends the claim every quarter lease until stop is closed, and returns the claim's
+// last version. It stops renewing when the run's time is up (the claim then lapses by itself),
+// and cancels the run when the key was taken over (the lease ran out before a renewal landed:
+// another run may have started, so this one must not go on).
+func (g *Gate) renew(runCtx context.Context, cancel context.CancelFunc, log *slog.Logger, key string, claim []byte,
+	version uint64, runEnd time.Time, stop <-chan struct{}) uint64 {
+	for {
+		select {
+		case <-stop:
+			return version
+		case <-runCtx.Done():
+			<-stop
+			return version
+		case <-g.after(g.lease / 4):
+		}
+		now := g.now()
+		if !runEnd.After(now) {
+			<-stop
+			return version
+		}
+		wctx, wcancel := context.WithTimeout(context.WithoutCancel(runCtx), min(writeTimeout, g.lease/4))
+		rec, err := g.store.Update(wctx, key, version, claim, g.leaseEnd(now, runEnd))
+		wcancel()
+		switch {
+		case err == nil:
+			version = rec.Version
+		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
+			log.ErrorContext(runCtx, "idempotency: the running claim was lost (its lease ran out before it was renewed); stopping the run", "error", err)
+			cancel()
+			<-stop
+			return version
+		default:
+			log.WarnContext(runCtx, "idempotency: cannot renew the running claim; trying again", "error", err)
+		}
+	}
 }
 
 // normalize marks a fresh result as replayable and returns its recorded form, both as JSON and
@@ -253,17 +326,15 @@ func (g *Gate) answer(req *contract.ActionRequest, fp string, rec store.Record) 
 		}
 		return &res, nil
 	case stateRunning:
-		// Suggest a short wait (the run usually ends well before its lease), never past the lease.
-		retry := max(1, int64(math.Ceil(min(rec.ExpiresAt.Sub(g.now()), RetryAfter).Seconds())))
-		leaseEnd, _ := json.Marshal(rec.ExpiresAt.UTC().Format(time.RFC3339Nano))
+		// The claim is renewed while its run is alive: by the time it would end, the run has
+		// either completed (the retry is replayed) or died (the retry runs).
+		retry := max(1, int(math.Ceil(rec.ExpiresAt.Sub(g.now()).Seconds())))
 		return errorResult(contract.ResultError{
 			Code: CodeInProgress,
 			Message: fmt.Sprintf("%s with this idempotency_key is still running; retry with the same key in %d s.",
 				req.Action, retry),
-			Extra: contract.Extra{
-				"retry_after_seconds": json.RawMessage(strconv.FormatInt(retry, 10)),
-				"lease_expires_at":    leaseEnd,
-			},
+			LeaseExpiresAt:    rec.ExpiresAt.UTC().Format(time.RFC3339Nano),
+			RetryAfterSeconds: &retry,
 		}), nil
 	case stateUnrecordable:
 		return errorResult(contract.ResultError{Code: CodeUnrecordable, Message: fmt.Sprintf(

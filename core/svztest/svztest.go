@@ -1,6 +1,7 @@
-// Package svztest holds conformance helpers for agents' own tests: the Go form of the reference
-// SDK's supervaizer.testing. They drive the controller over HTTP, as Studio does, so they test
-// the agent as it is deployed.
+// Package svztest holds agents' own test helpers: the Go form of the reference SDK's
+// supervaizer.testing. New serves an agent on a real controller in local mode (Invoke, Load,
+// Effects, CheckHandlers, Context); AssertConfirmIdempotent is the seeds' conformance check. They
+// drive the controller over HTTP, as Studio does, so they test the agent as it is deployed.
 package svztest
 
 import (

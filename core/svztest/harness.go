@@ -1,0 +1,408 @@
+package svztest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/grant"
+	"github.com/supervaize/svz/core/idempotency"
+	"github.com/supervaize/svz/core/state"
+	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/memory"
+)
+
+// LocalAPIKey is the API key of the harness's controller, local mode's well-known key.
+const LocalAPIKey = "local-dev"
+
+// Harness is one agent served by a real controller in local mode (workspace grants bypassed,
+// as `go run ./cmd/local` does), with the idempotency gate, on a store (memory unless WithStore),
+// driven over POST /a2a exactly as Studio drives it. Build it with New; its methods take the
+// (sub)test they report to.
+type Harness struct {
+	agent     *core.Agent
+	ctl       *core.Controller
+	store     store.Store
+	workspace string
+	mission   string
+	seq       atomic.Int64
+	since     string // the effect stream's position when the harness started
+}
+
+// HarnessOption configures New.
+type HarnessOption func(*harnessConfig)
+
+type harnessConfig struct {
+	store     store.Store
+	workspace string
+	mission   string
+	logger    *slog.Logger
+}
+
+// WithStore serves the agent on s (e.g. PostgreSQL or DynamoDB in CI) instead of a fresh memory
+// store; the caller closes s.
+func WithStore(s store.Store) HarnessOption { return func(c *harnessConfig) { c.store = s } }
+
+// WithWorkspace sets the workspace id of every call (default "workspace-1"); Workspace overrides
+// it for one call.
+func WithWorkspace(id string) HarnessOption { return func(c *harnessConfig) { c.workspace = id } }
+
+// WithLogger sets the controller's logger (default: discard).
+func WithLogger(l *slog.Logger) HarnessOption { return func(c *harnessConfig) { c.logger = l } }
+
+// New returns a harness serving agent; it fails t on any registration or configuration mistake
+// and closes the controller when the test ends.
+func New(t testing.TB, agent *core.Agent, opts ...HarnessOption) *Harness {
+	t.Helper()
+	cfg := harnessConfig{workspace: "workspace-1", mission: "mission-1", logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s := cfg.store
+	if s == nil {
+		mem := memory.New()
+		t.Cleanup(func() { _ = mem.Close() })
+		s = mem
+	}
+	ctl, err := core.New(core.Config{
+		APIKey: LocalAPIKey, ServerID: "svztest-server", Authorizer: grant.LocalBypass{ServerID: "svztest-server"},
+		Store: s, Gate: idempotency.New(s, idempotency.WithLogger(cfg.logger)), Logger: cfg.logger, EventBuffer: 4096,
+	}, agent)
+	if err != nil {
+		t.Fatalf("svztest.New: %v", err)
+	}
+	t.Cleanup(func() { _ = ctl.Close() })
+	h := &Harness{agent: agent, ctl: ctl, store: s, workspace: cfg.workspace, mission: cfg.mission}
+	h.since = h.eventsAfter(t, "")
+	return h
+}
+
+// Handler is the controller, for AssertConfirmIdempotent or an httptest.Server.
+func (h *Harness) Handler() http.Handler { return h.ctl }
+
+// Store is the store the agent's state and idempotency records live in.
+func (h *Harness) Store() store.Store { return h.store }
+
+// Context returns the context a handler of the given workspace (the harness's by default) gets
+// for its state: read and seed the agent's records with package state in tests.
+func (h *Harness) Context(workspace ...string) context.Context {
+	ws := h.workspace
+	if len(workspace) > 0 {
+		ws = workspace[0]
+	}
+	return state.NewContext(context.Background(), h.store, h.agent.Slug(), ws)
+}
+
+// CallOption sets a member of one request.
+type CallOption func(map[string]any)
+
+func member(name string, v any) CallOption { return func(p map[string]any) { p[name] = v } }
+
+// JobID, CaseID, StepID, IdempotencyKey, DraftSessionID, MissionID, RequestID, Surface and
+// Workspace set the request member of the same name.
+func JobID(id string) CallOption          { return member("job_id", id) }
+func CaseID(id string) CallOption         { return member("case_id", id) }
+func StepID(id string) CallOption         { return member("step_id", id) }
+func IdempotencyKey(k string) CallOption  { return member("idempotency_key", k) }
+func DraftSessionID(id string) CallOption { return member("draft_session_id", id) }
+func MissionID(id string) CallOption      { return member("mission_id", id) }
+func RequestID(id string) CallOption      { return member("request_id", id) }
+func Surface(id string) CallOption        { return member("surface", id) }
+func Workspace(id string) CallOption {
+	return member("workspace", map[string]any{"id": id, "slug": nil})
+}
+
+// params builds the request of a call: Studio's members with the harness's defaults.
+func (h *Harness) params(target string, action bool, input any, opts []CallOption) map[string]any {
+	if input == nil {
+		input = map[string]any{}
+	}
+	p := map[string]any{
+		"request_id": "svztest-" + strconv.FormatInt(h.seq.Add(1), 10),
+		"actor":      map[string]any{"user_id": "svztest-user"},
+		"workspace":  map[string]any{"id": h.workspace, "slug": nil},
+		"mission_id": h.mission, "agent_slug": h.agent.Slug(), "surface": target, "input": input,
+	}
+	if action {
+		p["action"] = target
+		p["surface"] = contract.SurfaceJobStart
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Response is a raw JSON-RPC answer.
+type Response struct {
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+	Body []byte `json:"-"`
+}
+
+// Call posts one JSON-RPC request (method and params as given) and returns its answer: use it to
+// test error answers.
+func (h *Harness) Call(t testing.TB, method string, params any) Response {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	if err != nil {
+		t.Fatalf("svztest: encode the request: %v", err)
+	}
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, "/a2a", strings.NewReader(string(body)))
+	r.Header.Set("X-API-Key", LocalAPIKey)
+	r.Header.Set("Content-Type", "application/json")
+	h.ctl.ServeHTTP(rec, r)
+	var resp Response
+	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &resp) != nil {
+		t.Fatalf("svztest: %s: HTTP %d %s", method, rec.Code, rec.Body.Bytes())
+	}
+	resp.Body = rec.Body.Bytes()
+	return resp
+}
+
+// Result is an action's result as Studio receives it, decoded: numbers in free-form members
+// (effect items, rows, data, case metadata...) are float64 as with encoding/json, and the setup
+// plan is typed.
+type Result struct {
+	contract.ActionResult
+	// SetupPlan is the result's setup_plan, typed (nil when absent).
+	SetupPlan *contract.SetupPlan
+	// JSON is the result exactly as answered.
+	JSON json.RawMessage
+}
+
+// Invoke calls action with input (anything that encodes as a JSON object; nil is {}) and returns
+// its result. A JSON-RPC error answer fails the test: use Call to test those.
+func (h *Harness) Invoke(t testing.TB, action string, input any, opts ...CallOption) *Result {
+	t.Helper()
+	resp := h.Call(t, "supervaizer/action.invoke", h.params(action, true, input, opts))
+	if resp.Error != nil || resp.Result == nil {
+		t.Fatalf("svztest: action %s answered %s; want a result", action, resp.Body)
+	}
+	res := &Result{JSON: resp.Result}
+	if err := json.Unmarshal(resp.Result, &res.ActionResult); err != nil {
+		t.Fatalf("svztest: action %s: decode the result: %v", action, err)
+	}
+	if res.ActionResult.SetupPlan != nil {
+		raw, _ := json.Marshal(res.ActionResult.SetupPlan)
+		res.SetupPlan = &contract.SetupPlan{}
+		if err := json.Unmarshal(raw, res.SetupPlan); err != nil {
+			t.Fatalf("svztest: action %s: setup_plan is not a setup plan: %v", action, err)
+		}
+	}
+	plainNumbers(reflect.ValueOf(&res.ActionResult).Elem())
+	if res.SetupPlan != nil {
+		plainNumbers(reflect.ValueOf(res.SetupPlan).Elem())
+	}
+	return res
+}
+
+// SurfaceResult is a surface's result, with its document decoded as a JSON object (numbers as
+// float64).
+type SurfaceResult struct {
+	contract.SurfaceResult
+	Doc  map[string]any
+	JSON json.RawMessage
+}
+
+// Load loads surface with input (nil is {}) and returns its result. A JSON-RPC error answer
+// fails the test.
+func (h *Harness) Load(t testing.TB, surface string, input any, opts ...CallOption) *SurfaceResult {
+	t.Helper()
+	resp := h.Call(t, "supervaizer/surface.load", h.params(surface, false, input, opts))
+	if resp.Error != nil || resp.Result == nil {
+		t.Fatalf("svztest: surface %s answered %s; want a result", surface, resp.Body)
+	}
+	res := &SurfaceResult{JSON: resp.Result}
+	if err := json.Unmarshal(resp.Result, &res.SurfaceResult); err != nil {
+		t.Fatalf("svztest: surface %s: decode the result: %v", surface, err)
+	}
+	if err := json.Unmarshal(res.Document, &res.Doc); err != nil {
+		t.Fatalf("svztest: surface %s: decode the document: %v", surface, err)
+	}
+	return res
+}
+
+// Request returns the action request a call would send, e.g. for AssertConfirmIdempotent.
+func (h *Harness) Request(t testing.TB, action string, input any, opts ...CallOption) contract.ActionRequest {
+	t.Helper()
+	b, err := json.Marshal(h.params(action, true, input, opts))
+	if err != nil {
+		t.Fatalf("svztest: encode the request: %v", err)
+	}
+	req, err := contract.DecodeActionRequest(b)
+	if err != nil {
+		t.Fatalf("svztest: the request is invalid: %v", err)
+	}
+	return *req
+}
+
+// AssertConfirmIdempotent runs the seeds' conformance check (AssertConfirmIdempotent) on action
+// with input; opts must include an IdempotencyKey.
+func (h *Harness) AssertConfirmIdempotent(t testing.TB, action string, input any, opts ...CallOption) *contract.ActionResult {
+	t.Helper()
+	return AssertConfirmIdempotent(t, h.ctl, LocalAPIKey, h.Request(t, action, input, opts...))
+}
+
+// EffectEvent is one supervaizer.effect event of the effect stream.
+type EffectEvent struct {
+	AgentSlug string            `json:"agent_slug"`
+	Action    string            `json:"action"`
+	RequestID string            `json:"request_id"`
+	Effects   []contract.Effect `json:"effects"`
+}
+
+// Effects returns the effect events the controller published since the harness started, oldest
+// first, read from GET /a2a/events as Studio reads them.
+func (h *Harness) Effects(t testing.TB) []EffectEvent {
+	t.Helper()
+	c := client{t: t, h: h.ctl, apiKey: LocalAPIKey, header: http.Header{}}
+	var out []EffectEvent
+	for _, ev := range c.eventsAfter(h.since) {
+		var e EffectEvent
+		if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
+			t.Fatalf("svztest: effect event %s: %v", ev.data, err)
+		}
+		for i := range e.Effects {
+			plainNumbers(reflect.ValueOf(&e.Effects[i]).Elem())
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// eventsAfter polls the stream and returns the id of its position (the connected event's id).
+func (h *Harness) eventsAfter(t testing.TB, id string) string {
+	r := httptest.NewRequest(http.MethodGet, "/a2a/events", nil)
+	r.Header.Set("X-API-Key", LocalAPIKey)
+	r.Header.Set("Last-Event-ID", id)
+	w := &pollWriter{header: http.Header{}}
+	h.ctl.ServeHTTP(w, r)
+	pos := ""
+	readEvents(&w.body, func(ev event) bool {
+		if ev.name == "supervaizer.connected" {
+			pos = ev.id
+		}
+		return true
+	})
+	if pos == "" {
+		t.Fatalf("svztest: GET /a2a/events sent no connected event: HTTP %d %s", w.code, w.body.Bytes())
+	}
+	return pos
+}
+
+// Skip, as the input of an id given to CheckHandlers, leaves that action or surface out.
+var Skip = &struct{ skip bool }{true}
+
+// CheckHandlers fails the test unless every declared action and surface has a handler that
+// answers: it calls each once (with inputs[id] as input, {} when absent, and opts), and a
+// -32010/-32011 (no handler) or -32603 (the handler failed) answer is a failure. A status
+// "error" result is an answer. Surfaces Studio renders itself (mission.agent.resource.*,
+// mission.agent.dataset.*) and ids whose input is Skip are left out.
+func (h *Harness) CheckHandlers(t testing.TB, inputs map[string]any, opts ...CallOption) {
+	t.Helper()
+	reg := h.agent.Config().Registration
+	check := func(kind, method, id string, action bool) {
+		if inputs[id] == Skip {
+			return
+		}
+		resp := h.Call(t, method, h.params(id, action, inputs[id], opts))
+		if resp.Error != nil {
+			t.Errorf("svztest: %s %s answers JSON-RPC %d %q: every declared %s needs a handler that answers", kind, id, resp.Error.Code, resp.Error.Message, kind)
+		}
+	}
+	for _, a := range reg.Capabilities.Actions {
+		check("action", "supervaizer/action.invoke", a.ID, true)
+	}
+	for _, s := range reg.Capabilities.Surfaces {
+		if strings.HasPrefix(s, "mission.agent.resource.") || strings.HasPrefix(s, "mission.agent.dataset.") {
+			continue
+		}
+		check("surface", "supervaizer/surface.load", s, false)
+	}
+}
+
+// As converts v (an effect's Item, Items or Rows, a draft value...) to T through JSON, failing
+// the test when it does not fit.
+func As[T any](t testing.TB, v any) T {
+	t.Helper()
+	var out T
+	b, err := json.Marshal(v)
+	if err == nil {
+		err = json.Unmarshal(b, &out)
+	}
+	if err != nil {
+		t.Fatalf("svztest.As[%T]: %v", out, err)
+	}
+	return out
+}
+
+// plainNumbers replaces every json.Number held in an interface, map or slice under v with its
+// float64, as encoding/json decodes numbers by default.
+func plainNumbers(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			plainNumbers(v.Elem())
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				plainNumbers(v.Field(i))
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return // bytes and json.RawMessage
+		}
+		for i := range v.Len() {
+			plainNumbers(v.Index(i))
+		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			e := v.MapIndex(k)
+			if e.Kind() == reflect.Interface || e.Kind() == reflect.Map || e.Kind() == reflect.Slice {
+				cp := reflect.New(e.Type()).Elem()
+				cp.Set(e)
+				plainNumbers(cp)
+				v.SetMapIndex(k, cp)
+			}
+		}
+	case reflect.Interface:
+		if v.IsNil() {
+			return
+		}
+		e := v.Elem()
+		if n, ok := e.Interface().(json.Number); ok {
+			if f, err := n.Float64(); err == nil && v.CanSet() {
+				v.Set(reflect.ValueOf(f))
+			}
+			return
+		}
+		cp := reflect.New(e.Type()).Elem()
+		cp.Set(e)
+		plainNumbers(cp)
+		if v.CanSet() {
+			v.Set(cp)
+		}
+	}
+}
+
+// String names the harness in failures.
+func (h *Harness) String() string { return fmt.Sprintf("svztest harness of %s", h.agent.Slug()) }

@@ -1,0 +1,105 @@
+package svztest_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/a2ui"
+	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/state"
+	"github.com/supervaize/svz/core/svztest"
+)
+
+type note struct {
+	ID    string  `json:"id"`
+	Score float64 `json:"score"`
+}
+
+// harnessAgent declares two actions and two surfaces; "broken" fails and the awaiting surface
+// has no handler, for CheckHandlers to find.
+func harnessAgent(t *testing.T) *core.Agent {
+	t.Helper()
+	reg, err := contract.BuildRegistration(contract.RegistrationSpec{
+		AgentSlug: "h", DisplayName: "H", A2UICatalogVersion: "h.1",
+		Surfaces: []contract.SurfaceSpec{contract.SurfaceID("job.start"), contract.SurfaceID("case.step.awaiting")},
+		Actions:  []contract.ActionSpec{contract.ActionID("job.start"), contract.ActionID("broken")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := core.NewAgent(core.AgentConfig{Name: "H", Registration: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.HandleAction("job.start", core.ActionFunc(func(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+		n := note{ID: "n-1", Score: 2.5}
+		if _, err := state.Of[note](ctx, "notes").Upsert(ctx, n.ID, func(v *note) error { *v = n; return nil }); err != nil {
+			return nil, err
+		}
+		return contract.OK(contract.Effect{Type: "noted", Item: n, Count: new(int), Data: map[string]any{"nested": []any{map[string]any{"n": 7}}}}), nil
+	}))
+	a.HandleAction("broken", core.ActionFunc(func(context.Context, *contract.ActionRequest) (*contract.ActionResult, error) {
+		return nil, context.DeadlineExceeded
+	}))
+	a.HandleSurface("job.start", core.SurfaceFunc(func(ctx context.Context, req *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
+		return a2ui.Result(ctx, req.Surface, a2ui.Form{Submit: a2ui.Submit{Action: "job.start"}})
+	}))
+	return a
+}
+
+func TestHarness(t *testing.T) {
+	h := svztest.New(t, harnessAgent(t))
+	res := h.Invoke(t, "job.start", map[string]any{"x": 1}, svztest.JobID("job-1"))
+	item := res.Effects[0].Item.(map[string]any)
+	nested := res.Effects[0].Data["nested"].([]any)[0].(map[string]any)
+	if item["score"] != 2.5 || nested["n"] != 7.0 {
+		t.Errorf("numbers are not float64: item %#v, nested %#v", item, nested)
+	}
+	if n := svztest.As[note](t, res.Effects[0].Item); n != (note{"n-1", 2.5}) {
+		t.Errorf("As = %+v", n)
+	}
+	if got, err := state.Of[note](h.Context(), "notes").Get(h.Context(), "n-1"); err != nil || got.Score != 2.5 {
+		t.Errorf("state of the harness's workspace = %+v, %v", got, err)
+	}
+	if _, err := state.Of[note](h.Context("other"), "notes").Get(h.Context("other"), "n-1"); err == nil {
+		t.Error("another workspace sees the record")
+	}
+	// Another workspace's call writes its own record.
+	if res := h.Invoke(t, "job.start", nil, svztest.Workspace("other")); res.Status != contract.StatusOK {
+		t.Errorf("job.start in another workspace = %s", res.JSON)
+	}
+	effects := h.Effects(t)
+	if len(effects) != 2 || effects[0].Effects[0].Type != "noted" || effects[0].Effects[0].Item.(map[string]any)["score"] != 2.5 {
+		t.Errorf("effects = %+v", effects)
+	}
+	form := h.Load(t, "job.start", nil)
+	if form.Doc["type"] != "Form" || *form.A2UICatalogVersion != "h.1" {
+		t.Errorf("surface = %s", form.JSON)
+	}
+	if resp := h.Call(t, "supervaizer/action.invoke", map[string]any{"request_id": 1}); resp.Error == nil || resp.Error.Code != -32602 {
+		t.Errorf("invalid params = %s", resp.Body)
+	}
+}
+
+func TestCheckHandlers(t *testing.T) {
+	h := svztest.New(t, harnessAgent(t))
+	msgs, fatal := failures(t, func(tb testing.TB) { h.CheckHandlers(tb, nil) })
+	want := []string{`action broken answers JSON-RPC -32603 "Action handler failed"`,
+		`surface case.step.awaiting answers JSON-RPC -32011 "Surface handler not registered: case.step.awaiting"`}
+	if fatal || len(msgs) != len(want) {
+		t.Fatalf("failures = %q", msgs)
+	}
+	for i, w := range want {
+		if !strings.Contains(msgs[i], w) {
+			t.Errorf("failure %d = %q, want %q", i, msgs[i], w)
+		}
+	}
+	msgs, _ = failures(t, func(tb testing.TB) {
+		h.CheckHandlers(tb, map[string]any{"broken": svztest.Skip, "case.step.awaiting": svztest.Skip})
+	})
+	if len(msgs) != 0 {
+		t.Errorf("with both skipped: %q", msgs)
+	}
+}

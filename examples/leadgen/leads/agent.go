@@ -1,0 +1,182 @@
+// Package leads is a lead-generation agent: the realistic example of svz (examples/helloworld is
+// the protocol's minimal one). The operator sets a job up through a guided setup plan (target,
+// volume, review), previews its cost, may try a dry run, then starts it; the job runs two cases
+// in two lanes (research in "work", the report in "deliverable"), waits for a human review of the
+// report, and on approval adds the leads to the contacts resource. Everything it keeps lives in
+// the controller's store through package state, per verified workspace, so it runs the same on
+// Lambda, Cloud Run or a plain server, and job.sync rebuilds the job from there.
+package leads
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/a2ui"
+	"github.com/supervaize/svz/core/config"
+	"github.com/supervaize/svz/core/contract"
+)
+
+// Identity of the agent.
+const (
+	Name = "Leadgen Agent"
+	Slug = "leadgen-agent"
+)
+
+// Actions and the resource and dataset of the agent.
+const (
+	SuggestRegion = "region.suggest"
+	TestRun       = "job.test"
+	Contacts      = "contacts"
+	Runs          = "lead_runs"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// Plan is the guided setup: its fields are also the job.start form and the schema svz checks
+// job.start's input against.
+func Plan() *contract.SetupPlan {
+	opts := func(values ...string) (o []contract.FieldOption) {
+		for i := 0; i < len(values); i += 2 {
+			o = append(o, contract.FieldOption{Value: values[i], Label: values[i+1]})
+		}
+		return o
+	}
+	return &contract.SetupPlan{Steps: []contract.SetupStep{
+		{ID: "target", Title: "Target", HelpActions: []string{SuggestRegion}, Fields: []contract.FieldDefinition{
+			{ID: "industry", Label: "Industry", Type: contract.FieldSelect, Required: true, Options: opts("saas", "SaaS", "retail", "Retail", "health", "Health")},
+			{ID: "region", Label: "Region", Type: contract.FieldString, Required: true, Validation: &contract.FieldValidation{MaxLength: ptr(60)}},
+		}},
+		{ID: "volume", Title: "Volume", Fields: []contract.FieldDefinition{
+			{ID: "leads", Label: "Leads to find", Type: contract.FieldInteger, Required: true, Default: 50,
+				Validation: &contract.FieldValidation{Min: ptr(1.0), Max: ptr(500.0)}},
+			{ID: "mode", Label: "Mode", Type: contract.FieldSelect, Default: "fast", Options: opts("fast", "Fast", "thorough", "Thorough")},
+			{ID: "budget", Label: "Budget (credits)", Type: contract.FieldNumber, DependsOn: &contract.DependsOn{Field: "mode", In: []string{"thorough"}},
+				Validation: &contract.FieldValidation{Min: ptr(0.0), Message: "Budget cannot be negative"}},
+		}},
+		{ID: "review", Title: "Review", Fields: []contract.FieldDefinition{
+			{ID: "require_review", Label: "Review the report before import", Type: contract.FieldBoolean, Default: true},
+			{ID: "reviewer_email", Label: "Reviewer", Type: contract.FieldString, DependsOn: &contract.DependsOn{Field: "require_review", In: []string{"true"}},
+				Validation: &contract.FieldValidation{Pattern: `^[^@\s]+@[^@\s]+$`, Message: "Enter an email address"}},
+		}},
+	}}
+}
+
+// ContactFields are the contacts resource's fields: its form, and the schema of create and
+// update.
+func ContactFields() []contract.ResourceFieldDefinition {
+	return []contract.ResourceFieldDefinition{
+		{ID: "email", Label: "Email", Required: true, Validation: &contract.FieldValidation{Pattern: `^[^@\s]+@[^@\s]+$`}},
+		{ID: "name", Label: "Name"},
+		{ID: "company", Label: "Company"},
+		{ID: "score", Label: "Score", Type: contract.FieldInteger, Validation: &contract.FieldValidation{Min: ptr(0.0), Max: ptr(100.0)}},
+		{ID: "job_id", Label: "Found by job", ReadOnly: true},
+	}
+}
+
+// reviewFields are the fields of the awaiting review step.
+func reviewFields() []contract.FieldDefinition {
+	return []contract.FieldDefinition{
+		{ID: "report", Label: "Report", Type: contract.FieldText, Multiline: true, MinRows: ptr(8), Required: true},
+		{ID: "approved", Label: "Import these leads into contacts", Type: contract.FieldBoolean, Required: true},
+		{ID: "comment", Label: "Comment", Type: contract.FieldText, Validation: &contract.FieldValidation{MaxLength: ptr(500)}},
+	}
+}
+
+// Registration is the agent's Supervaizer v2 registration.
+func Registration() (*contract.Registration, error) {
+	return contract.BuildRegistration(contract.RegistrationSpec{
+		AgentSlug: Slug, DisplayName: Name, A2UICatalogVersion: "leadgen.2026-12-01",
+		Surfaces: []contract.SurfaceSpec{contract.SurfaceID(contract.SurfaceJobStart), contract.SurfaceID(contract.SurfaceStepAwaiting),
+			contract.SurfaceID(contract.SurfaceStepDetail)},
+		Actions: []contract.ActionSpec{
+			contract.ActionDefinition{ID: SuggestRegion, Kind: contract.KindHelp, ReadOnly: true, TargetField: "region", Label: "Suggest a region"},
+			contract.ActionDefinition{ID: TestRun, DryRun: true, Label: "Test run", Description: "Find three sample leads; nothing is kept or sent."},
+			contract.ActionDefinition{ID: contract.JobStopAction, Label: "Stop"},
+			contract.ActionDefinition{ID: contract.ArtifactGetAction, ReadOnly: true},
+		},
+		CaseLanes: []contract.CaseLane{{ID: "work", Label: "Research", Default: true}, {ID: "deliverable", Label: "Report"}},
+		ArtifactTypes: []contract.ArtifactType{{Type: "report", Label: "Lead report", RendererSurface: contract.SurfaceStepDetail},
+			{Type: "lead_list", Label: "Lead list"}},
+		JobPolicy: &contract.JobPolicy{Sync: &contract.JobSyncPolicy{}, Setup: &contract.JobSetupPolicy{Plan: Plan()}},
+		Resources: []contract.ResourceDefinition{{ID: Contacts, Label: "Contacts", AutoSurface: true, Fields: ContactFields(),
+			Operations: []string{"list", "get", "create", "update", "delete"}, ReadOnlyOperations: []string{"list", "get"},
+			Display: &contract.ResourceDisplay{TitleField: "email", Columns: []string{"email", "name", "company", "score"}, SearchFields: []string{"email"}}}},
+		Datasets: []contract.DatasetDefinition{{ID: Runs, Label: "Lead runs", AutoSurface: true,
+			Display: &contract.ResourceDisplay{Columns: []string{"job_id", "status", "leads", "credits"}}}},
+	})
+}
+
+// NewAgent returns the agent with its handlers.
+func NewAgent() (*core.Agent, error) {
+	reg, err := Registration()
+	if err != nil {
+		return nil, err
+	}
+	a, err := core.NewAgent(core.AgentConfig{Name: Name, Version: "1.0.0", Registration: reg,
+		Description:  "Finds leads for a target market, reports them for review and imports the approved ones.",
+		Introduction: &contract.Introduction{Tagline: "Sourced leads, reviewed before import", Summary: "Finds leads for a market, drafts a report, imports what you approve.", ExampleGoals: []string{"Find 50 SaaS leads in Europe"}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.DeclareInput(TestRun, Plan().InputFields()) // the dry run takes the job.start form as is
+	a.DeclareInput(contract.ArtifactGetAction, []contract.FieldDefinition{{ID: "artifact_id", Label: "Artifact", Type: contract.FieldResourceRef, Required: true}})
+	core.ServeResource[Contact](a, Contacts, "email") // list, get, create, update, delete on the state
+	a.HandleSurface(contract.SurfaceJobStart, core.SurfaceFunc(startForm))
+	a.HandleSurface(contract.SurfaceStepAwaiting, core.SurfaceFunc(reviewSurface))
+	a.HandleSurface(contract.SurfaceStepDetail, core.SurfaceFunc(reportDetail))
+	for id, h := range map[string]core.ActionFunc{
+		SuggestRegion: suggestRegion, contract.JobStartPreviewAction: preview, TestRun: testRun,
+		contract.JobStartAction: start, contract.JobSyncAction: sync, contract.StepAwaitingSubmitAction: submitReview,
+		contract.JobStopAction: stop, contract.ArtifactGetAction: getArtifact, "dataset." + Runs + ".query": queryRuns,
+	} {
+		a.HandleAction(id, h)
+	}
+	return a, nil
+}
+
+// Build is the controller configured from the environment (adapters/platform runs it).
+func Build(ctx context.Context, getenv func(string) string, log *slog.Logger) (http.Handler, error) {
+	a, err := NewAgent()
+	if err != nil {
+		return nil, err
+	}
+	return config.NewController(ctx, getenv, log, a)
+}
+
+func startForm(ctx context.Context, req *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
+	return a2ui.Result(ctx, req.Surface, a2ui.Form{
+		ID: "leadgen.job.start", Title: "Find leads", Fields: Plan().InputFields(),
+		Submit:  a2ui.Submit{Action: contract.JobStartAction, Label: "Start"},
+		Preview: &a2ui.Submit{Action: contract.JobStartPreviewAction},
+		State:   map[string]any{"draft_session_id": req.DraftSessionID},
+	})
+}
+
+func reviewSurface(ctx context.Context, req *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
+	job, err := jobOf(ctx, req.JobID)
+	if err != nil {
+		return a2ui.Failed(ctx, req.Surface, notFound(req.JobID)), nil
+	}
+	return a2ui.Result(ctx, req.Surface, a2ui.DocumentReview{
+		Document: a2ui.ReviewedDocument{Title: "Lead report", Field: "report", Language: "markdown", Value: job.Report,
+			Validation: []a2ui.ReviewCheck{{ID: "leads", Label: fmt.Sprintf("%d leads found", len(job.Leads)), Status: "review"}}},
+		Submit: a2ui.Submit{Action: contract.StepAwaitingSubmitAction, Label: "Submit review"},
+		Fields: reviewFields(),
+	})
+}
+
+func reportDetail(ctx context.Context, req *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
+	job, err := jobOf(ctx, req.JobID)
+	if err != nil {
+		return a2ui.Failed(ctx, req.Surface, notFound(req.JobID)), nil
+	}
+	return a2ui.Result(ctx, req.Surface, a2ui.Detail{
+		Title: "Lead report", Summary: fmt.Sprintf("%d %s leads in %s", len(job.Leads), job.Setup.Industry, job.Setup.Region),
+		Facts: []a2ui.Fact{{Label: "Status", Value: job.Status}, {Label: "Credits", Value: job.Credits}, {Label: "Review", Value: job.Review}},
+		Body:  &a2ui.Body{Language: "markdown", Value: job.Report}, Artifacts: job.artifacts(),
+	})
+}

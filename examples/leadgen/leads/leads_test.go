@@ -1,0 +1,302 @@
+package leads_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/state"
+	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/dynamodb"
+	"github.com/supervaize/svz/core/store/postgres"
+	"github.com/supervaize/svz/core/svztest"
+	"github.com/supervaize/svz/examples/leadgen/leads"
+	"github.com/supervaize/svz/internal/testenv"
+)
+
+// The agent's whole life through the real controller, on the memory store and, when
+// scripts/with-services runs the tests (always in CI), on PostgreSQL and on DynamoDB (moto).
+
+func TestOnMemory(t *testing.T) { run(t, nil) }
+
+func TestOnPostgres(t *testing.T) {
+	url := testenv.Need(t, testenv.PostgresURL)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := "leadgen_test_" + random()
+	s, err := postgres.New(context.Background(), pool, postgres.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.Close()
+		if p, err := pgxpool.New(context.Background(), url); err == nil {
+			_, _ = p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
+			p.Close()
+		}
+	})
+	run(t, s)
+}
+
+func TestOnDynamoDB(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	env := map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL_DYNAMODB": endpoint}
+	c, err := dynamodb.NewClient(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := "leadgen-test-" + random()
+	if err := dynamodb.CreateTable(context.Background(), c, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Call(context.Background(), "DeleteTable", map[string]string{"TableName": table}, nil) })
+	s, err := dynamodb.New(context.Background(), c, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	run(t, s)
+}
+
+func random() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func errorsOf(res *svztest.Result) string {
+	var parts []string
+	for _, e := range res.Errors {
+		at := e.Field
+		if e.Item != nil {
+			at += "[" + string(rune('0'+*e.Item)) + "]." + e.ItemField
+		}
+		parts = append(parts, e.Code+" "+at+": "+e.Message)
+	}
+	return strings.Join(parts, "; ")
+}
+
+var setup = map[string]any{"industry": "saas", "region": "Western Europe", "leads": "3", "require_review": "true", "reviewer_email": "ann@example.com"}
+
+func run(t *testing.T, s store.Store) {
+	a, err := leads.NewAgent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts []svztest.HarnessOption
+	if s != nil {
+		opts = append(opts, svztest.WithStore(s))
+	}
+	h := svztest.New(t, a, opts...)
+	_, lists := h.Store().(store.Lister)
+
+	t.Run("every declared action and surface answers", func(t *testing.T) {
+		inputs := map[string]any{}
+		if !lists { // until every backend lists (store.Lister), listing answers -32603 there
+			inputs["resource.contacts.list"], inputs["dataset.lead_runs.query"] = svztest.Skip, svztest.Skip
+		}
+		h.CheckHandlers(t, inputs, svztest.JobID("no-such-job"))
+	})
+
+	t.Run("the form is the setup plan", func(t *testing.T) {
+		form := h.Load(t, contract.SurfaceJobStart, nil, svztest.DraftSessionID("draft-1"))
+		fields := svztest.As[[]contract.FieldDefinition](t, form.Doc["fields"])
+		if form.Doc["type"] != "Form" || len(fields) != 7 || fields[4].DependsOn.Field != "mode" || *form.A2UICatalogVersion != "leadgen.2026-12-01" {
+			t.Errorf("job.start form = %s", form.JSON)
+		}
+	})
+
+	t.Run("help action drafts the region", func(t *testing.T) {
+		res := h.Invoke(t, leads.SuggestRegion, map[string]any{"field": "region", "values": map[string]any{"industry": "retail"}})
+		if res.Draft == nil || res.Draft.Value != "Western Europe" {
+			t.Errorf("draft = %s", res.JSON)
+		}
+	})
+
+	t.Run("preview checks the draft and estimates the cost", func(t *testing.T) {
+		res := h.Invoke(t, contract.JobStartPreviewAction, map[string]any{"industry": "saas", "leads": "20", "mode": "thorough"})
+		plan := res.SetupPlan
+		if plan == nil || plan.Steps[0].Status != contract.SetupAwaiting || plan.Steps[1].Status != contract.SetupDone ||
+			*plan.CostEstimate.Min != 60 || *plan.CostEstimate.Max != 90 || plan.CostEstimate.Unit != "credits" {
+			t.Errorf("preview = %s", res.JSON)
+		}
+		res = h.Invoke(t, contract.JobStartPreviewAction, map[string]any{"leads": 0})
+		if got := errorsOf(res); got != "input_min leads: Input should be greater than or equal to 1" {
+			t.Errorf("invalid draft = %s", got)
+		}
+	})
+
+	t.Run("dry run costs but keeps nothing", func(t *testing.T) {
+		res := h.Invoke(t, leads.TestRun, setup, svztest.JobID("dry-1"))
+		sample := svztest.As[[]leads.Lead](t, res.Effects[0].Items)
+		if res.DryRun == nil || *res.DryRun.CostIncurred.Max != 3 || len(sample) != 3 || sample[0].Company != "saas-western-europe-001" {
+			t.Errorf("dry run = %s", res.JSON)
+		}
+		if _, err := state.Of[leads.Job](h.Context(), "jobs").Get(h.Context(), "dry-1"); !strings.Contains(err.Error(), "not found") {
+			t.Errorf("the dry run left a job: %v", err)
+		}
+	})
+
+	t.Run("an invalid start does not consume the key", func(t *testing.T) {
+		bad := map[string]any{"industry": "saas", "leads": "x", "mode": "thorough", "budget": -5}
+		res := h.Invoke(t, contract.JobStartAction, bad, svztest.JobID("job-1"), svztest.IdempotencyKey("start-1"))
+		want := "input_required region: Field required; " +
+			"input_type leads: Input should be a valid integer, unable to parse string as an integer; " +
+			"input_min budget: Budget cannot be negative"
+		if res.Status != contract.StatusError || errorsOf(res) != want {
+			t.Errorf("invalid start = %s\nwant %s", errorsOf(res), want)
+		}
+	})
+
+	t.Run("start runs once per key, two cases in two lanes", func(t *testing.T) {
+		res := h.AssertConfirmIdempotent(t, contract.JobStartAction, setup, svztest.JobID("job-1"), svztest.IdempotencyKey("start-1"))
+		js := res.JobState
+		if js == nil || js.Job.Status != contract.StateAwaiting || len(js.Cases) != 2 || js.Cases[0].Lane != "work" || js.Cases[1].Lane != "deliverable" {
+			t.Fatalf("job_state = %+v", js)
+		}
+		step := js.Cases[1].Steps[0]
+		if step.Status != contract.StateAwaiting || step.Awaiting == nil || step.Awaiting.Action != contract.StepAwaitingSubmitAction {
+			t.Errorf("review step = %+v", step)
+		}
+		var started int
+		for _, ev := range h.Effects(t) {
+			if ev.Action == contract.JobStartAction && len(ev.Effects) > 0 && ev.Effects[0].Type == contract.EffectJobStarted {
+				started++
+			}
+		}
+		if started != 1 {
+			t.Errorf("job.started published %d times, want once", started)
+		}
+	})
+
+	t.Run("the review surface shows the report", func(t *testing.T) {
+		doc := h.Load(t, contract.SurfaceStepAwaiting, nil, svztest.JobID("job-1")).Doc
+		inner, _ := doc["document"].(map[string]any)
+		if doc["type"] != "DocumentReview" || !strings.Contains(inner["value"].(string), "| saas-western-europe-003 |") {
+			t.Errorf("review document = %v", doc)
+		}
+		missing := h.Load(t, contract.SurfaceStepAwaiting, nil, svztest.JobID("job-404"))
+		if len(missing.Errors) != 1 || missing.Errors[0].Code != "job_not_found" {
+			t.Errorf("review of a missing job = %s", missing.JSON)
+		}
+	})
+
+	t.Run("another workspace cannot see the job", func(t *testing.T) {
+		res := h.Invoke(t, contract.JobSyncAction, nil, svztest.JobID("job-1"), svztest.Workspace("workspace-2"))
+		if res.Status != contract.StatusError || res.Errors[0].Code != "job_not_found" {
+			t.Errorf("job.sync from another workspace = %s", res.JSON)
+		}
+	})
+
+	t.Run("the review answer is checked, then imports the leads", func(t *testing.T) {
+		res := h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# edited"}, svztest.JobID("job-1"))
+		if got := errorsOf(res); got != "input_required approved: Field required" {
+			t.Errorf("incomplete review = %s", got)
+		}
+		res = h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# edited", "approved": "yes"}, svztest.JobID("job-1"))
+		if res.Status != contract.StatusOK || res.JobState.Job.Status != contract.StateCompleted || len(res.JobState.Cases[1].Steps[0].Outputs) != 1 {
+			t.Errorf("review = %s", res.JSON)
+		}
+		c, err := state.Of[leads.Contact](h.Context(), leads.Contacts).Get(h.Context(), "contact@saas-western-europe-002.example")
+		if err != nil || c.JobID != "job-1" {
+			t.Errorf("imported contact = %+v, %v", c, err)
+		}
+		again := h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "x", "approved": false}, svztest.JobID("job-1"))
+		if !again.Refusal() {
+			t.Errorf("second review = %s", again.JSON)
+		}
+	})
+
+	t.Run("job.sync converges on the stored state", func(t *testing.T) {
+		first := h.Invoke(t, contract.JobSyncAction, nil, svztest.JobID("job-1"))
+		second := h.Invoke(t, contract.JobSyncAction, nil, svztest.JobID("job-1"))
+		if string(first.JSON) != string(second.JSON) || first.JobState.Job.Status != contract.StateCompleted {
+			t.Errorf("sync = %s\nthen %s", first.JSON, second.JSON)
+		}
+		var cost struct {
+			Cost struct {
+				Total float64 `json:"total_cost"`
+			} `json:"cost"`
+		}
+		if json.Unmarshal(first.JobState.Job.Extra["information"], &cost) != nil || cost.Cost.Total != 3 {
+			t.Errorf("information = %s", first.JobState.Job.Extra["information"])
+		}
+	})
+
+	t.Run("report artifact and detail view", func(t *testing.T) {
+		res := h.Invoke(t, contract.ArtifactGetAction, map[string]any{"artifact_id": "report:job-1"})
+		if res.Effects[0].Data["content"] != "# edited" {
+			t.Errorf("artifact = %s", res.JSON)
+		}
+		detail := h.Load(t, contract.SurfaceStepDetail, nil, svztest.JobID("job-1")).Doc
+		if detail["type"] != "Detail" || detail["summary"] != "3 saas leads in Western Europe" {
+			t.Errorf("detail = %v", detail)
+		}
+	})
+
+	t.Run("contacts resource", func(t *testing.T) {
+		res := h.Invoke(t, "resource.contacts.create", map[string]any{"email": "not an email", "score": 101})
+		if got := errorsOf(res); got != `input_pattern email: String should match pattern '^[^@\s]+@[^@\s]+$'; input_max score: Input should be less than or equal to 100` {
+			t.Errorf("invalid contact = %s", got)
+		}
+		res = h.Invoke(t, "resource.contacts.create", map[string]any{"email": "bob@acme.example", "name": "Bob", "score": "7", "job_id": "forged"})
+		if c := svztest.As[leads.Contact](t, res.Effects[0].Item); c.Score != 7 || c.JobID != "" {
+			t.Errorf("created = %s (job_id is read-only)", res.JSON)
+		}
+		if res = h.Invoke(t, "resource.contacts.create", map[string]any{"email": "bob@acme.example"}); errorsOf(res) != `input_invalid email: Contacts already has a record "bob@acme.example"` {
+			t.Errorf("duplicate = %s", errorsOf(res))
+		}
+		res = h.Invoke(t, "resource.contacts.update", map[string]any{"email": "bob@acme.example", "company": "Acme"})
+		if c := svztest.As[leads.Contact](t, res.Effects[0].Item); c.Company != "Acme" || c.Name != "Bob" {
+			t.Errorf("updated = %s", res.JSON)
+		}
+		if res = h.Invoke(t, "resource.contacts.get", map[string]any{"id": "bob@acme.example"}); res.Effects[0].Item.(map[string]any)["score"] != 7.0 {
+			t.Errorf("get = %s", res.JSON)
+		}
+		if !lists {
+			t.Logf("%T cannot list yet: listing checks skipped", h.Store())
+			return
+		}
+		var all []leads.Contact
+		after := ""
+		for {
+			res = h.Invoke(t, "resource.contacts.list", map[string]any{"limit": 2, "after": after})
+			all = append(all, svztest.As[[]leads.Contact](t, res.Effects[0].Items)...)
+			next, _ := res.Effects[0].Data["next"].(string)
+			if next == "" {
+				break
+			}
+			after = next
+		}
+		if len(all) != 4 || all[0].Email != "bob@acme.example" {
+			t.Errorf("listed = %+v", all)
+		}
+		h.Invoke(t, "resource.contacts.delete", map[string]any{"id": "bob@acme.example"})
+		if res = h.Invoke(t, "resource.contacts.list", nil); *res.Effects[0].Count != 3 {
+			t.Errorf("after delete = %s", res.JSON)
+		}
+	})
+
+	t.Run("dataset and stop", func(t *testing.T) {
+		h.Invoke(t, contract.JobStartAction, setup, svztest.JobID("job-2"))
+		if res := h.Invoke(t, contract.JobStopAction, nil, svztest.JobID("job-2")); res.JobState.Job.Status != contract.StateCancelled {
+			t.Errorf("stop = %s", res.JSON)
+		}
+		if !lists {
+			return
+		}
+		res := h.Invoke(t, "dataset.lead_runs.query", nil)
+		rows := svztest.As[[]map[string]any](t, res.Effects[0].Rows)
+		if len(rows) != 2 || rows[0]["status"] != "completed" || rows[1]["status"] != "cancelled" || rows[1]["credits"] != 3.0 {
+			t.Errorf("rows = %v", rows)
+		}
+	})
+}
