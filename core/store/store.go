@@ -48,7 +48,7 @@ var (
 	// ErrTooLarge: the value is longer than MaxValueSize; nothing was written.
 	ErrTooLarge = errors.New("store: value too large")
 	// ErrInvalid: an empty, too long or malformed key, an expiry that is neither Never nor in the
-	// future, or a List limit below 1.
+	// future, a List limit below 1 or a malformed List after.
 	ErrInvalid = errors.New("store: invalid argument")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store: closed")
@@ -86,9 +86,11 @@ type Page struct {
 type Lister interface {
 	// List returns, in ascending byte order of key, up to limit live records whose key starts with
 	// prefix and sorts strictly after after ("" starts at the first key). The prefix must be a
-	// valid key (non-empty); limit must be at least 1 and is capped at MaxListLimit. Records
-	// written during a listing may or may not appear in it; no record appears twice and none that
-	// was live for the whole listing is skipped.
+	// valid key (non-empty); after is "" or a string a key could be; limit must be at least 1 and
+	// is capped at MaxListLimit. A page also ends early once its values reach 4 MiB, and a
+	// backend may cap its pages lower (see its doc). Records written during a listing may or may
+	// not appear in it; no record appears twice and none that was live for the whole listing is
+	// skipped.
 	List(ctx context.Context, prefix, after string, limit int) (Page, error)
 }
 

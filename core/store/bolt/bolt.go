@@ -58,7 +58,10 @@ type Store struct {
 	logs kit.Heads // waiters of store.Log, in log.go
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Lister = (*Store)(nil)
+)
 
 // Option configures Open.
 type Option func(*options)
@@ -190,6 +193,49 @@ func (s *Store) Delete(ctx context.Context, key string, version uint64) error {
 	return nil
 }
 
+// List implements store.Lister with a cursor: it seeks to the first key of the page and reads
+// on in key order, so a page costs O(log n + its records), expired ones included.
+func (s *Store) List(ctx context.Context, prefix, after string, limit int) (store.Page, error) {
+	limit, err := kit.ReadyList(ctx, s.closed.Load(), prefix, after, limit)
+	if err != nil {
+		return store.Page{}, fmt.Errorf("bolt: list: %w", err)
+	}
+	span := kit.ListRange(prefix, after)
+	if span.Empty {
+		return store.Page{}, nil
+	}
+	now := s.now()
+	var out store.Page
+	err = s.db.View(func(tx *bbolt.Tx) error {
+		page := kit.NewPage(limit)
+		c := tx.Bucket([]byte(bucket)).Cursor()
+		k, v := c.Seek([]byte(span.From))
+		if span.Exclusive && k != nil && string(k) == span.From {
+			k, v = c.Next()
+		}
+		for ; k != nil && span.In(string(k)); k, v = c.Next() {
+			rec, expires, err := decode(v)
+			if err != nil {
+				return fmt.Errorf("record %q in %s: %w", k, bucket, err)
+			}
+			if !kit.Live(expires, now) {
+				continue
+			}
+			if !page.Add(string(k), rec) {
+				next, _ := c.Next()
+				out = page.Done(string(k), next != nil && span.In(string(next)))
+				return nil
+			}
+		}
+		out = page.Done("", false)
+		return nil
+	})
+	if err != nil {
+		return store.Page{}, fmt.Errorf("bolt: list: %w", closedErr(err))
+	}
+	return out, nil
+}
+
 // MaxValueSize implements store.Store.
 func (s *Store) MaxValueSize() int { return MaxValueSize }
 
@@ -205,13 +251,7 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) ready(ctx context.Context, key string) error {
-	if s.closed.Load() {
-		return store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return kit.CheckKey(key)
+	return kit.Ready(ctx, s.closed.Load(), key)
 }
 
 func (s *Store) view(ctx context.Context, key string, fn func(*bbolt.Bucket) error) error {
@@ -222,10 +262,7 @@ func (s *Store) view(ctx context.Context, key string, fn func(*bbolt.Bucket) err
 }
 
 func (s *Store) update(ctx context.Context, key string, value []byte, expiresAt time.Time, fn func(*bbolt.Bucket) error) error {
-	if err := s.ready(ctx, key); err != nil {
-		return err
-	}
-	if err := kit.CheckWrite(key, value, MaxValueSize, expiresAt, s.now()); err != nil {
+	if err := kit.ReadyWrite(ctx, s.closed.Load(), key, value, MaxValueSize, expiresAt, s.now()); err != nil {
 		return err
 	}
 	return closedErr(s.db.Update(func(tx *bbolt.Tx) error {

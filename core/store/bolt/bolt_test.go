@@ -25,7 +25,7 @@ func TestConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		return s
-	})
+	}, storetest.InProcess("bbolt is a file this process maps and locks: a call is a transaction in this process, committed or not when it returns, with no answer to lose and no server to stop"))
 }
 
 func TestRecordsSurviveReopen(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -136,10 +135,7 @@ func (s *Store) Delete(ctx context.Context, key string, version uint64) error {
 // List implements store.Lister. It scans and sorts the matching keys on every page: O(n log n)
 // in the records under prefix, fine for tests and small local state.
 func (s *Store) List(ctx context.Context, prefix, after string, limit int) (store.Page, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Page{}, fmt.Errorf("memory: list: %w", err)
-	}
-	limit, err := kit.CheckList(prefix, limit)
+	limit, err := kit.ReadyList(ctx, false, prefix, after, limit)
 	if err != nil {
 		return store.Page{}, fmt.Errorf("memory: list: %w", err)
 	}
@@ -149,23 +145,21 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) (stor
 		return store.Page{}, fmt.Errorf("memory: list: %w", store.ErrClosed)
 	}
 	now := s.now()
+	span := kit.ListRange(prefix, after)
 	var keys []string
 	for k, e := range s.records {
-		if strings.HasPrefix(k, prefix) && k > after && kit.Live(e.expires, now) {
+		if span.In(k) && kit.Live(e.expires, now) {
 			keys = append(keys, k)
 		}
 	}
 	slices.Sort(keys)
-	var page store.Page
-	if len(keys) > limit {
-		keys = keys[:limit]
-		page.Next = keys[limit-1]
-	}
-	page.Items = make([]store.Item, len(keys))
+	page := kit.NewPage(limit)
 	for i, k := range keys {
-		page.Items[i] = store.Item{Key: k, Record: s.records[k].record()}
+		if !page.Add(k, s.records[k].record()) {
+			return page.Done(k, i < len(keys)-1), nil
+		}
 	}
-	return page, nil
+	return page.Done("", false), nil
 }
 
 // MaxValueSize implements store.Store.
@@ -180,18 +174,10 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func (s *Store) begin(ctx context.Context, key string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return kit.CheckKey(key)
-}
+func (s *Store) begin(ctx context.Context, key string) error { return kit.Ready(ctx, false, key) }
 
 func (s *Store) beginWrite(ctx context.Context, key string, value []byte, expiresAt time.Time) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return kit.CheckWrite(key, value, s.maxSize, expiresAt, s.now())
+	return kit.ReadyWrite(ctx, false, key, value, s.maxSize, expiresAt, s.now())
 }
 
 // live returns the record under key if it has not expired. The caller holds s.mu.

@@ -12,7 +12,7 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t testing.TB, now func() time.Time) store.Store {
 		return memory.New(memory.WithClock(now), memory.WithMaxValueSize(256<<10))
-	})
+	}, storetest.InProcess("records live in this process's memory: every call is a function call under a mutex, with no answer to lose and no server to stop"))
 }
 
 func BenchmarkStore(b *testing.B) {

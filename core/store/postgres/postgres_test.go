@@ -90,13 +90,35 @@ func open(t testing.TB, cfg *pgxpool.Config, opts ...postgres.Option) *postgres.
 func TestConformance(t *testing.T) {
 	url := testenv.Need(t, testenv.PostgresURL)
 	table := testTable(t, url)
+	base, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
 	storetest.Run(t, func(t testing.TB, now func() time.Time) store.Store {
-		cfg, err := pgxpool.ParseConfig(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return open(t, cfg, postgres.WithTable(table), postgres.WithClock(now))
-	})
+		return open(t, base.Copy(), postgres.WithTable(table), postgres.WithClock(now))
+	}, storetest.Network(storetest.Remote{Addr: postgres.Address(base),
+		Open: func(t testing.TB, now func() time.Time, addr string, timeout time.Duration) store.Store {
+			return open(t, via(t, base, addr, timeout), postgres.WithTable(table), postgres.WithClock(now), postgres.WithTimeout(timeout))
+		}}))
+}
+
+// via returns a copy of cfg that connects to addr, configured for the store timeout as storeenv
+// does.
+func via(t testing.TB, cfg *pgxpool.Config, addr string, timeout time.Duration) *pgxpool.Config {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.Copy()
+	c.ConnConfig.Host, c.ConnConfig.Port = host, uint16(n)
+	c.ConnConfig.Fallbacks = nil
+	postgres.Configure(c, timeout)
+	return c
 }
 
 // TestOneRoundTripPerCall pins the claim of the package doc: once a connection has prepared the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -18,18 +19,25 @@ import (
 	"github.com/supervaize/svz/internal/testenv"
 )
 
-func client(t testing.TB) *goredis.Client {
+func options(t testing.TB) *goredis.Options {
 	t.Helper()
 	opts, err := goredis.ParseURL(testenv.Need(t, testenv.RedisURL))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return goredis.NewClient(opts)
+	opts.ContextTimeoutEnabled = true // as storeenv builds it
+	return opts
 }
+
+func client(t testing.TB) *goredis.Client { return goredis.NewClient(options(t)) }
+
+// quiet is a logger for stores whose start-up warnings (the test server persists nothing) are
+// not the subject.
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func open(t testing.TB, c *goredis.Client, opts ...redis.Option) *redis.Store {
 	t.Helper()
-	s, err := redis.New(context.Background(), c, opts...)
+	s, err := redis.New(context.Background(), c, append([]redis.Option{redis.WithLogger(quiet())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,10 +45,15 @@ func open(t testing.TB, c *goredis.Client, opts ...redis.Option) *redis.Store {
 }
 
 func TestConformance(t *testing.T) {
-	testenv.Need(t, testenv.RedisURL)
+	opts := options(t)
 	storetest.Run(t, func(t testing.TB, now func() time.Time) store.Store {
 		return open(t, client(t), redis.WithClock(now))
-	})
+	}, storetest.Network(storetest.Remote{Addr: opts.Addr,
+		Open: func(t testing.TB, now func() time.Time, addr string, timeout time.Duration) store.Store {
+			o := options(t)
+			o.Addr = addr
+			return open(t, goredis.NewClient(o), redis.WithClock(now), redis.WithTimeout(timeout))
+		}}))
 }
 
 // trips counts the commands a client sends; without pipelining each is one round trip.

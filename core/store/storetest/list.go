@@ -11,12 +11,12 @@ import (
 	"github.com/supervaize/svz/core/store"
 )
 
-// lister returns s as a store.Lister, or skips the subtest when the backend does not list.
+// lister returns s as a store.Lister; every backend of svz lists.
 func lister(t *testing.T, s store.Store) store.Lister {
 	t.Helper()
 	l, ok := s.(store.Lister)
 	if !ok {
-		t.Skipf("%T does not implement store.Lister", s)
+		t.Fatalf("%T does not implement store.Lister", s)
 	}
 	return l
 }
@@ -135,16 +135,30 @@ func testListPrefixBoundaries(t *testing.T, s store.Store, c *Clock, key func(st
 	l := lister(t, s)
 	exp := c.Now().Add(time.Hour)
 	base := key("b")
-	for _, k := range []string{base + "/", base + "/a", base + "/a/b", base + "/é", base + "0", base, base + ".", base + "/\U0001F600"} {
+	// Byte order, not a language's: "B" < "_" < "a" < "é" < "😀", "a b" < "a-b" < "a/b" < "ab".
+	for _, k := range []string{base + "/", base + "/a", base + "/ab", base + "/a/b", base + "/a-b", base + "/a b", base + "/B",
+		base + "/_", base + "/é", base + "0", base, base + ".", base + "/\U0001F600", base + "/\uFFFF", base + "/\U0010FFFF"} {
 		mustCreate(t, s, k, "x", exp)
 	}
 	got := keysOf(listAll(t, l, base+"/", 2))
-	want := []string{base + "/", base + "/a", base + "/a/b", base + "/é", base + "/\U0001F600"}
+	want := []string{base + "/", base + "/B", base + "/_", base + "/a", base + "/a b", base + "/a-b", base + "/a/b", base + "/ab",
+		base + "/é", base + "/\uFFFF", base + "/\U0001F600", base + "/\U0010FFFF"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("List(%q) = %q, want %q (byte order, nothing outside the prefix)", base+"/", got, want)
 	}
 	if got := listAll(t, l, base+"/zzz", 10); len(got) != 0 {
 		t.Errorf("List of an empty prefix = %v, want nothing", keysOf(got))
+	}
+	// A prefix ending in the last code point, which no key range can end with.
+	if got := keysOf(listAll(t, l, base+"/\U0010FFFF", 10)); len(got) != 1 || got[0] != base+"/\U0010FFFF" {
+		t.Errorf("List(%q) = %q, want only itself", base+"/\U0010FFFF", got)
+	}
+	// after beyond the prefix's span, and before it.
+	if page, err := l.List(context.Background(), base+"/a", base+"/b", 10); err != nil || len(page.Items) != 0 || page.Next != "" {
+		t.Errorf("List after the span = %v, %v; want an empty last page", keysOf(page.Items), err)
+	}
+	if page, err := l.List(context.Background(), base+"/a", base+"/", 10); err != nil || strings.Join(keysOf(page.Items), "|") != strings.Join(want[3:8], "|") {
+		t.Errorf("List after a key before the span = %q, %v; want %q", keysOf(page.Items), err, want[3:8])
 	}
 }
 
@@ -171,14 +185,78 @@ func testListInvalidArguments(t *testing.T, s store.Store, c *Clock, key func(st
 	for _, tc := range []struct {
 		prefix string
 		limit  int
-	}{{"", 10}, {key("x"), 0}, {key("x"), -1}, {"a\x00", 10}, {strings.Repeat("k", store.MaxKeyLen+1), 10}} {
-		if _, err := l.List(ctx, tc.prefix, "", tc.limit); !errors.Is(err, store.ErrInvalid) {
-			t.Errorf("List(%.20q, limit %d) error = %v, want ErrInvalid", tc.prefix, tc.limit, err)
+		after  string
+	}{{"", 10, ""}, {key("x"), 0, ""}, {key("x"), -1, ""}, {"a\x00", 10, ""}, {strings.Repeat("k", store.MaxKeyLen+1), 10, ""},
+		{key("x"), 10, key("x\xff")}, {key("x"), 10, key("x\x00")}} {
+		if _, err := l.List(ctx, tc.prefix, tc.after, tc.limit); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("List(%.20q, after %q, limit %d) error = %v, want ErrInvalid", tc.prefix, tc.after, tc.limit, err)
 		}
 	}
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := l.List(canceled, key("x"), "", 10); err == nil {
 		t.Error("List with a canceled context succeeded")
+	}
+}
+
+// testListLargeValues: pages of large values end early, with a Next, and the listing still
+// returns every record once.
+func testListLargeValues(t *testing.T, s store.Store, c *Clock, key func(string) string) {
+	l := lister(t, s)
+	prefix := key("big/")
+	size := s.MaxValueSize()
+	n := (4<<20)/size + 2 // more than one page's worth of values
+	var want []string
+	for i := range n {
+		k := prefix + fmt.Sprintf("%03d", i)
+		v := randomBytes(size)
+		if _, err := s.Create(context.Background(), k, v, c.Now().Add(time.Hour)); err != nil {
+			t.Fatalf("Create(%q, %d bytes): %v", k, size, err)
+		}
+		want = append(want, k)
+	}
+	var got []string
+	after, pages := "", 0
+	for {
+		page, err := l.List(context.Background(), prefix, after, store.MaxListLimit)
+		if err != nil {
+			t.Fatalf("List: %v", err)
+		}
+		pages++
+		bytes := 0
+		for _, it := range page.Items {
+			got = append(got, it.Key)
+			if len(it.Value) != size {
+				t.Errorf("item %q has %d bytes, want %d", it.Key, len(it.Value), size)
+			}
+			bytes += len(it.Value)
+		}
+		if bytes > 4<<20+size {
+			t.Errorf("a page holds %d bytes of values, more than 4 MiB and one value", bytes)
+		}
+		if page.Next == "" {
+			break
+		}
+		if pages > n+1 {
+			t.Fatalf("the listing did not end after %d pages", pages)
+		}
+		after = page.Next
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("listed %d keys %v, want %d keys", len(got), got, len(want))
+	}
+	if pages < 2 {
+		t.Errorf("%d values of %d bytes came in one page", n, size)
+	}
+}
+
+func testListClosed(t *testing.T, s store.Store, c *Clock, key func(string) string) {
+	l := lister(t, s)
+	mustCreate(t, s, key("k"), "v", c.Now().Add(time.Minute))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.List(context.Background(), key(""), "", 10); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("List after Close: error = %v, want ErrClosed", err)
 	}
 }

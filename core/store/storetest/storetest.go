@@ -27,9 +27,39 @@ type Opener func(t testing.TB, now func() time.Time) store.Store
 // Racers is the number of goroutines that race on one key in the concurrency subtests.
 const Racers = 48
 
-// Run runs the conformance suite against the stores open returns.
-func Run(t *testing.T, open Opener) {
+// Option tells Run what it cannot find out about a backend: how it is reached.
+type Option func(*config)
+
+type config struct {
+	remote    *Remote
+	inProcess string
+}
+
+// Remote describes a backend reached over the network, so that Run can put a Proxy between a
+// store and its server and check the store's behaviour under network faults.
+type Remote struct {
+	// Addr is the host:port of the server.
+	Addr string
+	// Open opens a store like the Opener, but connecting to addr instead of Addr, and bounding
+	// every call by timeout.
+	Open func(t testing.TB, now func() time.Time, addr string, timeout time.Duration) store.Store
+}
+
+// Network declares a backend reached over the network (see Remote).
+func Network(r Remote) Option { return func(c *config) { c.remote = &r } }
+
+// InProcess declares a backend with no network between a store and its data, so that no answer
+// can be lost and no server can stop answering; why says so, in a sentence.
+func InProcess(why string) Option { return func(c *config) { c.inProcess = why } }
+
+// Run runs the conformance suite against the stores open returns. Every backend must say how it
+// is reached (Network or InProcess): the network subtests fail otherwise.
+func Run(t *testing.T, open Opener, opts ...Option) {
 	t.Helper()
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
 	subtests := []struct {
 		name string
 		fn   func(t *testing.T, s store.Store, c *Clock, key func(string) string)
@@ -58,7 +88,11 @@ func Run(t *testing.T, open Opener) {
 		{"ListPages", testListPages},
 		{"ListPrefixBoundaries", testListPrefixBoundaries},
 		{"ListSkipsExpired", testListSkipsExpired},
+		{"ListLargeValues", testListLargeValues},
 		{"ListInvalidArguments", testListInvalidArguments},
+		{"ListClosed", testListClosed},
+		{"LostAnswer", cfg.lostAnswer},
+		{"Outage", cfg.outage},
 	}
 	for _, st := range subtests {
 		t.Run(st.name, func(t *testing.T) {
