@@ -496,8 +496,21 @@ func TestIndexOfExpiries(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("New as a role that cannot index: error = %v\nwant prefix %s", err, want)
 	}
-	// Once the administrator has indexed the table, under any name, the role can use it.
 	if _, err := pool.Exec(ctx, `CREATE INDEX `+older+`_by_expiry ON `+older+` (expires_ms, key)`); err != nil {
+		t.Fatal(err)
+	}
+	apool, err = pgxpool.NewWithConfig(ctx, app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = postgres.New(ctx, apool, postgres.WithTable(older))
+	want = `postgres: set up table "` + older + `" on ` + postgres.Address(cfg) + `: the table has no index on key in byte order (COLLATE "C") and it cannot be created ` +
+		`(as the table's owner, run CREATE INDEX IF NOT EXISTS "` + older + `_key_bytes" ON "` + older + `" (key COLLATE "C")): ERROR: must be owner of table ` + older
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("New as a role that cannot index the keys: error = %v\nwant prefix %s", err, want)
+	}
+	// Once the administrator has indexed the table, under any names, the role can use it.
+	if _, err := pool.Exec(ctx, `CREATE INDEX `+older+`_keys ON `+older+` (key COLLATE "POSIX", expires_ms)`); err != nil {
 		t.Fatal(err)
 	}
 	apool, err = pgxpool.NewWithConfig(ctx, app)
@@ -514,6 +527,10 @@ func TestIndexOfExpiries(t *testing.T) {
 	}
 	if got := indexes(older); len(got) != 1 {
 		t.Errorf("indexes on expires_ms: %q, want only the administrator's", got)
+	}
+	var keyIndexes int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE tablename = $1 AND indexdef LIKE '%(key COLLATE%'`, older).Scan(&keyIndexes); err != nil || keyIndexes != 1 {
+		t.Errorf("indexes on key: %d (%v), want only the administrator's", keyIndexes, err)
 	}
 }
 
@@ -615,4 +632,120 @@ func BenchmarkStoreWithExpired(b *testing.B) {
 	}
 	c.Advance(2 * time.Minute)
 	storetest.Benchmark(b, s, tr.n.Load)
+}
+
+// TestOutageBoundsConnections: during an outage, callers far more numerous than the pool fail
+// at the store timeout, and the sockets the store holds stay within the pool's size (plus the
+// cancel requests pgx sends for the connections it gives up), round after round.
+func TestOutageBoundsConnections(t *testing.T) {
+	url := testenv.Need(t, testenv.PostgresURL)
+	base, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := storetest.NewProxy(t, postgres.Address(base))
+	const timeout = time.Second
+	cfg := via(t, base, p.Addr(), timeout)
+	cfg.MaxConns = 4
+	s := open(t, cfg, postgres.WithTable(testTable(t, url)), postgres.WithTimeout(timeout))
+	t.Cleanup(func() { _ = s.Close() })
+	t.Cleanup(p.Close)
+	ctx := context.Background()
+	if _, err := s.Create(ctx, "outage/k", []byte("v"), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole(true)
+	most := 0
+	for round := range 3 {
+		const callers = 40
+		errs := make(chan error, callers)
+		for i := range callers {
+			go func() {
+				_, err := s.Create(ctx, fmt.Sprintf("outage/%d/%d", round, i), []byte("v"), time.Now().Add(time.Hour))
+				errs <- err
+			}()
+		}
+		deadline := time.NewTimer(60 * time.Second)
+		for range callers {
+			select {
+			case err := <-errs:
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("round %d: error = %v, want a store timeout", round, err)
+				}
+			case <-deadline.C:
+				t.Fatalf("round %d: callers still waiting after 60 s with a 1 s store timeout", round)
+			}
+			most = max(most, p.Open())
+		}
+		deadline.Stop()
+	}
+	t.Logf("at most %d connections open, %d accepted in all", most, p.Accepted())
+	if most > 2*int(cfg.MaxConns) {
+		t.Errorf("%d connections open at once during the outage, want at most %d (the pool and its cancel requests)", most, 2*cfg.MaxConns)
+	}
+}
+
+// TestListInByteOrderWhateverTheCollation: a table made by an earlier version, whose key follows
+// a language's collation (ICU English here: "a" < "B", punctuation ignored), lists in byte order
+// through the index New adds, and so does a new table through its primary key: the plan is an
+// index scan even with sequential scans disabled.
+func TestListInByteOrderWhateverTheCollation(t *testing.T) {
+	url := testenv.Need(t, testenv.PostgresURL)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	older := testTable(t, url)
+	_, err = pool.Exec(ctx, `CREATE TABLE `+older+` (key text COLLATE "en-x-icu" PRIMARY KEY, value bytea NOT NULL, version bigint NOT NULL, expires_ms bigint NOT NULL)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{older, testTable(t, url)} {
+		t.Run(table, func(t *testing.T) {
+			s := open(t, cfg.Copy(), postgres.WithTable(table))
+			defer s.Close()
+			keys := []string{"l/a", "l/B", "l/_x", "l/a-b", "l/ab", "l/é", "l/Z"}
+			for _, k := range keys {
+				if _, err := s.Create(ctx, k, []byte("v"), time.Now().Add(time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			page, err := s.List(ctx, "l/", "", 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, it := range page.Items {
+				got = append(got, it.Key)
+			}
+			if want := "l/B l/Z l/_x l/a l/a-b l/ab l/é"; strings.Join(got, " ") != want {
+				t.Errorf("List = %q, want %q", strings.Join(got, " "), want)
+			}
+			var plan string
+			err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off`); err != nil {
+					return err
+				}
+				rows, err := tx.Query(ctx, `EXPLAIN `+s.ListSQL(), "l/", "l0", int64(0), 10, 1<<20)
+				if err != nil {
+					return err
+				}
+				lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+				plan = strings.Join(lines, "\n")
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(plan, "Index Scan") || strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "Sort") {
+				t.Errorf("List is not an index range scan in key order:\n%s", plan)
+			}
+		})
+	}
 }

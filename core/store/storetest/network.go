@@ -115,6 +115,7 @@ func (cfg *config) outage(t *testing.T, s store.Store, c *Clock, key func(string
 	p := NewProxy(t, r.Addr)
 	via := r.Open(t, c.Now, p.Addr(), OutageTimeout)
 	t.Cleanup(func() { _ = via.Close() })
+	t.Cleanup(p.Close) // first: a store whose calls hang could not close
 	ctx := context.Background()
 	k := key("k")
 	rec := mustCreate(t, via, k, "v", c.Now().Add(time.Hour))

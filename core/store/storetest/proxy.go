@@ -42,7 +42,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	}
 	p := &Proxy{target: target, ln: ln, conns: make(map[*proxyConn]bool)}
 	go p.accept()
-	t.Cleanup(p.close)
+	t.Cleanup(p.Close)
 	return p
 }
 
@@ -220,8 +220,9 @@ func (p *Proxy) answers(c *proxyConn) {
 	}
 }
 
-func (p *Proxy) close() {
-	p.ln.Close()
+// Close stops the proxy and cuts every connection; the test's end does it too.
+func (p *Proxy) Close() {
+	_ = p.ln.Close()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for c := range p.conns {
