@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,8 +137,8 @@ func TestEncode(t *testing.T) {
 		value []byte
 		want  string
 	}{
-		{[]byte{0, 1, 2}, `{"k":{"S":"idem/ü"},"v":{"B":"AAEC"},"ver":{"N":"42"},"exp":{"N":"1700000000123"},"ttl":{"N":"1700003601"}}`},
-		{[]byte{}, `{"k":{"S":"idem/ü"},"v":{"B":""},"ver":{"N":"42"},"exp":{"N":"1700000000123"},"ttl":{"N":"1700003601"}}`},
+		{[]byte{0, 1, 2}, `{"k":{"S":"idem/ü"},"ix":{"S":"0"},"v":{"B":"AAEC"},"ver":{"N":"42"},"exp":{"N":"1700000000123"},"ttl":{"N":"1700003601"}}`},
+		{[]byte{}, `{"k":{"S":"idem/ü"},"ix":{"S":"0"},"v":{"B":""},"ver":{"N":"42"},"exp":{"N":"1700000000123"},"ttl":{"N":"1700003601"}}`},
 	} {
 		b, err := json.Marshal(encode("idem/ü", store.Record{Value: tc.value, Version: 42, ExpiresAt: exp}))
 		if err != nil || string(b) != tc.want {
@@ -162,5 +163,18 @@ func TestConditionFailed(t *testing.T) {
 	}
 	if _, failed := conditionFailed(errors.New("ConditionalCheckFailedException")); failed {
 		t.Fatal("a plain error is a failed condition")
+	}
+}
+
+// TestBatchFitsAnAnswer: a BatchGetItem of batchKeys items of the largest size, base64 and all,
+// fits what awsapi reads of an answer.
+func TestBatchFitsAnAnswer(t *testing.T) {
+	it := encode(strings.Repeat("k", store.MaxKeyLen), store.Record{Value: make([]byte, MaxValueSize), Version: 1<<63 - 1, ExpiresAt: time.UnixMilli(1 << 50)})
+	b, err := json.Marshal(it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if answer := batchKeys*(len(b)+1) + 200; answer > awsapi.MaxResponse {
+		t.Errorf("%d items of %d bytes make an answer of %d bytes, more than awsapi reads (%d)", batchKeys, len(b), answer, awsapi.MaxResponse)
 	}
 }

@@ -20,7 +20,18 @@
 // every write is conditional and carries a fresh random version, so when a retry finds its
 // condition failed by an item holding its own version, the first attempt was applied and only its
 // answer was lost; Create and Update then succeed, as they did. A retried Delete whose first
-// attempt was applied finds no item, which its condition accepts.
+// attempt was applied finds no item, which its condition accepts. Every call, its retries
+// included, is bounded by the store timeout (WithTimeout).
+//
+// Listing: every item also carries ix = "0", the partition key of the global secondary index
+// IndexName (sort key k, projection KEYS_ONLY), so that List is a Query of the index's one
+// partition with begins_with on k, in byte order, then strongly consistent BatchGetItem reads of
+// the page's items. A KEYS_ONLY index changes only when an item is created or deleted, never on
+// Update. The cost: creations and deletions of the whole table go through one index partition
+// (about 1,000 a second before DynamoDB throttles them), and the index is eventually consistent,
+// so a record created or deleted in the last second or so may be missing from, or still in, the
+// keys a listing reads (the values are read consistently: a deleted record is never listed).
+// A table without the index serves every call but List (see CreateTable).
 package dynamodb
 
 import (
@@ -47,6 +58,26 @@ const MaxValueSize = 300_000
 // SweepGrace is how long after its logical expiry the ttl attribute lets DynamoDB drop a record.
 const SweepGrace = time.Hour
 
+// DefaultTimeout bounds each call unless WithTimeout says otherwise.
+const DefaultTimeout = kit.DefaultTimeout
+
+// IndexName is the global secondary index List reads: partition key AttrIndex (S), sort key
+// AttrKey (S), projection KEYS_ONLY.
+const IndexName = "svz-keys"
+
+// indexValue is AttrIndex of every item: the index has one partition, sorted by key.
+const indexValue = "0"
+
+// MaxListPage caps a List page: the keys of one Query, read with one round of BatchGetItem.
+const MaxListPage = 100
+
+// batchKeys is how many items one BatchGetItem asks for: the answer for that many items of the
+// largest size fits what awsapi reads of an answer (awsapi.MaxResponse).
+const batchKeys = 4
+
+// batchConcurrency bounds the BatchGetItem requests of one List in flight at once.
+const batchConcurrency = 8
+
 // Attribute names of the table.
 const (
 	AttrKey     = "k"
@@ -54,27 +85,37 @@ const (
 	AttrVersion = "ver"
 	AttrExpires = "exp"
 	AttrTTL     = "ttl"
+	AttrIndex   = "ix"
 )
 
 // Store is a store.Store in a DynamoDB table.
 type Store struct {
-	api    *awsapi.Client
-	table  string
-	now    func() time.Time
-	closed atomic.Bool
+	api     *awsapi.Client
+	table   string
+	now     func() time.Time
+	timeout time.Duration
+	closed  atomic.Bool
+	indexed atomic.Bool // the table has IndexName
 
 	logPoll  time.Duration // store.Log, in log.go
 	logOnce  sync.Once
 	logState *ddbLogs
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Lister = (*Store)(nil)
+)
 
 // Option configures New.
 type Option func(*Store)
 
 // WithClock makes the store compare expiries with now instead of time.Now.
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// WithTimeout bounds every call, awsapi's retries included (default DefaultTimeout; 0 or less:
+// no bound but the caller's context and awsapi's per-attempt limit).
+func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
 
 // NewClient returns a DynamoDB API client configured by getenv (os.Getenv in production):
 // AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL, and the credentials of the
@@ -99,7 +140,8 @@ func New(ctx context.Context, api *awsapi.Client, table string, opts ...Option) 
 	if err := checkSchema(t); err != nil {
 		return nil, fmt.Errorf("dynamodb: table %q: %w", table, err)
 	}
-	s := &Store{api: api, table: table, now: time.Now}
+	s := &Store{api: api, table: table, now: time.Now, timeout: DefaultTimeout}
+	s.indexed.Store(hasIndex(t))
 	for _, o := range opts {
 		o(s)
 	}
@@ -108,12 +150,19 @@ func New(ctx context.Context, api *awsapi.Client, table string, opts ...Option) 
 
 // tableDescription is what the store reads of DescribeTable.
 type tableDescription struct {
-	TableStatus string
-	KeySchema   []struct {
-		AttributeName string
-		KeyType       string
+	TableStatus            string
+	KeySchema              []keySchemaElement
+	AttributeDefinitions   []attributeDefinition
+	GlobalSecondaryIndexes []struct {
+		IndexName   string
+		IndexStatus string
+		KeySchema   []keySchemaElement
 	}
-	AttributeDefinitions []attributeDefinition
+}
+
+type keySchemaElement struct {
+	AttributeName string
+	KeyType       string
 }
 
 type attributeDefinition struct {
@@ -134,6 +183,17 @@ func describeTable(ctx context.Context, api *awsapi.Client, table string) (*tabl
 	return out.Table, nil
 }
 
+// hasIndex reports whether the table has the index List reads, ready to be read.
+func hasIndex(t *tableDescription) bool {
+	for _, ix := range t.GlobalSecondaryIndexes {
+		if ix.IndexName == IndexName && ix.IndexStatus == "ACTIVE" && len(ix.KeySchema) == 2 &&
+			ix.KeySchema[0] == (keySchemaElement{AttrIndex, "HASH"}) && ix.KeySchema[1] == (keySchemaElement{AttrKey, "RANGE"}) {
+			return true
+		}
+	}
+	return false
+}
+
 func checkSchema(t *tableDescription) error {
 	if len(t.KeySchema) != 1 || t.KeySchema[0].AttributeName != AttrKey || t.KeySchema[0].KeyType != "HASH" {
 		return fmt.Errorf("its key schema must be exactly partition key %q", AttrKey)
@@ -146,20 +206,31 @@ func checkSchema(t *tableDescription) error {
 	return nil
 }
 
-// CreateTable creates table with the store's schema and on-demand billing, waits until it is
-// active and enables TTL on the ttl attribute. It fails if the table exists. Tests use it; a
-// deployment declares the table (see deploy/lambda, or the SAM template).
+// CreateTable creates table with the store's schema, its index IndexName and on-demand billing,
+// waits until it is active and enables TTL on the ttl attribute. It fails if the table exists.
+// Tests use it; a deployment declares the table (see deploy/lambda, or the SAM template).
 func CreateTable(ctx context.Context, api *awsapi.Client, table string) error {
+	type projection struct{ ProjectionType string }
+	type index struct {
+		IndexName  string
+		KeySchema  []keySchemaElement
+		Projection projection
+	}
 	in := struct {
-		TableName            string
-		BillingMode          string
-		AttributeDefinitions []attributeDefinition
-		KeySchema            []struct{ AttributeName, KeyType string }
+		TableName              string
+		BillingMode            string
+		AttributeDefinitions   []attributeDefinition
+		KeySchema              []keySchemaElement
+		GlobalSecondaryIndexes []index
 	}{
-		TableName:            table,
-		BillingMode:          "PAY_PER_REQUEST",
-		AttributeDefinitions: []attributeDefinition{{AttributeName: AttrKey, AttributeType: "S"}},
-		KeySchema:            []struct{ AttributeName, KeyType string }{{AttrKey, "HASH"}},
+		TableName:   table,
+		BillingMode: "PAY_PER_REQUEST",
+		AttributeDefinitions: []attributeDefinition{{AttributeName: AttrKey, AttributeType: "S"},
+			{AttributeName: AttrIndex, AttributeType: "S"}},
+		KeySchema: []keySchemaElement{{AttrKey, "HASH"}},
+		GlobalSecondaryIndexes: []index{{IndexName: IndexName,
+			KeySchema:  []keySchemaElement{{AttrIndex, "HASH"}, {AttrKey, "RANGE"}},
+			Projection: projection{"KEYS_ONLY"}}},
 	}
 	if err := api.Call(ctx, "CreateTable", in, nil); err != nil {
 		return fmt.Errorf("dynamodb: create table %q: %w", table, err)
@@ -215,6 +286,7 @@ type (
 	// fullItem is a record as stored; its JSON names are the Attr constants.
 	fullItem struct {
 		K   sAttr  `json:"k"`
+		Ix  sAttr  `json:"ix"`
 		V   bAttr  `json:"v"`
 		Ver nAttr  `json:"ver"`
 		Exp nAttr  `json:"exp"`
@@ -255,10 +327,12 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 	if err := s.ready(ctx, key); err != nil {
 		return store.Record{}, fmt.Errorf("dynamodb: get: %w", err)
 	}
+	ctx, cancel := kit.Bound(ctx, s.timeout)
+	defer cancel()
 	var out itemOutput
 	err := s.api.Call(ctx, "GetItem", getItemInput{TableName: s.table, Key: keyItem{sAttr{key}}, ConsistentRead: true}, &out)
 	if err != nil {
-		return store.Record{}, fmt.Errorf("dynamodb: get: %w", err)
+		return store.Record{}, fmt.Errorf("dynamodb: get: %w", kit.TimedOut(ctx, err))
 	}
 	rec, live, err := s.decodeAt(out.Item, s.now())
 	switch {
@@ -276,6 +350,8 @@ func (s *Store) Create(ctx context.Context, key string, value []byte, expiresAt 
 	if err := s.readyWrite(ctx, key, value, expiresAt, now); err != nil {
 		return store.Record{}, fmt.Errorf("dynamodb: create: %w", err)
 	}
+	ctx, cancel := kit.Bound(ctx, s.timeout)
+	defer cancel()
 	rec := store.Record{Value: kit.Clone(value), Version: kit.NewVersion(), ExpiresAt: kit.Time(kit.Millis(expiresAt))}
 	err := s.api.Call(ctx, "PutItem", putItemInput{
 		TableName:                           s.table,
@@ -299,7 +375,7 @@ func (s *Store) Create(ctx context.Context, key string, value []byte, expiresAt 
 		return cur, fmt.Errorf("dynamodb: create: %w", store.ErrExists)
 	}
 	if err != nil {
-		return store.Record{}, fmt.Errorf("dynamodb: create: %w", err)
+		return store.Record{}, fmt.Errorf("dynamodb: create: %w", kit.TimedOut(ctx, err))
 	}
 	return rec, nil
 }
@@ -310,6 +386,8 @@ func (s *Store) Update(ctx context.Context, key string, version uint64, value []
 	if err := s.readyWrite(ctx, key, value, expiresAt, now); err != nil {
 		return store.Record{}, fmt.Errorf("dynamodb: update: %w", err)
 	}
+	ctx, cancel := kit.Bound(ctx, s.timeout)
+	defer cancel()
 	rec := store.Record{Value: kit.Clone(value), Version: kit.NewVersion(), ExpiresAt: kit.Time(kit.Millis(expiresAt))}
 	err := s.api.Call(ctx, "PutItem", putItemInput{
 		TableName:                           s.table,
@@ -333,7 +411,7 @@ func (s *Store) Update(ctx context.Context, key string, version uint64, value []
 		return store.Record{}, fmt.Errorf("dynamodb: update: %w", store.ErrConflict)
 	}
 	if err != nil {
-		return store.Record{}, fmt.Errorf("dynamodb: update: %w", err)
+		return store.Record{}, fmt.Errorf("dynamodb: update: %w", kit.TimedOut(ctx, err))
 	}
 	return rec, nil
 }
@@ -343,6 +421,8 @@ func (s *Store) Delete(ctx context.Context, key string, version uint64) error {
 	if err := s.ready(ctx, key); err != nil {
 		return fmt.Errorf("dynamodb: delete: %w", err)
 	}
+	ctx, cancel := kit.Bound(ctx, s.timeout)
+	defer cancel()
 	err := s.api.Call(ctx, "DeleteItem", deleteItemInput{
 		TableName:                 s.table,
 		Key:                       keyItem{sAttr{key}},
@@ -354,7 +434,7 @@ func (s *Store) Delete(ctx context.Context, key string, version uint64) error {
 		return fmt.Errorf("dynamodb: delete: %w", store.ErrConflict)
 	}
 	if err != nil {
-		return fmt.Errorf("dynamodb: delete: %w", err)
+		return fmt.Errorf("dynamodb: delete: %w", kit.TimedOut(ctx, err))
 	}
 	return nil
 }
@@ -369,26 +449,18 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) ready(ctx context.Context, key string) error {
-	if s.closed.Load() {
-		return store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return kit.CheckKey(key)
+	return kit.Ready(ctx, s.closed.Load(), key)
 }
 
 func (s *Store) readyWrite(ctx context.Context, key string, value []byte, expiresAt, now time.Time) error {
-	if err := s.ready(ctx, key); err != nil {
-		return err
-	}
-	return kit.CheckWrite(key, value, MaxValueSize, expiresAt, now)
+	return kit.ReadyWrite(ctx, s.closed.Load(), key, value, MaxValueSize, expiresAt, now)
 }
 
 func encode(key string, r store.Record) fullItem {
 	exp := kit.Millis(r.ExpiresAt)
 	item := fullItem{
 		K:   sAttr{key},
+		Ix:  sAttr{indexValue},
 		V:   bAttr{r.Value},
 		Ver: nAttr{strconv.FormatUint(r.Version, 10)},
 		Exp: number(exp),

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -81,11 +82,19 @@ func open(t testing.TB, c *awsapi.Client, name string, opts ...dynamodb.Option) 
 }
 
 func TestConformance(t *testing.T) {
-	c := client(t, testenv.Need(t, testenv.AWSEndpoint))
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	c := client(t, endpoint)
 	name := table(t, c)
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
 	storetest.Run(t, func(t testing.TB, now func() time.Time) store.Store {
 		return open(t, c, name, dynamodb.WithClock(now))
-	})
+	}, storetest.Network(storetest.Remote{Addr: u.Host,
+		Open: func(t testing.TB, now func() time.Time, addr string, timeout time.Duration) store.Store {
+			return open(t, client(t, "http://"+addr), name, dynamodb.WithClock(now), dynamodb.WithTimeout(timeout))
+		}}))
 }
 
 func want(target error) func(error) error {
@@ -229,6 +238,7 @@ func TestLayout(t *testing.T) {
 	}
 	want := map[string]map[string]string{
 		"k":   {"S": "layout/k"},
+		"ix":  {"S": "0"},
 		"v":   {"B": "AAEC"},
 		"ver": {"N": strconv.FormatUint(r.Version, 10)},
 		"exp": {"N": strconv.FormatInt(exp.UnixMilli(), 10)},
@@ -342,4 +352,46 @@ func BenchmarkStore(b *testing.B) {
 	c := client(b, testenv.Need(b, testenv.AWSEndpoint), awsapi.WithHTTPClient(&tr))
 	s := open(b, c, table(b, c))
 	storetest.Benchmark(b, s, tr.n.Load)
+}
+
+// TestListNeedsTheIndex: a table made before the index existed serves every call but List, which
+// names the index to add; once it is added, List works without a restart, and lists the records
+// written meanwhile (they carry the index key).
+func TestListNeedsTheIndex(t *testing.T) {
+	c := client(t, testenv.Need(t, testenv.AWSEndpoint))
+	ctx := context.Background()
+	name := "svz-store-test-old-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	err := c.Call(ctx, "CreateTable", json.RawMessage(`{"TableName":"`+name+`","BillingMode":"PAY_PER_REQUEST",`+
+		`"AttributeDefinitions":[{"AttributeName":"k","AttributeType":"S"}],"KeySchema":[{"AttributeName":"k","KeyType":"HASH"}]}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteTable(t, c, name) })
+	s := open(t, c, name)
+	r, err := s.Create(ctx, "old/k", []byte("v"), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.List(ctx, "old/", "", 10)
+	want := `dynamodb: list: table "` + name + `" has no active global secondary index "svz-keys" (partition key "ix" of type S, sort key "k" of type S, projection KEYS_ONLY): add it to list records`
+	if err == nil || err.Error() != want {
+		t.Fatalf("List without the index: error = %v\nwant %s", err, want)
+	}
+	err = c.Call(ctx, "UpdateTable", json.RawMessage(`{"TableName":"`+name+`",`+
+		`"AttributeDefinitions":[{"AttributeName":"k","AttributeType":"S"},{"AttributeName":"ix","AttributeType":"S"}],`+
+		`"GlobalSecondaryIndexUpdates":[{"Create":{"IndexName":"svz-keys","KeySchema":[{"AttributeName":"ix","KeyType":"HASH"},{"AttributeName":"k","KeyType":"RANGE"}],"Projection":{"ProjectionType":"KEYS_ONLY"}}}]}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page store.Page
+	deadline := time.Now().Add(time.Minute)
+	for page, err = s.List(ctx, "old/", "", 10); err != nil; page, err = s.List(ctx, "old/", "", 10) {
+		if time.Now().After(deadline) {
+			t.Fatalf("List a minute after the index was added: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(page.Items) != 1 || page.Items[0].Key != "old/k" || page.Items[0].Version != r.Version {
+		t.Errorf("List after adding the index = %+v", page)
+	}
 }
