@@ -17,10 +17,7 @@ const Mask = "xxxxx"
 // query or fragment.
 func URL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" || u.Opaque != "" {
-		return ""
-	}
-	if strings.Contains(u.Path+u.RawPath+u.RawQuery+u.Fragment+u.RawFragment, "@") {
+	if err != nil || u.Scheme == "" || u.Opaque != "" || spilled(u) {
 		return ""
 	}
 	var b strings.Builder
@@ -46,4 +43,26 @@ func URL(raw string) string {
 		}
 	}
 	return b.String()
+}
+
+// Spilled reports whether raw, a URL, holds an '@' that parsers may read differently: one after
+// the authority (a password with an unescaped '/', '?' or '#' ends the authority early), or two
+// (net/url splits the userinfo at the last '@', pgx at the first). A piece of the password then
+// becomes the host, which connection errors quote. Such a value must be refused, not used. It
+// reads raw as written: parsers that disagree on it are the danger.
+func Spilled(raw string) bool {
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return false
+	}
+	at := strings.IndexByte(rest, '@')
+	if at < 0 {
+		return false
+	}
+	end := strings.IndexAny(rest, "/?#")
+	return strings.Count(rest, "@") > 1 || (end >= 0 && end < at)
+}
+
+func spilled(u *url.URL) bool {
+	return strings.Contains(u.Path+u.RawPath+u.RawQuery+u.Fragment+u.RawFragment, "@")
 }

@@ -34,6 +34,9 @@ import (
 // the file small and every backend within the same order of magnitude.
 const MaxValueSize = 1 << 20
 
+// ErrLocked is Open's error when another process holds the file.
+var ErrLocked = errors.New("locked by another process")
+
 // DefaultTimeout is how long Open waits for another process to release the file.
 const DefaultTimeout = time.Second
 
@@ -89,7 +92,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: o.timeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("bolt: %s is locked by another process (waited %s): %w", path, o.timeout, err)
+		return nil, fmt.Errorf("bolt: %s: %w (waited %s)", path, ErrLocked, o.timeout)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)

@@ -99,8 +99,8 @@ func TestOpenLockedFileFailsNamingIt(t *testing.T) {
 	if waited := time.Since(start); waited > 5*time.Second {
 		t.Errorf("second Open took %s, want about its 200ms timeout", waited)
 	}
-	want := "bolt: " + path + " is locked by another process (waited 200ms): timeout"
-	if err.Error() != want {
+	want := "bolt: " + path + ": locked by another process (waited 200ms)"
+	if err.Error() != want || !errors.Is(err, bolt.ErrLocked) {
 		t.Errorf("error = %q, want %q", err, want)
 	}
 }

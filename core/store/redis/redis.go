@@ -170,8 +170,8 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = no
 // no bound but the caller's context).
 func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
 
-// WithLogger sets where New reports what it finds of the server's durability (default
-// slog.Default()).
+// WithLogger sets where New reports what it finds of the server's durability, and where
+// go-redis's own log lines go, for the whole process (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 
 // New checks that the server answers and can hold the store, reports its durability (see
@@ -195,6 +195,7 @@ func New(ctx context.Context, client goredis.UniversalClient, opts ...Option) (*
 	for _, o := range opts {
 		o(s)
 	}
+	routeLibraryLogs(s.log)
 	info, err := client.Info(ctx, "server").Result()
 	if err != nil {
 		_ = client.Close()

@@ -13,16 +13,21 @@ import (
 // openDynamoDB reads the AWS settings through getenv too (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB,
 // the credentials of the environment or of the container endpoint: see internal/awsapi), with
 // no AWS SDK configuration loader, whose initialisation would slow every cold start.
-func openDynamoDB(ctx context.Context, getenv func(string) string) (store.Store, error) {
+func openDynamoDB(ctx context.Context, getenv func(string) string, set settings) (store.Store, error) {
 	table, err := tableSetting(getenv, "dynamodb", "svz-store")
 	if err != nil {
 		return nil, err
+	}
+	for _, name := range []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL", "AWS_CONTAINER_CREDENTIALS_FULL_URI"} {
+		if err := checkURL(name, getenv(name)); err != nil {
+			return nil, fmt.Errorf("%s=dynamodb: %w", Kind, err)
+		}
 	}
 	api, err := dynamodb.NewClient(getenv)
 	if err != nil {
 		return nil, fmt.Errorf("%s=dynamodb: %w", Kind, err)
 	}
-	s, err := dynamodb.New(ctx, api, table)
+	s, err := dynamodb.New(ctx, api, table, dynamodb.WithTimeout(set.timeout))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Table, err)
 	}

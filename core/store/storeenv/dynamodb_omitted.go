@@ -8,6 +8,6 @@ import (
 	"github.com/supervaize/svz/core/store"
 )
 
-func openDynamoDB(context.Context, func(string) string) (store.Store, error) {
+func openDynamoDB(context.Context, func(string) string, settings) (store.Store, error) {
 	return nil, omitted("dynamodb")
 }

@@ -14,9 +14,12 @@ import (
 
 const postgresExample = "postgres://user:password@host:5432/database"
 
-func openPostgres(ctx context.Context, getenv func(string) string) (store.Store, error) {
+func openPostgres(ctx context.Context, getenv func(string) string, set settings) (store.Store, error) {
 	raw, err := setting(getenv, URL, "postgres", postgresExample)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkURL(URL, raw); err != nil {
 		return nil, err
 	}
 	table, err := tableSetting(getenv, "postgres", "")
@@ -30,6 +33,7 @@ func openPostgres(ctx context.Context, getenv func(string) string) (store.Store,
 	if err != nil {
 		return nil, badURL("PostgreSQL", raw, postgresExample)
 	}
+	postgres.Configure(cfg, set.timeout)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: postgres: %w", URL, err)
@@ -39,7 +43,7 @@ func openPostgres(ctx context.Context, getenv func(string) string) (store.Store,
 		pool.Close()
 		return nil, fmt.Errorf("%s: cannot reach postgres at %s: %w", URL, postgres.Address(cfg), err)
 	}
-	s, err := postgres.New(ctx, pool, postgres.WithTable(table))
+	s, err := postgres.New(ctx, pool, postgres.WithTable(table), postgres.WithTimeout(set.timeout))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Table, err)
 	}

@@ -8,6 +8,6 @@ import (
 	"github.com/supervaize/svz/core/store"
 )
 
-func openPostgres(context.Context, func(string) string) (store.Store, error) {
+func openPostgres(context.Context, func(string) string, settings) (store.Store, error) {
 	return nil, omitted("postgres")
 }

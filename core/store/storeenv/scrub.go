@@ -3,6 +3,7 @@ package storeenv
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -107,6 +108,16 @@ func queryValues(query string, add func(string)) {
 			add(param)
 		}
 	}
+}
+
+// checkURL refuses the URL-shaped setting name when its password is not percent-encoded so that
+// a parser may read a piece of it as the host (see redact.Spilled), connect there, and quote it
+// in its errors.
+func checkURL(name, raw string) error {
+	if redact.Spilled(strings.TrimSpace(raw)) {
+		return fmt.Errorf("%s: the URL (not shown) has an '@' in its password or after its host: percent-encode the '@', '/', '?' and '#' of its password (%%40, %%2F, %%3F, %%23), e.g. user:p%%40ss@host for the password p@ss", name)
+	}
+	return nil
 }
 
 // scrub returns err, or when its message shows one of secrets an error with each of them masked.

@@ -5,11 +5,17 @@
 //	SUPERVAIZER_DATA_DIR     bolt: directory of svz.db (default ./.svz, created 0700)
 //	SUPERVAIZER_STORE_URL    postgres: postgres://user:password@host:5432/db; redis: redis://host:6379/0
 //	SUPERVAIZER_STORE_TABLE  dynamodb: table name (required); postgres: table (default svz_store)
+//	SUPERVAIZER_STORE_TIMEOUT  postgres, redis, dynamodb: bound of each call (default 5s)
 //
-// DynamoDB reads its AWS settings through getenv, without the AWS SDK's configuration chain (see
-// internal/awsapi): region (AWS_REGION, AWS_DEFAULT_REGION), endpoint (AWS_ENDPOINT_URL_DYNAMODB,
-// AWS_ENDPOINT_URL) and static or container credentials (what Lambda, App Runner and ECS provide);
-// shared profiles and instance metadata are not read.
+// DynamoDB reads its AWS settings through getenv (see internal/awsapi): region (AWS_REGION,
+// AWS_DEFAULT_REGION), endpoint (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL), and static or
+// container credentials (what Lambda, App Runner and ECS provide), else the AWS SDK's default
+// chain (profiles, SSO, web identity, instance metadata), loaded only then.
+//
+// SUPERVAIZER_STORE_TIMEOUT bounds every call of the networked stores, their retries included, so
+// that an unreachable server fails calls (the controller answers -32603) instead of holding them;
+// PostgreSQL connection attempts are bounded by it too. bolt and memory are in process: nothing
+// there waits on a network, and the setting does not apply (it is still checked).
 //
 // A bad or unreachable store fails in Open, at start, with an error that names the setting to fix
 // and never shows a secret: a URL is shown with its userinfo and every query value masked, and
@@ -24,11 +30,14 @@ package storeenv
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/internal/kit"
 	"github.com/supervaize/svz/core/store/memory"
+	"github.com/supervaize/svz/internal/envvar"
 )
 
 // Settings read by Open.
@@ -37,6 +46,14 @@ const (
 	DataDir = "SUPERVAIZER_DATA_DIR"
 	URL     = "SUPERVAIZER_STORE_URL"
 	Table   = "SUPERVAIZER_STORE_TABLE"
+	Timeout = "SUPERVAIZER_STORE_TIMEOUT"
+)
+
+// Bounds of SUPERVAIZER_STORE_TIMEOUT: under 100 ms a loaded server fails calls it would answer;
+// over 5 minutes a call outlives any request that waits on it.
+const (
+	MinTimeout = 100 * time.Millisecond
+	MaxTimeout = 5 * time.Minute
 )
 
 // Defaults used when a setting is empty.
@@ -52,19 +69,41 @@ const ConnectTimeout = 15 * time.Second
 // kinds lists the values SUPERVAIZER_STORE accepts.
 const kinds = "memory, bolt, dynamodb, postgres, redis"
 
+// Option configures Open.
+type Option func(*settings)
+
+// WithLogger sets where the store reports what it finds at start (Redis durability) and where
+// go-redis's own log lines go (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(s *settings) { s.log = l } }
+
+// settings are what every backend's opener gets besides getenv.
+type settings struct {
+	timeout time.Duration
+	log     *slog.Logger
+}
+
 // Open opens the store the settings choose, reading them through getenv (os.Getenv in production).
 // It checks reachability before returning; the caller closes the store.
-func Open(ctx context.Context, getenv func(string) string) (store.Store, error) {
-	s, err := open(ctx, getenv)
+func Open(ctx context.Context, getenv func(string) string, opts ...Option) (store.Store, error) {
+	set := settings{log: slog.Default()}
+	for _, o := range opts {
+		o(&set)
+	}
+	s, err := open(ctx, getenv, set)
 	if err != nil {
 		return nil, scrub(err, secrets(getenv))
 	}
 	return s, nil
 }
 
-func open(ctx context.Context, getenv func(string) string) (store.Store, error) {
+func open(ctx context.Context, getenv func(string) string, set settings) (store.Store, error) {
 	ctx, cancel := context.WithTimeout(ctx, ConnectTimeout)
 	defer cancel()
+	timeout, err := envvar.Duration(getenv, Timeout, kit.DefaultTimeout, MinTimeout, MaxTimeout)
+	if err != nil {
+		return nil, err
+	}
+	set.timeout = timeout
 	kind, _ := setting(getenv, Kind, "", "")
 	kind = strings.ToLower(kind)
 	if kind == "" {
@@ -76,11 +115,11 @@ func open(ctx context.Context, getenv func(string) string) (store.Store, error) 
 	case "bolt":
 		return openBolt(ctx, getenv)
 	case "dynamodb":
-		return openDynamoDB(ctx, getenv)
+		return openDynamoDB(ctx, getenv, set)
 	case "postgres":
-		return openPostgres(ctx, getenv)
+		return openPostgres(ctx, getenv, set)
 	case "redis":
-		return openRedis(ctx, getenv)
+		return openRedis(ctx, getenv, set)
 	}
 	if !plainName(kind) { // e.g. the URL, set in the wrong variable: never echo it
 		return nil, fmt.Errorf("%s: unknown store (the value is not shown); want one of %s", Kind, kinds)

@@ -102,9 +102,10 @@ func TestBoltDataDir(t *testing.T) {
 		t.Errorf("path = %q, want %q", got, filepath.Join(dir, "svz.db"))
 	}
 
-	// A second process on the same directory is refused at start, naming the setting and file.
+	// A second process on the same directory is refused at start, saying what to do.
 	_, err = storeenv.Open(context.Background(), env(storeenv.DataDir, dir))
-	want := "SUPERVAIZER_DATA_DIR: bolt: " + filepath.Join(dir, "svz.db") + " is locked by another process (waited 1s): timeout"
+	want := "SUPERVAIZER_DATA_DIR: another process (another svz server?) uses the data directory " + dir +
+		": stop it, or give this one its own, e.g. SUPERVAIZER_DATA_DIR=" + dir + "-2 (bolt: " + filepath.Join(dir, "svz.db") + ": locked by another process (waited 1s))"
 	if err == nil || err.Error() != want {
 		t.Errorf("second Open: error = %v, want %q", err, want)
 	}
