@@ -101,11 +101,12 @@ var _ Doer = (*http.Client)(nil)
 
 // settings are what options set.
 type settings struct {
-	http     Doer
-	now      func() time.Time
-	region   string
-	attempts int
-	backoff  time.Duration
+	http         Doer
+	now          func() time.Time
+	region       string
+	attempts     int
+	backoff      time.Duration
+	defaultChain bool
 }
 
 func newSettings(opts []Option) settings {
@@ -128,6 +129,16 @@ func WithRegion(region string) Option { return func(s *settings) { s.region = re
 
 // WithClock makes signatures and credential expiry use now instead of time.Now.
 func WithClock(now func() time.Time) Option { return func(s *settings) { s.now = now } }
+
+// WithDefaultChain makes a client whose environment has neither static nor container
+// credentials use the AWS SDK's default credential chain instead of failing: shared config and
+// credentials files (profiles, SSO, credential_process, assumed roles), web identity (EKS IRSA)
+// and EC2 instance metadata, as on a workstation or an EC2 or EKS host. The chain is loaded at the
+// first call that needs it, never at start, and reads the process environment and files as the
+// SDK does (AWS_PROFILE and AWS_EC2_METADATA_SERVICE_ENDPOINT from getenv take precedence). A
+// binary built with the tag svz_noawschain (the Lambda bootstrap: Lambda always gives static
+// credentials) leaves the chain and its packages out, and reports what it would have read.
+func WithDefaultChain() Option { return func(s *settings) { s.defaultChain = true } }
 
 // WithRetries sets the number of attempts of a call (at least 1) and the first backoff, which
 // quadruples after every attempt; each wait is drawn between half of it and all of it.
@@ -164,7 +175,7 @@ func New(getenv func(string) string, svc Service, opts ...Option) (*Client, erro
 	if err != nil {
 		return nil, err
 	}
-	creds, err := newProvider(getenv, s)
+	creds, err := newProvider(getenv, s, region)
 	if err != nil {
 		return nil, err
 	}

@@ -33,12 +33,16 @@ const (
 // errNoCredentials starts every "no credentials" message; callers' tests match on it.
 const errNoCredentials = "no AWS credentials in the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"
 
+// errNoContainer follows it when no container credentials endpoint is set either.
+const errNoContainer = "nor a container credentials endpoint (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI, AWS_CONTAINER_CREDENTIALS_FULL_URI)"
+
 // provider gives the signing credentials of the environment: the static keys of
 // AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (with AWS_SESSION_TOKEN), or those of the container
 // credentials endpoint, cached until shortly before they expire and fetched by one caller at a
 // time. It is safe for concurrent use.
 type provider struct {
 	static    *aws.Credentials
+	chain     *sdkChain // else the AWS SDK's default chain (WithDefaultChain), loaded at first use
 	endpoint  string // the container credentials URL
 	variable  string // the variable that named it, for messages
 	token     string // AWS_CONTAINER_AUTHORIZATION_TOKEN
@@ -57,7 +61,7 @@ type cachedCredentials struct {
 
 // newProvider returns the credentials getenv configures (see the package documentation). It
 // fails when there are none or their settings are malformed; it makes no call.
-func newProvider(getenv func(string) string, s settings) (*provider, error) {
+func newProvider(getenv func(string) string, s settings, region string) (*provider, error) {
 	id, secret := strings.TrimSpace(getenv("AWS_ACCESS_KEY_ID")), strings.TrimSpace(getenv("AWS_SECRET_ACCESS_KEY"))
 	switch {
 	case id != "" && secret != "":
@@ -79,8 +83,14 @@ func newProvider(getenv func(string) string, s settings) (*provider, error) {
 			return nil, err
 		}
 		c.endpoint, c.variable = full, "AWS_CONTAINER_CREDENTIALS_FULL_URI"
+	} else if s.defaultChain {
+		chain, err := newSDKChain(getenv, s, region)
+		if err != nil {
+			return nil, err
+		}
+		return &provider{chain: chain}, nil
 	} else {
-		msg := errNoCredentials + " nor a container credentials endpoint (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI, AWS_CONTAINER_CREDENTIALS_FULL_URI)"
+		msg := errNoCredentials + " " + errNoContainer
 		if getenv("AWS_PROFILE") != "" || getenv("AWS_WEB_IDENTITY_TOKEN_FILE") != "" {
 			msg += "; profiles and web identity are not read: export the credentials, e.g. with `aws configure export-credentials --format env`"
 		}
@@ -136,6 +146,9 @@ func (c *provider) Retrieve(ctx context.Context) (aws.Credentials, error) {
 	if c.static != nil {
 		return *c.static, nil
 	}
+	if c.chain != nil {
+		return c.chain.Retrieve(ctx)
+	}
 	if e := c.cache.Load(); e != nil && c.now().Before(e.refreshAt) {
 		return e.creds, nil
 	}
@@ -169,6 +182,9 @@ func (c *provider) Retrieve(ctx context.Context) (aws.Credentials, error) {
 func (c *provider) invalidate(used aws.Credentials) bool {
 	if c.static != nil {
 		return false
+	}
+	if c.chain != nil {
+		return c.chain.invalidate()
 	}
 	if e := c.cache.Load(); e != nil && e.creds.AccessKeyID == used.AccessKeyID && e.creds.SessionToken == used.SessionToken {
 		c.cache.CompareAndSwap(e, nil)

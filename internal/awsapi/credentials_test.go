@@ -85,7 +85,7 @@ func TestContainerCredentialsCacheAndRefresh(t *testing.T) {
 	cs.token.Store(&want)
 	cs.delay = 20 * time.Millisecond // concurrent callers pile up on one fetch
 	c, err := newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", srv.URL+"/v1/credentials",
-		"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", tokenFile, "AWS_CONTAINER_AUTHORIZATION_TOKEN", "ignored"), newSettings([]Option{WithClock(clk.Now)}))
+		"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", tokenFile, "AWS_CONTAINER_AUTHORIZATION_TOKEN", "ignored"), newSettings([]Option{WithClock(clk.Now)}), "us-east-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestContainerCredentialsErrors(t *testing.T) {
 	cs.token.Store(&want)
 	ctx := context.Background()
 
-	c, err := newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", srv.URL+"/v1/credentials", "AWS_CONTAINER_AUTHORIZATION_TOKEN", "wrong-token-value"), newSettings([]Option{WithClock(clk.Now)}))
+	c, err := newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", srv.URL+"/v1/credentials", "AWS_CONTAINER_AUTHORIZATION_TOKEN", "wrong-token-value"), newSettings([]Option{WithClock(clk.Now)}), "us-east-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,19 +166,19 @@ func TestContainerCredentialsErrors(t *testing.T) {
 		t.Errorf("a 403 is retryable")
 	}
 
-	c, _ = newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", srv.URL+"/v1/credentials", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "/nonexistent/token"), newSettings([]Option{WithClock(clk.Now)}))
+	c, _ = newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", srv.URL+"/v1/credentials", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "/nonexistent/token"), newSettings([]Option{WithClock(clk.Now)}), "us-east-1")
 	if _, err := c.Retrieve(ctx); err == nil || !strings.HasPrefix(err.Error(), "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE: open /nonexistent/token: ") {
 		t.Fatalf("%v", err)
 	}
 
-	c, _ = newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://"+closedPort(t)+"/v1/credentials"), newSettings([]Option{WithClock(clk.Now)}))
+	c, _ = newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://"+closedPort(t)+"/v1/credentials"), newSettings([]Option{WithClock(clk.Now)}), "us-east-1")
 	if _, err := c.Retrieve(ctx); err == nil || !strings.Contains(err.Error(), "connection refused") || !retryable(err) {
 		t.Fatalf("%v", err)
 	}
 
 	// A caller whose context ends while another fetches gives up.
 	cs.delay = 200 * time.Millisecond
-	c, _ = newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", srv.URL+"/v1/credentials", "AWS_CONTAINER_AUTHORIZATION_TOKEN", want), newSettings([]Option{WithClock(clk.Now)}))
+	c, _ = newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", srv.URL+"/v1/credentials", "AWS_CONTAINER_AUTHORIZATION_TOKEN", want), newSettings([]Option{WithClock(clk.Now)}), "us-east-1")
 	go func() { _, _ = c.Retrieve(ctx) }()
 	time.Sleep(50 * time.Millisecond)
 	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
