@@ -43,10 +43,10 @@ const errNoContainer = "nor a container credentials endpoint (AWS_CONTAINER_CRED
 type provider struct {
 	static    *aws.Credentials
 	chain     *sdkChain // else the AWS SDK's default chain (WithDefaultChain), loaded at first use
-	endpoint  string // the container credentials URL
-	variable  string // the variable that named it, for messages
-	token     string // AWS_CONTAINER_AUTHORIZATION_TOKEN
-	tokenFile string // AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, read at every fetch (it rotates)
+	endpoint  string    // the container credentials URL
+	variable  string    // the variable that named it, for messages
+	token     string    // AWS_CONTAINER_AUTHORIZATION_TOKEN
+	tokenFile string    // AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, read at every fetch (it rotates)
 	http      Doer
 	now       func() time.Time
 	cache     atomic.Pointer[cachedCredentials]
