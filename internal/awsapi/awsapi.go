@@ -14,8 +14,10 @@
 //	endpoint     AWS_ENDPOINT_URL_<SERVICE> (e.g. AWS_ENDPOINT_URL_DYNAMODB), else AWS_ENDPOINT_URL,
 //	             else https://<service>.<region>.amazonaws.com (.amazonaws.com.cn in China)
 //
-// Shared config files, profiles, web identity and EC2 instance metadata are not read: a process
-// that needs them gets an explicit error, never a silent fallback.
+// Shared config files, profiles, SSO, web identity and EC2 instance metadata are read only by a
+// client made WithDefaultChain, and only when the environment has neither static nor container
+// credentials: the AWS SDK's default chain is then loaded at the first call. Otherwise a process
+// without credentials gets an explicit error, never a silent fallback.
 //
 // # Retries
 //

@@ -250,10 +250,26 @@ func TestDynamoDBHonoursAWSEndpointURL(t *testing.T) {
 		})
 	}
 
-	_, err = storeenv.Open(context.Background(), env("AWS_REGION", "us-east-1", storeenv.Kind, "dynamodb", storeenv.Table, table))
-	want := "SUPERVAIZER_STORE=dynamodb: no AWS credentials in the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) nor a container credentials endpoint (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI, AWS_CONTAINER_CREDENTIALS_FULL_URI)"
-	if err == nil || err.Error() != want {
-		t.Errorf("no credentials: error = %v, want %q", err, want)
+}
+
+// TestDynamoDBWithoutCredentials: with no credentials anywhere (the environment, a container
+// endpoint, or what the AWS SDK's default chain reads: profiles, web identity, instance
+// metadata), the start fails saying where it looked.
+func TestDynamoDBWithoutCredentials(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	dir := t.TempDir()
+	for _, name := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"} {
+		t.Setenv(name, "") // the SDK's chain reads the process environment
+	}
+	t.Setenv("HOME", dir)
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	_, err := storeenv.Open(context.Background(), env("AWS_REGION", "us-east-1", "AWS_ENDPOINT_URL", endpoint, storeenv.Kind, "dynamodb", storeenv.Table, "svz-store"))
+	want := `SUPERVAIZER_STORE_TABLE: dynamodb: cannot reach table "svz-store": no AWS credentials in the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) nor a container credentials endpoint ` +
+		"(AWS_CONTAINER_CREDENTIALS_RELATIVE_URI, AWS_CONTAINER_CREDENTIALS_FULL_URI), and the AWS SDK's default chain (profiles, SSO, web identity, EC2 instance metadata) found none: "
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("no credentials: error = %v\nwant prefix %q", err, want)
 	}
 }
 

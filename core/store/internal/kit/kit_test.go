@@ -1,10 +1,12 @@
 package kit
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/supervaize/svz/core/store"
 )
@@ -57,5 +59,69 @@ func TestLiveIsStrictlyBeforeExpiry(t *testing.T) {
 		if got := Live(exp.UnixMilli(), exp.Add(d)); got != want {
 			t.Errorf("Live at expiry%+v = %v, want %v", d, got, want)
 		}
+	}
+}
+
+func TestPrefixEnd(t *testing.T) {
+	for prefix, want := range map[string]string{
+		"a":           "b",
+		"a/":          "a0",
+		"é":           "ê",
+		"a\u007f":     "a\u0080",
+		"a\uD7FF":     "a\uE000", // past the surrogates
+		"a\U0010FFFF": "b",
+		"\U0010FFFF":  "",
+	} {
+		if got := PrefixEnd(prefix); got != want {
+			t.Errorf("PrefixEnd(%q) = %q, want %q", prefix, got, want)
+		}
+	}
+}
+
+// FuzzListRange: a key is in ListRange(prefix, after) exactly when it starts with prefix and
+// sorts after after, and the span's end is valid UTF-8.
+func FuzzListRange(f *testing.F) {
+	for _, s := range [][3]string{{"a/", "", "a/b"}, {"a/", "a/b", "a/c"}, {"é", "", "ê"}, {"a\U0010FFFF", "", "a\U0010FFFFz"}, {"b", "a", "b"}, {"a", "z", "ab"}} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, prefix, after, key string) {
+		if CheckKey(prefix) != nil || CheckKey(key) != nil {
+			return
+		}
+		r := ListRange(prefix, after)
+		want := strings.HasPrefix(key, prefix) && key > after
+		if got := r.In(key); got != want {
+			t.Fatalf("ListRange(%q, %q).In(%q) = %v, want %v (range %+v)", prefix, after, key, got, want, r)
+		}
+		if end := PrefixEnd(prefix); end != "" && (!utf8.ValidString(end) || end <= prefix) {
+			t.Fatalf("PrefixEnd(%q) = %q", prefix, end)
+		}
+	})
+}
+
+func TestTimedOut(t *testing.T) {
+	ctx, cancel := Bound(context.Background(), time.Millisecond)
+	defer cancel()
+	<-ctx.Done()
+	err := TimedOut(ctx, context.DeadlineExceeded)
+	if !errors.Is(err, context.DeadlineExceeded) || err.Error() != "no answer within the store timeout (1ms): context deadline exceeded" {
+		t.Errorf("TimedOut = %v", err)
+	}
+	if again := TimedOut(ctx, err); again != err {
+		t.Errorf("TimedOut twice = %v", again)
+	}
+	// The caller's own deadline is the caller's: not reported as the store timeout.
+	caller, cancel2 := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel2()
+	<-caller.Done()
+	bounded, cancel3 := Bound(caller, time.Hour)
+	defer cancel3()
+	if err := TimedOut(bounded, context.DeadlineExceeded); err != context.DeadlineExceeded {
+		t.Errorf("TimedOut under the caller's deadline = %v", err)
+	}
+	if ctx, cancel := Bound(context.Background(), 0); ctx != context.Background() {
+		t.Error("Bound(0) bounded the context")
+	} else {
+		cancel()
 	}
 }
