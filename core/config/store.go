@@ -12,7 +12,7 @@ import (
 // attachStore opens the store chosen by SUPERVAIZER_STORE (bolt under SUPERVAIZER_DATA_DIR by
 // default) and puts the idempotency gate on cfg; closing the controller closes the store.
 func attachStore(ctx context.Context, getenv func(string) string, log *slog.Logger, cfg *core.Config) error {
-	s, err := storeenv.Open(ctx, getenv)
+	s, err := storeenv.Open(ctx, getenv, storeenv.WithLogger(log))
 	if err != nil {
 		return err
 	}

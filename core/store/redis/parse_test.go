@@ -44,3 +44,28 @@ func TestParseRejectsMissingFields(t *testing.T) {
 		}
 	}
 }
+
+func TestParseList(t *testing.T) {
+	page, err := parseList([]any{"p/c", int64(1), "p/a", "va", "7", "1700000000000", "p/b", "vb", "8", "9223372036854775807"}, 3)
+	if err != nil || len(page.Items) != 2 || page.Next != "p/c" || page.Items[1].Key != "p/b" || !page.Items[1].ExpiresAt.IsZero() ||
+		string(page.Items[0].Value) != "va" || page.Items[0].Version != 7 {
+		t.Errorf("parseList = %+v, %v", page, err)
+	}
+	if page, err := parseList([]any{"p/c", int64(0)}, 3); err != nil || len(page.Items) != 0 || page.Next != "" {
+		t.Errorf("parseList of an empty last page = %+v, %v", page, err)
+	}
+	for name, res := range map[string][]any{
+		"empty":           {},
+		"no flag":         {"p/c"},
+		"ragged":          {"p/c", int64(0), "p/a", "va", "7"},
+		"more than limit": {"p/c", int64(0), "a", "v", "1", "1", "b", "v", "1", "1"},
+		"key not string":  {"p/c", int64(0), int64(3), "v", "1", "1"},
+		"corrupt record":  {"p/c", int64(0), "a", "v", "x", "1"},
+		"flag not int":    {"p/c", "1"},
+	} {
+		limit := 1
+		if _, err := parseList(res, limit); !errors.Is(err, errCorrupt) {
+			t.Errorf("%s: error = %v, want errCorrupt", name, err)
+		}
+	}
+}
