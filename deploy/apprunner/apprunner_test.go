@@ -376,15 +376,15 @@ func TestAppRunnerDynamoDBStore(t *testing.T) {
 	if vars["AWS_REGION"] != awstest.Region || vars["SUPERVAIZER_STORE"] != "dynamodb" || vars["SUPERVAIZER_STORE_TABLE"] != svc {
 		t.Errorf("runtime variables %v", vars)
 	}
-	if got, want := e.tableState(t, svc), "key k HASH,k:S; ttl ttl ENABLED; tags managed-by=svz"; got != want {
+	if got, want := e.tableState(t, svc), "key k HASH,k:S,ix:S; ttl ttl ENABLED; tags managed-by=svz"; got != want {
 		t.Errorf("table: %s\nwant %s", got, want)
 	}
 	p := e.instancePolicy(t, svc)
 	tableARN := "arn:aws:dynamodb:us-east-1:" + e.acct + ":table/" + svc
 	if len(p.Statement) != 2 || p.Statement[1].Sid != "StoreTable" ||
 		!reflect.DeepEqual([]string(p.Statement[1].Action), []string{"dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem",
-			"dynamodb:UpdateItem", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"}) ||
-		!reflect.DeepEqual([]string(p.Statement[1].Resource), []string{tableARN}) {
+			"dynamodb:UpdateItem", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:Query"}) ||
+		!reflect.DeepEqual([]string(p.Statement[1].Resource), []string{tableARN, tableARN + "/index/svz-keys"}) {
 		t.Errorf("instance role policy %+v", p)
 	}
 
@@ -446,11 +446,12 @@ func TestAppRunnerDynamoDBUserTable(t *testing.T) {
 	if vars["AWS_REGION"] != awstest.Region || vars["SUPERVAIZER_STORE_TABLE"] != table {
 		t.Errorf("runtime variables %v", vars)
 	}
-	if got, want := e.tableState(t, table), "key k HASH,k:S; ttl ttl ENABLED; tags "; got != want {
+	if got, want := e.tableState(t, table), "key k HASH,k:S,ix:S; ttl ttl ENABLED; tags "; got != want {
 		t.Errorf("table: %s\nwant %s", got, want)
 	}
 	if p := e.instancePolicy(t, svc); len(p.Statement) != 2 ||
-		!reflect.DeepEqual([]string(p.Statement[1].Resource), []string{"arn:aws:dynamodb:us-east-1:" + e.acct + ":table/" + table}) {
+		!reflect.DeepEqual([]string(p.Statement[1].Resource), []string{"arn:aws:dynamodb:us-east-1:" + e.acct + ":table/" + table,
+			"arn:aws:dynamodb:us-east-1:" + e.acct + ":table/" + table + "/index/svz-keys"}) {
 		t.Errorf("instance role policy %+v", p)
 	}
 	res, err = e.deployer("v1", func(c *deploy.Config) { c.Purge = true }).Down(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,10 +15,12 @@ import (
 	"github.com/supervaize/svz/deploy"
 )
 
-// Store table schema: the one core/store/dynamodb checks at start.
+// Store table schema: the one core/store/dynamodb checks at start, and the index its List reads.
 const (
 	TableKey          = storedynamo.AttrKey
 	TableTTLAttribute = storedynamo.AttrTTL
+	TableIndex        = storedynamo.IndexName
+	TableIndexKey     = storedynamo.AttrIndex
 )
 
 // TableARN is the ARN of a DynamoDB table.
@@ -27,15 +30,17 @@ func TableARN(region, account, name string) string {
 
 // TableStatement allows the controller's DynamoDB store what it calls, on one table only:
 // DescribeTable at start, then one item operation per store call; the effect log also claims
-// positions with UpdateItem and reads and reclaims entries in batches.
+// positions with UpdateItem and reads and reclaims entries in batches; a listing queries the
+// table's key index, then reads the items in batches.
 func TableStatement(arn string) Statement {
 	return Statement{Sid: "StoreTable", Action: List{"dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem",
-		"dynamodb:UpdateItem", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"},
-		Resource: List{arn}}
+		"dynamodb:UpdateItem", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:Query"},
+		Resource: List{arn, arn + "/index/" + TableIndex}}
 }
 
 // StoreTable converges the DynamoDB table of core/store/dynamodb: on demand, partition key "k" of
-// type S, TTL on "ttl" (the store checks expiry itself; TTL only sweeps expired items eventually).
+// type S, TTL on "ttl" (the store checks expiry itself; TTL only sweeps expired items eventually),
+// and the global secondary index its List reads (added to a table made without it).
 type StoreTable struct {
 	Client *dynamodb.Client
 	// Wait bounds the wait for a new table to become active; 0 means 5 minutes.
@@ -44,7 +49,7 @@ type StoreTable struct {
 
 // tableState is what Plan reads of a table.
 type tableState struct {
-	exists, ttlOK, managed bool
+	exists, ttlOK, indexOK, managed bool
 	// badSchema says why the table cannot hold the store (nil when it can).
 	badSchema error
 }
@@ -63,6 +68,9 @@ func (t *StoreTable) read(ctx context.Context, name string, withTags bool) (tabl
 	st := tableState{exists: true}
 	if err := checkKeySchema(out.Table); err != nil {
 		st.badSchema = fmt.Errorf("dynamodb table %s exists but cannot hold the controller's store: %w", name, err)
+	}
+	for _, ix := range out.Table.GlobalSecondaryIndexes {
+		st.indexOK = st.indexOK || aws.ToString(ix.IndexName) == TableIndex
 	}
 	ttl, err := t.Client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
 	if err != nil {
@@ -106,34 +114,66 @@ func checkKeySchema(t *ddbtypes.TableDescription) error {
 // Plan says what Ensure would do. An existing table with another key schema is an error: the
 // controller would refuse it at start.
 func (t *StoreTable) Plan(ctx context.Context, name string) (deploy.Change, error) {
+	c, _, err := t.plan(ctx, name)
+	return c, err
+}
+
+func (t *StoreTable) plan(ctx context.Context, name string) (deploy.Change, tableState, error) {
 	c := deploy.Change{Resource: "dynamodb-table", Name: name, Action: deploy.NoOp}
 	st, err := t.read(ctx, name, false)
 	switch {
 	case err != nil:
-		return c, err
+		return c, st, err
 	case st.badSchema != nil:
-		return c, st.badSchema
+		return c, st, st.badSchema
 	case !st.exists:
 		c.Action = deploy.Create
-	case !st.ttlOK:
-		c.Action, c.Detail = deploy.Update, "enable TTL on "+TableTTLAttribute
+	default:
+		var todo []string
+		if !st.ttlOK {
+			todo = append(todo, "enable TTL on "+TableTTLAttribute)
+		}
+		if !st.indexOK {
+			todo = append(todo, "add index "+TableIndex)
+		}
+		if len(todo) > 0 {
+			c.Action, c.Detail = deploy.Update, strings.Join(todo, "; ")
+		}
 	}
-	return c, nil
+	return c, st, nil
 }
 
-// Ensure creates the table when absent (tagged managed-by=svz) and enables TTL when it is off.
+// keyIndex is the index core/store/dynamodb's List reads: every item's ix, then its key.
+func keyIndex() ddbtypes.GlobalSecondaryIndex {
+	return ddbtypes.GlobalSecondaryIndex{
+		IndexName: aws.String(TableIndex),
+		KeySchema: []ddbtypes.KeySchemaElement{{AttributeName: aws.String(TableIndexKey), KeyType: ddbtypes.KeyTypeHash},
+			{AttributeName: aws.String(TableKey), KeyType: ddbtypes.KeyTypeRange}},
+		Projection: &ddbtypes.Projection{ProjectionType: ddbtypes.ProjectionTypeKeysOnly},
+	}
+}
+
+// attributes are the table's key attributes, the index's included.
+func attributes() []ddbtypes.AttributeDefinition {
+	return []ddbtypes.AttributeDefinition{{AttributeName: aws.String(TableKey), AttributeType: ddbtypes.ScalarAttributeTypeS},
+		{AttributeName: aws.String(TableIndexKey), AttributeType: ddbtypes.ScalarAttributeTypeS}}
+}
+
+// Ensure creates the table when absent (tagged managed-by=svz), adds the key index when it lacks
+// it, and enables TTL when it is off.
 func (t *StoreTable) Ensure(ctx context.Context, name string) (deploy.Change, error) {
-	c, err := t.Plan(ctx, name)
+	c, st, err := t.plan(ctx, name)
 	if err != nil || c.Action == deploy.NoOp {
 		return c, err
 	}
 	if c.Action == deploy.Create {
 		_, err := t.Client.CreateTable(ctx, &dynamodb.CreateTableInput{
-			TableName:            aws.String(name),
-			BillingMode:          ddbtypes.BillingModePayPerRequest,
-			AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String(TableKey), AttributeType: ddbtypes.ScalarAttributeTypeS}},
-			KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String(TableKey), KeyType: ddbtypes.KeyTypeHash}},
-			Tags:                 []ddbtypes.Tag{{Key: aws.String(ManagedByTag), Value: aws.String("svz")}},
+			TableName:              aws.String(name),
+			BillingMode:            ddbtypes.BillingModePayPerRequest,
+			AttributeDefinitions:   attributes(),
+			KeySchema:              []ddbtypes.KeySchemaElement{{AttributeName: aws.String(TableKey), KeyType: ddbtypes.KeyTypeHash}},
+			GlobalSecondaryIndexes: []ddbtypes.GlobalSecondaryIndex{keyIndex()},
+			Tags:                   []ddbtypes.Tag{{Key: aws.String(ManagedByTag), Value: aws.String("svz")}},
 		})
 		if err != nil {
 			return c, fmt.Errorf("dynamodb:CreateTable %s: %w", name, err)
@@ -145,6 +185,21 @@ func (t *StoreTable) Ensure(ctx context.Context, name string) (deploy.Change, er
 		if err := dynamodb.NewTableExistsWaiter(t.Client).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, wait); err != nil {
 			return c, fmt.Errorf("wait for table %s: %w", name, err)
 		}
+	}
+	if st.exists && !st.indexOK {
+		// DynamoDB builds the index in the background; List waits for it, nothing else does.
+		ix := keyIndex()
+		if _, err := t.Client.UpdateTable(ctx, &dynamodb.UpdateTableInput{
+			TableName:            aws.String(name),
+			AttributeDefinitions: attributes(),
+			GlobalSecondaryIndexUpdates: []ddbtypes.GlobalSecondaryIndexUpdate{{Create: &ddbtypes.CreateGlobalSecondaryIndexAction{
+				IndexName: ix.IndexName, KeySchema: ix.KeySchema, Projection: ix.Projection}}},
+		}); err != nil {
+			return c, fmt.Errorf("dynamodb:UpdateTable %s (add index %s): %w", name, TableIndex, err)
+		}
+	}
+	if st.ttlOK {
+		return c, nil
 	}
 	if _, err := t.Client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName:               aws.String(name),

@@ -57,9 +57,11 @@ func TestStoreTable(t *testing.T) {
 	user := awstest.Name("user")
 	createTable(t, st.Client, user, "k", ddbtypes.ScalarAttributeTypeS)
 	c, err = st.Plan(ctx, user)
-	step("plan user table", c, err, deploy.Change{Resource: "dynamodb-table", Name: user, Action: deploy.Update, Detail: "enable TTL on ttl"})
+	step("plan user table", c, err, deploy.Change{Resource: "dynamodb-table", Name: user, Action: deploy.Update, Detail: "enable TTL on ttl; add index svz-keys"})
 	c, err = st.Ensure(ctx, user)
-	step("ensure user table", c, err, deploy.Change{Resource: "dynamodb-table", Name: user, Action: deploy.Update, Detail: "enable TTL on ttl"})
+	step("ensure user table", c, err, deploy.Change{Resource: "dynamodb-table", Name: user, Action: deploy.Update, Detail: "enable TTL on ttl; add index svz-keys"})
+	c, err = st.Ensure(ctx, user)
+	step("ensure user table again", c, err, deploy.Change{Resource: "dynamodb-table", Name: user, Action: deploy.NoOp})
 	c, err = st.Delete(ctx, user, true)
 	step("delete user table", c, err, deploy.Change{Resource: "dynamodb-table", Name: user, Action: deploy.NoOp, Detail: "kept: not created by svz"})
 	if _, err := st.Client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(user)}); err != nil {
@@ -100,7 +102,7 @@ func TestStoreTable(t *testing.T) {
 
 func TestTableStatement(t *testing.T) {
 	got := awsdeploy.NewPolicy(awsdeploy.TableStatement(awsdeploy.TableARN("eu-west-3", "123456789012", "svc-dev"))).JSON()
-	want := `{"Version":"2012-10-17","Statement":[{"Sid":"StoreTable","Effect":"Allow","Action":["dynamodb:DescribeTable","dynamodb:GetItem","dynamodb:PutItem","dynamodb:DeleteItem","dynamodb:UpdateItem","dynamodb:BatchGetItem","dynamodb:BatchWriteItem"],"Resource":["arn:aws:dynamodb:eu-west-3:123456789012:table/svc-dev"]}]}`
+	want := `{"Version":"2012-10-17","Statement":[{"Sid":"StoreTable","Effect":"Allow","Action":["dynamodb:DescribeTable","dynamodb:GetItem","dynamodb:PutItem","dynamodb:DeleteItem","dynamodb:UpdateItem","dynamodb:BatchGetItem","dynamodb:BatchWriteItem","dynamodb:Query"],"Resource":["arn:aws:dynamodb:eu-west-3:123456789012:table/svc-dev","arn:aws:dynamodb:eu-west-3:123456789012:table/svc-dev/index/svz-keys"]}]}`
 	if got != want {
 		t.Fatalf("policy\n got %s\nwant %s", got, want)
 	}
