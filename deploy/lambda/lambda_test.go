@@ -142,6 +142,7 @@ func TestDeployCreateNoOpUpdateRollbackDelete(t *testing.T) {
 		"arn:aws:logs:us-east-1:" + d.Account + ":log-group:/aws/lambda/" + name,
 		"arn:aws:logs:us-east-1:" + d.Account + ":log-group:/aws/lambda/" + name + ":*",
 		"arn:aws:dynamodb:us-east-1:" + d.Account + ":table/" + name,
+		"arn:aws:dynamodb:us-east-1:" + d.Account + ":table/" + name + "/index/svz-keys",
 		svc.Secrets["SUPERVAIZER_API_KEY"].ID,
 	}
 	if !reflect.DeepEqual(resources, wantRes) {
