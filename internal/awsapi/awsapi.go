@@ -14,9 +14,9 @@
 //	endpoint     AWS_ENDPOINT_URL_<SERVICE> (e.g. AWS_ENDPOINT_URL_DYNAMODB), else AWS_ENDPOINT_URL,
 //	             else https://<service>.<region>.amazonaws.com (.amazonaws.com.cn in China)
 //
-// Shared config files, profiles, SSO, web identity and EC2 instance metadata are read only by a
-// client made WithDefaultChain, and only when the environment has neither static nor container
-// credentials: the AWS SDK's default chain is then loaded at the first call. Otherwise a process
+// Shared config files, profiles, SSO, web identity and EC2 instance metadata are read only through
+// a Fallback the caller gives (WithFallback; package awschain has the AWS SDK's default chain),
+// and only when the environment has neither static nor container credentials. Otherwise a process
 // without credentials gets an explicit error, never a silent fallback.
 //
 // # Retries
@@ -103,12 +103,12 @@ var _ Doer = (*http.Client)(nil)
 
 // settings are what options set.
 type settings struct {
-	http         Doer
-	now          func() time.Time
-	region       string
-	attempts     int
-	backoff      time.Duration
-	defaultChain bool
+	http     Doer
+	now      func() time.Time
+	region   string
+	attempts int
+	backoff  time.Duration
+	fallback Fallback
 }
 
 func newSettings(opts []Option) settings {
@@ -132,15 +132,14 @@ func WithRegion(region string) Option { return func(s *settings) { s.region = re
 // WithClock makes signatures and credential expiry use now instead of time.Now.
 func WithClock(now func() time.Time) Option { return func(s *settings) { s.now = now } }
 
-// WithDefaultChain makes a client whose environment has neither static nor container
-// credentials use the AWS SDK's default credential chain instead of failing: shared config and
-// credentials files (profiles, SSO, credential_process, assumed roles), web identity (EKS IRSA)
-// and EC2 instance metadata, as on a workstation or an EC2 or EKS host. The chain is loaded at the
-// first call that needs it, never at start, and reads the process environment and files as the
-// SDK does (AWS_PROFILE and AWS_EC2_METADATA_SERVICE_ENDPOINT from getenv take precedence). A
-// binary built with the tag svz_noawschain (the Lambda bootstrap: Lambda always gives static
-// credentials) leaves the chain and its packages out, and reports what it would have read.
-func WithDefaultChain() Option { return func(s *settings) { s.defaultChain = true } }
+// Fallback gives credentials when the environment has neither static nor container ones. It is
+// called once, at the first call that needs credentials (never at start), and the provider it
+// returns is asked for credentials at every call (cache them, as aws.CredentialsCache does). Its
+// errors say what it tried.
+type Fallback func(ctx context.Context) (aws.CredentialsProvider, error)
+
+// WithFallback makes a client whose environment has no credentials use f instead of failing.
+func WithFallback(f Fallback) Option { return func(s *settings) { s.fallback = f } }
 
 // WithRetries sets the number of attempts of a call (at least 1) and the first backoff, which
 // quadruples after every attempt; each wait is drawn between half of it and all of it.
@@ -177,7 +176,7 @@ func New(getenv func(string) string, svc Service, opts ...Option) (*Client, erro
 	if err != nil {
 		return nil, err
 	}
-	creds, err := newProvider(getenv, s, region)
+	creds, err := newProvider(getenv, s)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,7 +43,7 @@ const errNoContainer = "nor a container credentials endpoint (AWS_CONTAINER_CRED
 // time. It is safe for concurrent use.
 type provider struct {
 	static    *aws.Credentials
-	chain     *sdkChain // else the AWS SDK's default chain (WithDefaultChain), loaded at first use
+	fallback  *fallback // else the caller's Fallback (WithFallback), loaded at first use
 	endpoint  string    // the container credentials URL
 	variable  string    // the variable that named it, for messages
 	token     string    // AWS_CONTAINER_AUTHORIZATION_TOKEN
@@ -61,7 +62,7 @@ type cachedCredentials struct {
 
 // newProvider returns the credentials getenv configures (see the package documentation). It
 // fails when there are none or their settings are malformed; it makes no call.
-func newProvider(getenv func(string) string, s settings, region string) (*provider, error) {
+func newProvider(getenv func(string) string, s settings) (*provider, error) {
 	id, secret := strings.TrimSpace(getenv("AWS_ACCESS_KEY_ID")), strings.TrimSpace(getenv("AWS_SECRET_ACCESS_KEY"))
 	switch {
 	case id != "" && secret != "":
@@ -83,12 +84,8 @@ func newProvider(getenv func(string) string, s settings, region string) (*provid
 			return nil, err
 		}
 		c.endpoint, c.variable = full, "AWS_CONTAINER_CREDENTIALS_FULL_URI"
-	} else if s.defaultChain {
-		chain, err := newSDKChain(getenv, s, region)
-		if err != nil {
-			return nil, err
-		}
-		return &provider{chain: chain}, nil
+	} else if s.fallback != nil {
+		return &provider{fallback: &fallback{load: s.fallback}}, nil
 	} else {
 		msg := errNoCredentials + " " + errNoContainer
 		if getenv("AWS_PROFILE") != "" || getenv("AWS_WEB_IDENTITY_TOKEN_FILE") != "" {
@@ -146,8 +143,8 @@ func (c *provider) Retrieve(ctx context.Context) (aws.Credentials, error) {
 	if c.static != nil {
 		return *c.static, nil
 	}
-	if c.chain != nil {
-		return c.chain.Retrieve(ctx)
+	if c.fallback != nil {
+		return c.fallback.Retrieve(ctx)
 	}
 	if e := c.cache.Load(); e != nil && c.now().Before(e.refreshAt) {
 		return e.creds, nil
@@ -183,8 +180,8 @@ func (c *provider) invalidate(used aws.Credentials) bool {
 	if c.static != nil {
 		return false
 	}
-	if c.chain != nil {
-		return c.chain.invalidate()
+	if c.fallback != nil {
+		return c.fallback.invalidate()
 	}
 	if e := c.cache.Load(); e != nil && e.creds.AccessKeyID == used.AccessKeyID && e.creds.SessionToken == used.SessionToken {
 		c.cache.CompareAndSwap(e, nil)
@@ -291,4 +288,45 @@ func redact(err error, token string) error {
 		return err
 	}
 	return errors.New(strings.ReplaceAll(err.Error(), token, "[token]"))
+}
+
+// fallback is a Fallback, loaded at the first Retrieve.
+type fallback struct {
+	load  Fallback
+	mu    sync.Mutex
+	creds aws.CredentialsProvider // nil until loaded
+}
+
+func (f *fallback) Retrieve(ctx context.Context) (aws.Credentials, error) {
+	creds, err := f.provider(ctx)
+	if err == nil {
+		var v aws.Credentials
+		if v, err = creds.Retrieve(ctx); err == nil {
+			return v, nil
+		}
+	}
+	return aws.Credentials{}, fmt.Errorf("%s %s, and %w", errNoCredentials, errNoContainer, err)
+}
+
+func (f *fallback) provider(ctx context.Context) (aws.CredentialsProvider, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.creds == nil {
+		creds, err := f.load(ctx)
+		if err != nil {
+			return nil, err
+		}
+		f.creds = creds
+	}
+	return f.creds, nil
+}
+
+// invalidate drops the cached credentials after the service called them expired.
+func (f *fallback) invalidate() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cache, ok := f.creds.(interface{ Invalidate() }); ok { // aws.CredentialsCache is one
+		cache.Invalidate()
+	}
+	return true
 }

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 )
 
 // clock is a settable test clock.
@@ -85,7 +87,7 @@ func TestContainerCredentialsCacheAndRefresh(t *testing.T) {
 	cs.token.Store(&want)
 	cs.delay = 20 * time.Millisecond // concurrent callers pile up on one fetch
 	c, err := newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", srv.URL+"/v1/credentials",
-		"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", tokenFile, "AWS_CONTAINER_AUTHORIZATION_TOKEN", "ignored"), newSettings([]Option{WithClock(clk.Now)}), "us-east-1")
+		"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", tokenFile, "AWS_CONTAINER_AUTHORIZATION_TOKEN", "ignored"), newSettings([]Option{WithClock(clk.Now)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +156,7 @@ func TestContainerCredentialsErrors(t *testing.T) {
 	cs.token.Store(&want)
 	ctx := context.Background()
 
-	c, err := newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", srv.URL+"/v1/credentials", "AWS_CONTAINER_AUTHORIZATION_TOKEN", "wrong-token-value"), newSettings([]Option{WithClock(clk.Now)}), "us-east-1")
+	c, err := newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", srv.URL+"/v1/credentials", "AWS_CONTAINER_AUTHORIZATION_TOKEN", "wrong-token-value"), newSettings([]Option{WithClock(clk.Now)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,19 +168,19 @@ func TestContainerCredentialsErrors(t *testing.T) {
 		t.Errorf("a 403 is retryable")
 	}
 
-	c, _ = newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", srv.URL+"/v1/credentials", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "/nonexistent/token"), newSettings([]Option{WithClock(clk.Now)}), "us-east-1")
+	c, _ = newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", srv.URL+"/v1/credentials", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "/nonexistent/token"), newSettings([]Option{WithClock(clk.Now)}))
 	if _, err := c.Retrieve(ctx); err == nil || !strings.HasPrefix(err.Error(), "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE: open /nonexistent/token: ") {
 		t.Fatalf("%v", err)
 	}
 
-	c, _ = newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://"+closedPort(t)+"/v1/credentials"), newSettings([]Option{WithClock(clk.Now)}), "us-east-1")
+	c, _ = newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://"+closedPort(t)+"/v1/credentials"), newSettings([]Option{WithClock(clk.Now)}))
 	if _, err := c.Retrieve(ctx); err == nil || !strings.Contains(err.Error(), "connection refused") || !retryable(err) {
 		t.Fatalf("%v", err)
 	}
 
 	// A caller whose context ends while another fetches gives up.
 	cs.delay = 200 * time.Millisecond
-	c, _ = newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", srv.URL+"/v1/credentials", "AWS_CONTAINER_AUTHORIZATION_TOKEN", want), newSettings([]Option{WithClock(clk.Now)}), "us-east-1")
+	c, _ = newProvider(env("AWS_CONTAINER_CREDENTIALS_FULL_URI", srv.URL+"/v1/credentials", "AWS_CONTAINER_AUTHORIZATION_TOKEN", want), newSettings([]Option{WithClock(clk.Now)}))
 	go func() { _, _ = c.Retrieve(ctx) }()
 	time.Sleep(50 * time.Millisecond)
 	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
@@ -274,5 +276,63 @@ func TestExpiredTokenRefetches(t *testing.T) {
 	var apiErr *APIError
 	if !errors.As(err, &apiErr) || apiErr.Code != "ExpiredTokenException" || calls.Load() != 1 {
 		t.Fatalf("%v after %d calls", err, calls.Load())
+	}
+}
+
+// rotating is a credentials provider with a cache to invalidate: each fetch gets a new token.
+type rotating struct {
+	fetches, invalidations atomic.Int32
+	current                atomic.Pointer[aws.Credentials]
+}
+
+func (r *rotating) Retrieve(context.Context) (aws.Credentials, error) {
+	if c := r.current.Load(); c != nil {
+		return *c, nil
+	}
+	n := r.fetches.Add(1)
+	c := aws.Credentials{AccessKeyID: "AKIDFALLBACK", SecretAccessKey: "s", SessionToken: fmt.Sprintf("token-%d", n)}
+	r.current.Store(&c)
+	return c, nil
+}
+
+func (r *rotating) Invalidate() { r.invalidations.Add(1); r.current.Store(nil) }
+
+// TestFallback: a client with no credentials in its environment loads its Fallback at the first
+// call, not at New, once for many calls; an expired token invalidates the fallback's cache and
+// the call is retried with fresh credentials; a failing fallback says what was tried.
+func TestFallback(t *testing.T) {
+	var loads atomic.Int32
+	r := &rotating{}
+	var calls atomic.Int32
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		calls.Add(1)
+		if req.Header.Get("X-Amz-Security-Token") == "token-1" {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"__type":"com.amazon.coral.service#ExpiredTokenException","message":"expired"}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{}`)
+	}))
+	defer api.Close()
+	c := newClient(t, env("AWS_REGION", "eu-west-3", "AWS_ENDPOINT_URL", api.URL), testDynamoDB,
+		WithFallback(func(context.Context) (aws.CredentialsProvider, error) { loads.Add(1); return r, nil }))
+	if loads.Load() != 0 {
+		t.Fatal("New loaded the fallback")
+	}
+	for range 3 {
+		if err := c.Call(context.Background(), "ListTables", struct{}{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if loads.Load() != 1 || r.fetches.Load() != 2 || r.invalidations.Load() != 1 || calls.Load() != 4 {
+		t.Errorf("%d loads, %d fetches, %d invalidations, %d calls; want 1, 2, 1, 4", loads.Load(), r.fetches.Load(), r.invalidations.Load(), calls.Load())
+	}
+
+	failing := newClient(t, env("AWS_REGION", "eu-west-3", "AWS_ENDPOINT_URL", api.URL), testDynamoDB,
+		WithFallback(func(context.Context) (aws.CredentialsProvider, error) { return nil, errors.New("the chain found nothing") }))
+	err := failing.Call(context.Background(), "ListTables", struct{}{}, nil)
+	want := errNoCredentials + " " + errNoContainer + ", and the chain found nothing"
+	if err == nil || err.Error() != want {
+		t.Errorf("error = %v, want %q", err, want)
 	}
 }

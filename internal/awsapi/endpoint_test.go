@@ -160,7 +160,7 @@ func TestNewAcceptsContainerEndpoints(t *testing.T) {
 		{env("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://[::1]:9000/creds")},
 		{env("AWS_CONTAINER_CREDENTIALS_FULL_URI", "https://creds.example.com/creds")},
 	} {
-		c, err := newProvider(tc.env, newSettings(nil), "us-east-1")
+		c, err := newProvider(tc.env, newSettings(nil))
 		if err != nil {
 			t.Errorf("%v", err)
 			continue

@@ -119,12 +119,10 @@ func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d
 
 // NewClient returns a DynamoDB API client configured by getenv (os.Getenv in production):
 // AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL, and the credentials of the
-// environment or of the container credentials endpoint, else of the AWS SDK's default chain
-// (see internal/awsapi and its WithDefaultChain), so that the store also runs on a workstation
-// with a profile or SSO, and on EC2 or EKS.
+// environment or of the container credentials endpoint (see internal/awsapi); storeenv adds the
+// AWS SDK's default chain as the fallback (awsapi.WithFallback).
 func NewClient(getenv func(string) string, opts ...awsapi.Option) (*awsapi.Client, error) {
-	return awsapi.New(getenv, awsapi.Service{ID: "dynamodb", Name: "DynamoDB", Target: "DynamoDB_20120810", JSONVersion: "1.0"},
-		append([]awsapi.Option{awsapi.WithDefaultChain()}, opts...)...)
+	return awsapi.New(getenv, awsapi.Service{ID: "dynamodb", Name: "DynamoDB", Target: "DynamoDB_20120810", JSONVersion: "1.0"}, opts...)
 }
 
 // New checks that table exists with the store's key schema and returns a Store on it, calling

@@ -8,11 +8,14 @@ import (
 
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/dynamodb"
+	"github.com/supervaize/svz/internal/awsapi"
+	"github.com/supervaize/svz/internal/awsapi/awschain"
 )
 
 // openDynamoDB reads the AWS settings through getenv too (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB,
-// the credentials of the environment or of the container endpoint: see internal/awsapi), with
-// no AWS SDK configuration loader, whose initialisation would slow every cold start.
+// the credentials of the environment or of the container endpoint: see internal/awsapi), and
+// without those credentials falls back to the AWS SDK's default chain (awschain), loaded only
+// then; the Lambda bootstrap leaves the chain out (tag svz_noawschain).
 func openDynamoDB(ctx context.Context, getenv func(string) string, set settings) (store.Store, error) {
 	table, err := tableSetting(getenv, "dynamodb", "svz-store")
 	if err != nil {
@@ -23,7 +26,7 @@ func openDynamoDB(ctx context.Context, getenv func(string) string, set settings)
 			return nil, fmt.Errorf("%s=dynamodb: %w", Kind, err)
 		}
 	}
-	api, err := dynamodb.NewClient(getenv)
+	api, err := dynamodb.NewClient(getenv, awsapi.WithFallback(awschain.Fallback(getenv)))
 	if err != nil {
 		return nil, fmt.Errorf("%s=dynamodb: %w", Kind, err)
 	}
