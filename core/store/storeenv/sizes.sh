@@ -3,15 +3,18 @@
 # storeenv and serves HTTP (as controllers do): the baseline leaves every backend out (memory
 # only), each row adds one backend.
 # Run from anywhere in the module: core/store/storeenv/sizes.sh
+# The same for a whole controller: SIZES_PKG=./examples/helloworld SIZES_TAGS=lambda.norpc core/store/storeenv/sizes.sh
 set -eu
+pkg=${SIZES_PKG:-./core/store/storeenv/internal/sizecmd}
+extra=${SIZES_TAGS:-}
 cd "$(dirname "$0")/../../.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 all="bolt dynamodb postgres redis"
 
 build() { # name tags
-	GOOS=linux GOARCH=amd64 CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -tags "$2" \
-		-o "$out/$1" ./core/store/storeenv/internal/sizecmd
+	GOOS=linux GOARCH=amd64 CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -tags "$extra,$2" \
+		-o "$out/$1" "$pkg"
 	stat -c %s "$out/$1"
 }
 tags_without() { # backends to keep
@@ -29,5 +32,7 @@ for b in $all; do
 	size=$(build "$b" "$(tags_without "$b")")
 	printf '%-22s %10d %+10d\n' "$b" "$size" "$((size - base))"
 done
+size=$(build dynamodb-nochain "$(tags_without dynamodb),svz_noawschain")
+printf '%-22s %10d %+10d\n' "dynamodb, svz_noawschain" "$size" "$((size - base))"
 size=$(build all "")
 printf '%-22s %10d %+10d\n' "all four" "$size" "$((size - base))"
