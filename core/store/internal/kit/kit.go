@@ -72,15 +72,31 @@ func Bound(ctx context.Context, d time.Duration) (context.Context, context.Cance
 	if d <= 0 {
 		return ctx, func() {}
 	}
-	return context.WithTimeoutCause(ctx, d, timeoutError{d})
+	deadline := time.Now().Add(d)
+	if parent, ok := ctx.Deadline(); ok && !parent.After(deadline) {
+		return ctx, func() {} // the caller's own deadline comes first: the bound changes nothing
+	}
+	ctx, cancel := context.WithDeadlineCause(ctx, deadline, timeoutError{d})
+	return context.WithValue(ctx, boundKey{}, timeoutError{d}), cancel
 }
+
+// boundKey marks a context bounded by Bound.
+type boundKey struct{}
 
 // TimedOut returns err, saying first that the store timeout of ctx (from Bound) ran out when it
 // did; the caller's own deadline or cancellation is left as it is. The result matches
-// context.DeadlineExceeded.
+// context.DeadlineExceeded. A driver may report the deadline (an i/o timeout on a socket whose
+// deadline it set from ctx) an instant before ctx itself is done: the deadline's passing counts.
 func TimedOut(ctx context.Context, err error) error {
-	var te timeoutError
-	if err == nil || ctx.Err() == nil || !errors.As(context.Cause(ctx), &te) || errors.As(err, &te) {
+	te, bounded := ctx.Value(boundKey{}).(timeoutError)
+	if err == nil || !bounded || errors.As(err, new(timeoutError)) {
+		return err
+	}
+	if ctx.Err() != nil {
+		if !errors.As(context.Cause(ctx), new(timeoutError)) {
+			return err // canceled, or the caller's deadline
+		}
+	} else if deadline, _ := ctx.Deadline(); time.Now().Before(deadline) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", te, err)
