@@ -329,7 +329,9 @@ func TestFallback(t *testing.T) {
 	}
 
 	failing := newClient(t, env("AWS_REGION", "eu-west-3", "AWS_ENDPOINT_URL", api.URL), testDynamoDB,
-		WithFallback(func(context.Context) (aws.CredentialsProvider, error) { return nil, errors.New("the chain found nothing") }))
+		WithFallback(func(context.Context) (aws.CredentialsProvider, error) {
+			return nil, errors.New("the chain found nothing")
+		}))
 	err := failing.Call(context.Background(), "ListTables", struct{}{}, nil)
 	want := errNoCredentials + " " + errNoContainer + ", and the chain found nothing"
 	if err == nil || err.Error() != want {

@@ -35,6 +35,8 @@ func Bad() []Case {
 		{"leeway", map[string]string{"SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS": "30s"},
 			[]string{`SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS="30s": must be a whole number from 0 to 600`}},
 		{"store", map[string]string{"SUPERVAIZER_STORE": "mongo"}, []string{"SUPERVAIZER_STORE", "mongo"}},
+		{"store timeout", map[string]string{"SUPERVAIZER_STORE_TIMEOUT": "5"},
+			[]string{`SUPERVAIZER_STORE_TIMEOUT="5": must be a duration such as 30s, 5m or 1h, from 100ms to 5m0s`}},
 		{"half-configured authorization", map[string]string{"SUPERVAIZER_WORKSPACE_AUTH_ISSUER": "https://studio.example",
 			"SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL": "https://studio.example/jwks/"},
 			[]string{"workspace authorization is half configured", "Set SUPERVAIZER_WORKSPACE_AUTH_REQUIRED=true"}},

@@ -3,18 +3,15 @@
 # storeenv and serves HTTP (as controllers do): the baseline leaves every backend out (memory
 # only), each row adds one backend.
 # Run from anywhere in the module: core/store/storeenv/sizes.sh
-# The same for a whole controller: SIZES_PKG=./examples/helloworld SIZES_TAGS=lambda.norpc core/store/storeenv/sizes.sh
 set -eu
-pkg=${SIZES_PKG:-./core/store/storeenv/internal/sizecmd}
-extra=${SIZES_TAGS:-}
 cd "$(dirname "$0")/../../.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 all="bolt dynamodb postgres redis"
 
 build() { # name tags
-	GOOS=linux GOARCH=amd64 CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -tags "$extra,$2" \
-		-o "$out/$1" "$pkg"
+	GOOS=linux GOARCH=amd64 CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -tags "$2" \
+		-o "$out/$1" ./core/store/storeenv/internal/sizecmd
 	stat -c %s "$out/$1"
 }
 tags_without() { # backends to keep

@@ -6,7 +6,7 @@
 // workstation, EC2 or EKS, whose environment has neither static nor container credentials.
 //
 // It is its own package so that only binaries that want it link the SDK's configuration loader
-// and its SSO, STS and IMDS clients (about 2.6 MB, and their package initialisation at every
+// and its SSO, STS and IMDS clients (about 3 MB, and their package initialisation at every
 // start): build with the tag svz_noawschain to leave it out (the Lambda bootstrap does: Lambda
 // always gives static credentials); Fallback then reports that it was left out.
 package awschain
