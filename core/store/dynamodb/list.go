@@ -101,8 +101,11 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) (stor
 		}
 	}
 	last := ""
-	if len(keys) > 0 {
+	switch {
+	case len(keys) > 0:
 		last = keys[len(keys)-1]
+	case out.LastEvaluatedKey != nil: // a page that read nothing, yet did not reach the end
+		last = out.LastEvaluatedKey.K.S
 	}
 	return page.Done(last, out.LastEvaluatedKey != nil && last != ""), nil
 }

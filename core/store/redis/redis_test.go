@@ -206,3 +206,45 @@ func BenchmarkStore(b *testing.B) {
 	defer s.Close()
 	storetest.Benchmark(b, s, tr.n.Load)
 }
+
+// TestIndex: the index of keys follows the records: a record Redis dropped (swept after its
+// expiry, or evicted) leaves it when a listing meets it, and a record written before the index
+// existed joins it at its next Update.
+func TestIndex(t *testing.T) {
+	c := client(t)
+	s := open(t, c)
+	defer s.Close()
+	probe := client(t)
+	defer probe.Close()
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour)
+	prefix := fmt.Sprintf("index/%d/", time.Now().UnixNano())
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := s.Create(ctx, prefix+k, []byte("v"), exp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := probe.Del(ctx, redis.KeyPrefix+prefix+"b").Err(); err != nil { // as Redis's sweeper would
+		t.Fatal(err)
+	}
+	page, err := s.List(ctx, prefix, "", 10)
+	if err != nil || len(page.Items) != 2 || page.Items[0].Key != prefix+"a" || page.Items[1].Key != prefix+"c" {
+		t.Fatalf("List after a record was dropped = %+v, %v", page, err)
+	}
+	if err := probe.ZScore(ctx, redis.IndexKey, prefix+"b").Err(); !errors.Is(err, goredis.Nil) {
+		t.Errorf("the dropped record is still indexed: %v", err)
+	}
+
+	// A record of an earlier version: a hash without an index entry.
+	old := prefix + "old"
+	if err := probe.HSet(ctx, redis.KeyPrefix+old, "v", "x", "ver", "7", "exp", fmt.Sprint(exp.UnixMilli())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, old, 7, []byte("y"), exp); err != nil {
+		t.Fatal(err)
+	}
+	page, err = s.List(ctx, prefix+"o", "", 10)
+	if err != nil || len(page.Items) != 1 || page.Items[0].Key != old || string(page.Items[0].Value) != "y" {
+		t.Errorf("List after updating a record of an earlier version = %+v, %v", page, err)
+	}
+}
