@@ -251,12 +251,17 @@ func (w *trackedWriter) start(code int) {
 	}
 }
 
-// closeIfRefusedUnread ends the connection of a refused request whose body was not read, once the
-// response is written: net/http would otherwise wait for that body (until the read timeout)
-// before closing the connection.
+// refusedBodyGrace is how long the connection of a refused request may still deliver its unread
+// body. net/http would otherwise wait for that body until the read timeout before closing the
+// connection; cutting it at once instead resets a client still sending (a too-large body) before
+// it can read the answer.
+const refusedBodyGrace = time.Second
+
+// closeIfRefusedUnread bounds the end of the connection of a refused request whose body was not
+// read, once the response is written (refusedBodyGrace).
 func (w *trackedWriter) closeIfRefusedUnread() {
 	if w.refusedUnread() {
-		_ = http.NewResponseController(w.ResponseWriter).SetReadDeadline(time.Now())
+		_ = http.NewResponseController(w.ResponseWriter).SetReadDeadline(time.Now().Add(refusedBodyGrace))
 	}
 }
 
