@@ -26,6 +26,7 @@ type Config struct {
 	RotateSecrets      bool
 	MinInstances       int  // Cloud Run minimum instances
 	Purge              bool // down: also delete the secrets and the store table
+	Serve              bool // local: keep the controller running after the health gate
 }
 
 var (
@@ -38,7 +39,10 @@ var (
 const maxResourceName = 40
 
 // Validate checks the configuration before anything is built or called.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return c.validate(false) }
+
+// validate checks the configuration; local runs need no cloud project.
+func (c *Config) validate(local bool) error {
 	switch c.Platform {
 	case PlatformLambda, PlatformAppRunner, PlatformCloudRun:
 	case "":
@@ -66,7 +70,7 @@ func (c *Config) Validate() error {
 	if c.Platform != PlatformLambda && c.Arch == "arm64" {
 		return fmt.Errorf("--arch arm64: %s runs amd64 images only", c.Platform)
 	}
-	if c.Platform == PlatformCloudRun && c.ProjectID == "" {
+	if c.Platform == PlatformCloudRun && c.ProjectID == "" && !local {
 		return fmt.Errorf("--project-id is required for %s", PlatformCloudRun)
 	}
 	if c.MinInstances < 0 || c.MinInstances > 100 {

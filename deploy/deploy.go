@@ -67,6 +67,36 @@ func Changed(cs []Change) bool {
 // ErrNotFound is returned (wrapped) when a service, secret or repository does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrNotManaged matches a NotManagedError.
+var ErrNotManaged = errors.New("not created by svz deploy")
+
+// ManagedBy is the marker svz deploy puts on everything it creates (a tag on AWS; a label, or the
+// description of a service account, on GCP) and checks before it changes or deletes anything: a
+// resource with the name svz wants but without the marker belongs to someone else.
+const ManagedBy = "managed-by=svz"
+
+// NotManagedError reports a resource that has the name svz wants but that svz did not create.
+// svz neither changes, deletes nor hands it to the controller.
+type NotManagedError struct {
+	Kind string // e.g. "iam role", "secret", "service account"
+	Name string
+	// Adopt is the command that marks the resource as svz's, for the user who means it to be.
+	Adopt string
+}
+
+func (e *NotManagedError) Error() string {
+	return fmt.Sprintf("%s %s exists but svz deploy did not create it (it lacks the marker %s), so svz leaves it alone: "+
+		"choose another --name or --env, or delete that %s; to let svz manage it, run: %s", e.Kind, e.Name, ManagedBy, e.Kind, e.Adopt)
+}
+
+// Is makes errors.Is(err, ErrNotManaged) true.
+func (e *NotManagedError) Is(target error) bool { return target == ErrNotManaged }
+
+// KeptChange is how Delete reports a resource it left alone because svz did not create it.
+func KeptChange(resource, name string) Change {
+	return Change{Resource: resource, Name: name, Action: NoOp, Detail: "kept: svz deploy did not create it"}
+}
+
 // Service is the desired state of the controller service, the input of a Driver.
 type Service struct {
 	Name    string               // platform resource name, {name}-{env}
@@ -128,11 +158,14 @@ type Registry interface {
 
 // SecretStore is the platform's secret manager.
 type SecretStore interface {
-	// Get returns the current version of the secret, or an error wrapping ErrNotFound.
+	// Get returns the current version of the secret, or an error wrapping ErrNotFound, or
+	// ErrNotManaged (a NotManagedError) when svz did not create the secret.
 	Get(ctx context.Context, name string) (StoredSecret, error)
-	// Put creates the secret, or adds a new current version when it exists.
+	// Put creates the secret (marked ManagedBy), or adds a new current version to a secret svz
+	// created; ErrNotManaged otherwise.
 	Put(ctx context.Context, name string, value Secret) (SecretRef, error)
-	// Delete removes the secret at once (no recovery window: the name can be reused).
+	// Delete removes a secret svz created at once (no recovery window: the name can be reused);
+	// ErrNotFound or ErrNotManaged otherwise.
 	Delete(ctx context.Context, name string) error
 }
 
@@ -157,6 +190,8 @@ type Platform struct {
 	// SecretVars, when not nil, are the only secret variables the platform can deliver to the
 	// controller; others set on the host are reported and left out.
 	SecretVars []string
+	// Local runs the image on this machine the way the platform would (svz deploy local).
+	Local LocalRunner
 }
 
 // StepError is a failure of one named step of a command.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -18,17 +20,20 @@ import (
 
 // Step names, as reported in events and in StepError.
 const (
+	StepConfig   = "config"
 	StepBuild    = "build"
 	StepRegistry = "registry"
 	StepPush     = "push"
 	StepInspect  = "inspect"
 	StepSecrets  = "secrets"
 	StepPlan     = "plan"
+	StepConfirm  = "confirm"
 	StepDeploy   = "deploy"
 	StepURL      = "public-url"
 	StepHealth   = "health"
 	StepRollback = "rollback"
 	StepDelete   = "delete"
+	StepRun      = "run"
 )
 
 // Event reports progress of a step.
@@ -47,7 +52,7 @@ const (
 	StateNote   = "note"
 )
 
-// Deployer runs plan, up, down and status for one service.
+// Deployer runs plan, up, local, down and status for one service.
 type Deployer struct {
 	Config   Config
 	Platform Platform
@@ -63,9 +68,17 @@ type Deployer struct {
 	Image func(ctx context.Context, arch string) (v1.Image, error)
 	// Keychain resolves credentials for --image-repo; nil uses the Docker config keychain.
 	Keychain authn.Keychain
+	// Confirm is asked by Up, once the plan is known and before anything changes, when the plan
+	// changes something; an error cancels. nil applies without asking (the CLI's --yes).
+	Confirm func(ctx context.Context, question string, changes []Change) error
+	// Logs receives what the controller started by Local prints; nil keeps only its last lines,
+	// for the error when it fails.
+	Logs io.Writer
+
+	preflighted string // the command Preflight passed for
 }
 
-// Result is the outcome of plan, up or down.
+// Result is the outcome of plan, up, local or down.
 type Result struct {
 	Command  string         `json:"command"`
 	Platform string         `json:"platform"`
@@ -127,32 +140,138 @@ func (d *Deployer) gate() *health.Gate {
 	return &health.Gate{}
 }
 
-func (d *Deployer) result(cmd string) Result {
-	return Result{Command: cmd, Platform: d.Platform.Name, Service: d.Config.ResourceName(), Changes: []Change{}}
+// run is what one command learns step by step; each stage reads what earlier ones wrote.
+type run struct {
+	res     Result
+	arch    string
+	img     v1.Image
+	digest  v1.Hash
+	repo    string
+	existed bool // the image repository existed when looked up
+	live    *Live
+	plans   []secretPlan
+	refs    map[string]SecretRef
+	apiKey  Secret
+	values  map[string]Secret // local: the secrets' values the controller is given
+	// publicURL is SUPERVAIZER_PUBLIC_URL as the service has it now.
+	publicURL string
+	rollback  func(context.Context) error
+}
+
+// stage is one part of a command. Commands are lists of stages, so a feature adds its own (a
+// stage of this package) where it belongs.
+type stage func(ctx context.Context, r *run) error
+
+func (d *Deployer) newRun(cmd string) *run {
+	return &run{res: Result{Command: cmd, Platform: d.Platform.Name, Service: d.Config.ResourceName(), Changes: []Change{}}}
+}
+
+// runStages runs the stages in order and stops at the first failure.
+func (d *Deployer) runStages(ctx context.Context, cmd string, stages ...[]stage) (Result, error) {
+	r := d.newRun(cmd)
+	for _, list := range stages {
+		for _, s := range list {
+			if err := s(ctx, r); err != nil {
+				return r.res, err
+			}
+		}
+	}
+	return r.res, nil
+}
+
+// opening is how plan, up and local start: check the request, then build.
+func (d *Deployer) opening(cmd string) []stage {
+	return []stage{
+		func(ctx context.Context, r *run) error { return d.Preflight(ctx, cmd) },
+		func(context.Context, *run) error { d.notices(cmd); return nil },
+		d.build,
+	}
+}
+
+// planning reads everything and compares it with what up would make, changing nothing: all of
+// plan, and the first half of up.
+func (d *Deployer) planning() []stage {
+	return []stage{d.lookupRepository, d.inspectLive, d.readSecrets, d.planService}
+}
+
+// applying makes the changes planning found, then gates on health: the second half of up.
+func (d *Deployer) applying() []stage {
+	return []stage{d.pushImage, d.storeSecrets, d.deployService, d.setPublicURL, d.checkHealth}
+}
+
+// Plan reports what Up would change, changing nothing. It builds the image to know its digest.
+func (d *Deployer) Plan(ctx context.Context) (Result, error) {
+	return d.runStages(ctx, "plan", d.opening("plan"), d.planning())
+}
+
+// Up plans, asks Confirm when the plan changes something, then pushes, stores secrets, deploys and
+// gates on health, rolling back on failure.
+func (d *Deployer) Up(ctx context.Context) (Result, error) {
+	return d.runStages(ctx, "up", d.opening("up"), d.planning(), []stage{d.confirm}, d.applying())
+}
+
+// Preflight checks the request before anything is built or contacted: the configuration, the
+// store the platform can reach, and, for commands that build, that --main is a main package. The
+// CLI calls it before connecting to the cloud; the commands call it again (a no-op then).
+func (d *Deployer) Preflight(ctx context.Context, cmd string) error {
+	if d.preflighted == cmd {
+		return nil
+	}
+	if err := d.Config.validate(cmd == "local"); err != nil {
+		return &StepError{Step: StepConfig, Err: err}
+	}
+	if cmd == "plan" || cmd == "up" || cmd == "local" {
+		if err := CheckStore(d.Config.Platform, d.getenv); err != nil {
+			return err
+		}
+		if cmd == "local" {
+			if err := checkLocalHost(d.Config.Arch); err != nil {
+				return &StepError{Step: StepConfig, Err: err}
+			}
+		}
+		if d.Image == nil {
+			spec := image.BuildSpec{Main: d.Config.Main, Dir: d.Config.Dir, Arch: d.buildArch(cmd), Env: d.Environ}
+			if _, err := image.CheckMain(ctx, spec); err != nil {
+				return &StepError{Step: StepConfig, Err: err}
+			}
+		}
+	}
+	d.preflighted = cmd
+	return nil
+}
+
+// buildArch is the architecture a command builds for: the platform's for plan and up, this
+// machine's for local (which runs the binary here).
+func (d *Deployer) buildArch(cmd string) string {
+	if cmd == "local" {
+		return runtime.GOARCH
+	}
+	return d.arch()
 }
 
 // build compiles the controller and assembles its image.
-func (d *Deployer) build(ctx context.Context) (v1.Image, v1.Hash, error) {
-	var img v1.Image
-	var digest v1.Hash
-	arch := d.arch()
-	err := d.step(StepBuild, fmt.Sprintf("building %s for linux/%s", orDot(d.Config.Main), arch), func() (string, error) {
+func (d *Deployer) build(ctx context.Context, r *run) error {
+	r.arch = d.buildArch(r.res.Command)
+	msg := fmt.Sprintf("building %s for linux/%s", orDot(d.Config.Main), r.arch)
+	if r.res.Command == "local" {
+		msg += " (this machine)"
+	}
+	return d.step(StepBuild, msg, func() (string, error) {
 		var err error
 		if d.Image != nil {
-			img, err = d.Image(ctx, arch)
+			r.img, err = d.Image(ctx, r.arch)
 		} else {
-			img, err = d.compile(ctx, arch)
+			r.img, err = d.compile(ctx, r.arch)
 		}
 		if err != nil {
 			return "", err
 		}
-		digest, err = img.Digest()
+		r.digest, err = r.img.Digest()
 		if err != nil {
 			return "", fmt.Errorf("image digest: %w", err)
 		}
-		return digest.String(), nil
+		return r.digest.String(), nil
 	})
-	return img, digest, err
 }
 
 func (d *Deployer) compile(ctx context.Context, arch string) (v1.Image, error) {
@@ -217,6 +336,32 @@ func (r prefixRegistry) Ensure(ctx context.Context, n string) (string, authn.Aut
 	return repo, auth, nil
 }
 
+// repositoryChange is the plan's line for the image repository.
+func (d *Deployer) repositoryChange(repo string, existed bool) Change {
+	c := Change{Resource: "image-repository", Name: repo, Action: NoOp}
+	if !existed {
+		c.Action = Create
+	}
+	if d.Config.ImageRepo != "" {
+		c.Detail = "--image-repo, not managed"
+	}
+	return c
+}
+
+// lookupRepository finds the image repository, changing nothing.
+func (d *Deployer) lookupRepository(ctx context.Context, r *run) error {
+	return d.step(StepRegistry, "looking up the image repository", func() (string, error) {
+		repo, exists, err := d.registry().Lookup(ctx, d.Config.ResourceName())
+		if err != nil {
+			return "", err
+		}
+		r.repo, r.existed = repo, exists
+		r.res.Image = repo + "@" + r.digest.String()
+		r.res.Changes = append(r.res.Changes, d.repositoryChange(repo, exists))
+		return repo, nil
+	})
+}
+
 // inspect reads the live service; a missing service is a nil Live, not an error.
 func (d *Deployer) inspect(ctx context.Context) (*Live, error) {
 	var live *Live
@@ -234,10 +379,21 @@ func (d *Deployer) inspect(ctx context.Context) (*Live, error) {
 	return live, err
 }
 
-// planSecrets reads every secret and decides what to do with it.
-func (d *Deployer) planSecrets(ctx context.Context) ([]secretPlan, error) {
-	var plans []secretPlan
-	err := d.step(StepSecrets, "reading secrets", func() (string, error) {
+func (d *Deployer) inspectLive(ctx context.Context, r *run) error {
+	live, err := d.inspect(ctx)
+	r.live = live
+	if live != nil {
+		r.publicURL = live.URL
+		r.res.URL = live.URL
+	}
+	return err
+}
+
+// readSecrets reads every secret and decides what to do with it. Every secret that cannot be
+// used is reported, not only the first.
+func (d *Deployer) readSecrets(ctx context.Context, r *run) error {
+	return d.step(StepSecrets, "reading secrets", func() (string, error) {
+		var problems []error
 		for _, spec := range secretSpecs {
 			if !d.delivers(spec.Var) {
 				if d.getenv(spec.Var) != "" {
@@ -251,18 +407,25 @@ func (d *Deployer) planSecrets(ctx context.Context) ([]secretPlan, error) {
 			switch {
 			case err == nil:
 				stored = &s
+			case errors.Is(err, ErrNotManaged):
+				problems = append(problems, err)
+				continue
 			case !errors.Is(err, ErrNotFound):
-				return "", fmt.Errorf("read secret %s: %w", n, err)
+				problems = append(problems, fmt.Errorf("read secret %s: %w", n, err))
+				continue
 			}
 			p, err := decideSecret(spec, n, stored, NewSecret(d.getenv(spec.Var)), &d.Config)
 			if err != nil {
-				return "", err
+				problems = append(problems, err)
+				continue
 			}
-			plans = append(plans, p)
+			r.plans = append(r.plans, p)
 		}
-		return fmt.Sprintf("%d secrets", len(plans)), nil
+		if err := joinProblems(problems); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%d secrets", len(r.plans)), nil
 	})
-	return plans, err
 }
 
 // delivers reports whether the platform can give the secret variable to the controller.
@@ -289,7 +452,176 @@ func (d *Deployer) desired(imageRef string, live *Live, refs map[string]SecretRe
 	}
 }
 
-func (d *Deployer) notices() {
+// planService lists the secret changes and asks the driver what the service needs.
+func (d *Deployer) planService(ctx context.Context, r *run) error {
+	refs := map[string]SecretRef{}
+	for _, p := range r.plans {
+		if p.skip {
+			continue
+		}
+		r.res.Changes = append(r.res.Changes, p.change)
+		ref := p.stored.Ref
+		switch p.change.Action {
+		case Create:
+			ref = SecretRef{Name: p.name, ID: "(new secret " + p.name + ")", Version: "(new)"}
+		case Update:
+			ref.Version = "(new)"
+		}
+		refs[p.spec.Var] = ref
+	}
+	svc := d.desired(r.res.Image, r.live, refs, r.publicURL)
+	return d.step(StepPlan, "comparing with the live service", func() (string, error) {
+		cs, err := d.Platform.Driver.Plan(ctx, svc)
+		if err != nil {
+			return "", err
+		}
+		r.res.Changes = append(r.res.Changes, cs...)
+		if !Changed(r.res.Changes) {
+			return "no changes", nil
+		}
+		return "changes pending", nil
+	})
+}
+
+// confirm asks before up changes anything, when the plan changes something. From here on the
+// result lists what up did rather than what the plan found.
+func (d *Deployer) confirm(ctx context.Context, r *run) error {
+	planned := r.res.Changes
+	r.res.Changes = []Change{}
+	if d.Confirm == nil || !Changed(planned) {
+		return nil
+	}
+	q := fmt.Sprintf("Apply these changes to %s on %s?", d.Config.ResourceName(), d.Platform.Name)
+	if d.Config.RotateSecrets {
+		q += " Secrets are rotated: Studio must then be given the new API key."
+	}
+	if err := d.Confirm(ctx, q, planned); err != nil {
+		return &StepError{Step: StepConfirm, Err: err}
+	}
+	return nil
+}
+
+// pushImage creates the repository when absent and pushes the image.
+func (d *Deployer) pushImage(ctx context.Context, r *run) error {
+	var auth authn.Authenticator
+	err := d.step(StepRegistry, "preparing the image repository", func() (string, error) {
+		repo, a, err := d.registry().Ensure(ctx, d.Config.ResourceName())
+		if err != nil {
+			return "", err
+		}
+		r.repo, auth = repo, a
+		r.res.Changes = append(r.res.Changes, d.repositoryChange(repo, r.existed))
+		return repo, nil
+	})
+	if err != nil {
+		return err
+	}
+	return d.step(StepPush, "pushing "+ShortDigest("@"+r.digest.String())+" to "+r.repo, func() (string, error) {
+		ref, err := image.Push(ctx, r.img, r.repo, image.Tag(d.Config.Env, r.digest), auth)
+		if err != nil {
+			return "", err
+		}
+		r.res.Image = ref
+		return ref, nil
+	})
+}
+
+// storeSecrets writes the secrets the plan creates or rotates.
+func (d *Deployer) storeSecrets(ctx context.Context, r *run) error {
+	r.refs = map[string]SecretRef{}
+	return d.step(StepSecrets, "storing secrets", func() (string, error) {
+		n := 0
+		for _, p := range r.plans {
+			if p.skip {
+				continue
+			}
+			ref, val := p.stored.Ref, p.stored.Value
+			if p.change.Action == Create || p.change.Action == Update {
+				got, err := d.Platform.Secrets.Put(ctx, p.name, p.value)
+				if err != nil {
+					return "", fmt.Errorf("store secret %s: %w", p.name, err)
+				}
+				ref, val = got, p.value
+				n++
+				if p.spec.Var == EnvAPIKey && p.created && d.Config.GenerateAPIKey {
+					r.res.NewAPIKey = p.value
+				}
+			}
+			if p.spec.Var == EnvAPIKey {
+				r.apiKey = val
+			}
+			r.refs[p.spec.Var] = ref
+			r.res.Changes = append(r.res.Changes, p.change)
+		}
+		return fmt.Sprintf("%d written, %d unchanged", n, len(r.refs)-n), nil
+	})
+}
+
+// deploy converges the service to svc as the named step.
+func (d *Deployer) deploy(ctx context.Context, r *run, step, msg string, svc Service) error {
+	return d.step(step, msg, func() (string, error) {
+		dep, err := d.Platform.Driver.Deploy(ctx, svc)
+		if err != nil {
+			return "", err
+		}
+		r.res.Changes = mergeChanges(r.res.Changes, dep.Changes)
+		r.res.URL = dep.Live.URL
+		if step == StepDeploy {
+			r.rollback = dep.Rollback
+		}
+		r.publicURL = svc.Env[EnvPublicURL]
+		if !Changed(dep.Changes) {
+			return "no changes", nil
+		}
+		return dep.Live.URL, nil
+	})
+}
+
+// deployService creates or updates the service. What a failed gate restores comes from this step
+// only: the public-URL update that follows a create would "restore" the service just created
+// minus its URL, and a first deployment has nothing to roll back to.
+func (d *Deployer) deployService(ctx context.Context, r *run) error {
+	return d.deploy(ctx, r, StepDeploy, "deploying "+d.Config.ResourceName(), d.desired(r.res.Image, r.live, r.refs, r.publicURL))
+}
+
+// setPublicURL gives the service its own URL once the platform has assigned it.
+func (d *Deployer) setPublicURL(ctx context.Context, r *run) error {
+	if r.res.URL == "" || r.res.URL == r.publicURL {
+		return nil
+	}
+	return d.deploy(ctx, r, StepURL, "setting "+EnvPublicURL+"="+r.res.URL, d.desired(r.res.Image, r.live, r.refs, r.res.URL))
+}
+
+// checkHealth gates on health and rolls back to the previous version when it fails.
+func (d *Deployer) checkHealth(ctx context.Context, r *run) error {
+	err := d.step(StepHealth, "checking "+r.res.URL, func() (string, error) {
+		rep, err := d.gate().Check(ctx, r.res.URL, r.apiKey.Reveal())
+		if err != nil {
+			return "", err
+		}
+		r.res.Health = &rep
+		return fmt.Sprintf("healthy after %d attempt(s), %d Agent Card(s), /a2a answered %s", rep.Attempts, len(rep.Cards), rep.RPC), nil
+	})
+	if err == nil {
+		return nil
+	}
+	if r.rollback == nil {
+		d.note(StepRollback, "no previous version to roll back to; the service is left in place for inspection (svz deploy down removes it)")
+		return err
+	}
+	if rerr := d.step(StepRollback, "restoring the previous version", func() (string, error) {
+		return "previous version restored", r.rollback(ctx)
+	}); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	r.res.RolledBack = true
+	return err
+}
+
+func (d *Deployer) notices(cmd string) {
+	if cmd == "local" { // nothing reaches the platform
+		return
+	}
 	for _, n := range d.Platform.Notices {
 		d.note("notice", n)
 	}
@@ -312,237 +644,9 @@ func (d *Deployer) notices() {
 // environment, whose SUPERVAIZER_STORE up forwards.
 func CheckStore(platform string, getenv func(string) string) error {
 	if platform == PlatformCloudRun && StoreIsDynamoDB(getenv(EnvStore)) {
-		return &StepError{Step: "config", Err: fmt.Errorf("%s=dynamodb: %s has no AWS credentials to reach DynamoDB; use postgres or redis (with SUPERVAIZER_STORE_URL)", EnvStore, PlatformCloudRun)}
+		return &StepError{Step: StepConfig, Err: fmt.Errorf("%s=dynamodb: %s has no AWS credentials to reach DynamoDB; use postgres or redis (with SUPERVAIZER_STORE_URL)", EnvStore, PlatformCloudRun)}
 	}
 	return nil
-}
-
-// Plan reports what Up would change, changing nothing. It builds the image to know its digest.
-func (d *Deployer) Plan(ctx context.Context) (Result, error) {
-	res := d.result("plan")
-	if err := d.Config.Validate(); err != nil {
-		return res, &StepError{Step: "config", Err: err}
-	}
-	if err := CheckStore(d.Platform.Name, d.getenv); err != nil {
-		return res, err
-	}
-	d.notices()
-	_, digest, err := d.build(ctx)
-	if err != nil {
-		return res, err
-	}
-	var repo string
-	err = d.step(StepRegistry, "looking up the image repository", func() (string, error) {
-		r, exists, err := d.registry().Lookup(ctx, d.Config.ResourceName())
-		if err != nil {
-			return "", err
-		}
-		repo = r
-		c := Change{Resource: "image-repository", Name: r, Action: NoOp}
-		if !exists {
-			c.Action = Create
-		}
-		if d.Config.ImageRepo != "" {
-			c.Detail = "--image-repo, not managed"
-		}
-		res.Changes = append(res.Changes, c)
-		return r, nil
-	})
-	if err != nil {
-		return res, err
-	}
-	res.Image = repo + "@" + digest.String()
-	live, err := d.inspect(ctx)
-	if err != nil {
-		return res, err
-	}
-	plans, err := d.planSecrets(ctx)
-	if err != nil {
-		return res, err
-	}
-	refs := map[string]SecretRef{}
-	for _, p := range plans {
-		if p.skip {
-			continue
-		}
-		res.Changes = append(res.Changes, p.change)
-		ref := p.stored.Ref
-		switch p.change.Action {
-		case Create:
-			ref = SecretRef{Name: p.name, ID: "(new secret " + p.name + ")", Version: "(new)"}
-		case Update:
-			ref.Version = "(new)"
-		}
-		refs[p.spec.Var] = ref
-	}
-	publicURL := ""
-	if live != nil {
-		publicURL = live.URL
-		res.URL = live.URL
-	}
-	svc := d.desired(res.Image, live, refs, publicURL)
-	err = d.step(StepPlan, "comparing with the live service", func() (string, error) {
-		cs, err := d.Platform.Driver.Plan(ctx, svc)
-		if err != nil {
-			return "", err
-		}
-		res.Changes = append(res.Changes, cs...)
-		if !Changed(res.Changes) {
-			return "no changes", nil
-		}
-		return "changes pending", nil
-	})
-	return res, err
-}
-
-// Up builds, pushes, stores secrets, deploys, and gates on health, rolling back on failure.
-func (d *Deployer) Up(ctx context.Context) (Result, error) {
-	res := d.result("up")
-	if err := d.Config.Validate(); err != nil {
-		return res, &StepError{Step: "config", Err: err}
-	}
-	if err := CheckStore(d.Platform.Name, d.getenv); err != nil {
-		return res, err
-	}
-	d.notices()
-	img, digest, err := d.build(ctx)
-	if err != nil {
-		return res, err
-	}
-
-	var repo string
-	var auth authn.Authenticator
-	err = d.step(StepRegistry, "preparing the image repository", func() (string, error) {
-		reg := d.registry()
-		_, existed, err := reg.Lookup(ctx, d.Config.ResourceName())
-		if err != nil {
-			return "", err
-		}
-		repo, auth, err = reg.Ensure(ctx, d.Config.ResourceName())
-		if err != nil {
-			return "", err
-		}
-		c := Change{Resource: "image-repository", Name: repo, Action: NoOp}
-		if !existed {
-			c.Action = Create
-		}
-		res.Changes = append(res.Changes, c)
-		return repo, nil
-	})
-	if err != nil {
-		return res, err
-	}
-
-	err = d.step(StepPush, "pushing "+ShortDigest("@"+digest.String())+" to "+repo, func() (string, error) {
-		ref, err := image.Push(ctx, img, repo, image.Tag(d.Config.Env, digest), auth)
-		if err != nil {
-			return "", err
-		}
-		res.Image = ref
-		return ref, nil
-	})
-	if err != nil {
-		return res, err
-	}
-
-	live, err := d.inspect(ctx)
-	if err != nil {
-		return res, err
-	}
-
-	plans, err := d.planSecrets(ctx)
-	if err != nil {
-		return res, err
-	}
-	refs := map[string]SecretRef{}
-	var apiKey Secret
-	err = d.step(StepSecrets, "storing secrets", func() (string, error) {
-		n := 0
-		for _, p := range plans {
-			if p.skip {
-				continue
-			}
-			ref, val := p.stored.Ref, p.stored.Value
-			if p.change.Action == Create || p.change.Action == Update {
-				r, err := d.Platform.Secrets.Put(ctx, p.name, p.value)
-				if err != nil {
-					return "", fmt.Errorf("store secret %s: %w", p.name, err)
-				}
-				ref, val = r, p.value
-				n++
-				if p.spec.Var == EnvAPIKey && p.created && d.Config.GenerateAPIKey {
-					res.NewAPIKey = p.value
-				}
-			}
-			if p.spec.Var == EnvAPIKey {
-				apiKey = val
-			}
-			refs[p.spec.Var] = ref
-			res.Changes = append(res.Changes, p.change)
-		}
-		return fmt.Sprintf("%d written, %d unchanged", n, len(refs)-n), nil
-	})
-	if err != nil {
-		return res, err
-	}
-
-	publicURL := ""
-	if live != nil {
-		publicURL = live.URL
-	}
-	// rollback restores the service as it was before this up; it comes from the deploy step only.
-	// The public-URL update that follows a create would "restore" the service just created minus
-	// its URL: a first deployment has nothing to roll back to.
-	var rollback func(context.Context) error
-	deploy := func(step, msg string, svc Service) error {
-		return d.step(step, msg, func() (string, error) {
-			dep, err := d.Platform.Driver.Deploy(ctx, svc)
-			if err != nil {
-				return "", err
-			}
-			res.Changes = mergeChanges(res.Changes, dep.Changes)
-			res.URL = dep.Live.URL
-			if step == StepDeploy {
-				rollback = dep.Rollback
-			}
-			publicURL = svc.Env[EnvPublicURL]
-			if !Changed(dep.Changes) {
-				return "no changes", nil
-			}
-			return dep.Live.URL, nil
-		})
-	}
-	if err := deploy(StepDeploy, "deploying "+d.Config.ResourceName(), d.desired(res.Image, live, refs, publicURL)); err != nil {
-		return res, err
-	}
-	if res.URL != "" && res.URL != publicURL {
-		if err := deploy(StepURL, "setting "+EnvPublicURL+"="+res.URL, d.desired(res.Image, live, refs, res.URL)); err != nil {
-			return res, err
-		}
-	}
-
-	err = d.step(StepHealth, "checking "+res.URL, func() (string, error) {
-		rep, err := d.gate().Check(ctx, res.URL, apiKey.Reveal())
-		if err != nil {
-			return "", err
-		}
-		res.Health = &rep
-		return fmt.Sprintf("healthy after %d attempt(s), %d Agent Card(s), /a2a answered %s", rep.Attempts, len(rep.Cards), rep.RPC), nil
-	})
-	if err == nil {
-		return res, nil
-	}
-	if rollback == nil {
-		d.note(StepRollback, "no previous version to roll back to; the service is left in place for inspection (svz deploy down removes it)")
-		return res, err
-	}
-	if rerr := d.step(StepRollback, "restoring the previous version", func() (string, error) {
-		return "previous version restored", rollback(ctx)
-	}); rerr != nil {
-		return res, errors.Join(err, rerr)
-	}
-	res.RolledBack = true
-	return res, err
 }
 
 // mergeChanges appends cs, replacing an earlier change of the same resource (the public-URL update
@@ -567,9 +671,9 @@ func mergeChanges(prev, cs []Change) []Change {
 
 // Down removes the service; with Config.Purge also its secrets (and the data the driver owns).
 func (d *Deployer) Down(ctx context.Context) (Result, error) {
-	res := d.result("down")
-	if err := d.Config.Validate(); err != nil {
-		return res, &StepError{Step: "config", Err: err}
+	res := d.newRun("down").res
+	if err := d.Preflight(ctx, "down"); err != nil {
+		return res, err
 	}
 	err := d.step(StepDelete, "deleting "+d.Config.ResourceName(), func() (string, error) {
 		cs, err := d.Platform.Driver.Delete(ctx, d.Config.ResourceName(), d.Config.Purge)
@@ -594,6 +698,9 @@ func (d *Deployer) Down(ctx context.Context) (Result, error) {
 			switch {
 			case errors.Is(err, ErrNotFound):
 				c.Action, c.Detail = NoOp, "absent"
+			case errors.Is(err, ErrNotManaged):
+				c = KeptChange("secret", n)
+				d.note(StepSecrets, err.Error())
 			case err != nil:
 				return "", fmt.Errorf("delete secret %s: %w", n, err)
 			}
@@ -622,14 +729,16 @@ type SecretStatus struct {
 	Present     bool   `json:"present"`
 	Version     string `json:"version,omitempty"`
 	Fingerprint string `json:"fingerprint,omitempty"`
+	// Foreign is set when a secret of that name exists but svz deploy did not create it.
+	Foreign bool `json:"foreign,omitempty"`
 }
 
 // Status reports the live service, its secrets and one health check. It fails when the service is
 // not deployed or not healthy.
 func (d *Deployer) Status(ctx context.Context) (Status, error) {
 	st := Status{Platform: d.Platform.Name, Service: d.Config.ResourceName(), Secrets: []SecretStatus{}}
-	if err := d.Config.Validate(); err != nil {
-		return st, &StepError{Step: "config", Err: err}
+	if err := d.Preflight(ctx, "status"); err != nil {
+		return st, err
 	}
 	live, err := d.inspect(ctx)
 	if err != nil {
@@ -643,6 +752,8 @@ func (d *Deployer) Status(ctx context.Context) (Status, error) {
 			s, err := d.Platform.Secrets.Get(ctx, n)
 			switch {
 			case errors.Is(err, ErrNotFound):
+			case errors.Is(err, ErrNotManaged):
+				ss.Present, ss.Foreign = true, true
 			case err != nil:
 				return "", fmt.Errorf("read secret %s: %w", n, err)
 			default:

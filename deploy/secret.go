@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"strings"
 
 	"github.com/supervaize/svz/internal/fingerprint"
 )
@@ -116,6 +117,7 @@ type secretSpec struct {
 	Check    func(Secret) error     // validates a host value
 	Flag     string                 // the flag that allows generating it
 	Optional bool                   // absent everywhere is fine
+	Why      string                 // what the controller needs it for, said when it is missing
 	generate func(c *Config) bool   // whether the user asked to generate it
 }
 
@@ -130,8 +132,11 @@ const (
 // secretSpecs lists, in order, the secrets of a controller.
 var secretSpecs = []secretSpec{
 	{Var: EnvAPIKey, Suffix: "api-key", Generate: GenerateAPIKey, Check: CheckAPIKey, Flag: "--generate-api-key",
+		Why:      "Studio sends it as X-API-Key on every call to the controller",
 		generate: func(c *Config) bool { return c.GenerateAPIKey }},
 	{Var: EnvPrivateKey, Suffix: "private-key", Generate: GeneratePrivateKey, Check: CheckPrivateKey, Flag: "--generate-private-key",
+		Why: "the controller's RSA key: Studio encrypts sensitive data for the agent with its public key, " +
+			"so it must stay the same across restarts and instances",
 		generate: func(c *Config) bool { return c.GeneratePrivateKey }},
 	{Var: EnvStudioAPIKey, Suffix: "studio-api-key", Optional: true},
 	{Var: EnvStoreURL, Suffix: "store-url", Optional: true},
@@ -187,7 +192,7 @@ func decideSecret(spec secretSpec, name string, stored *StoredSecret, host Secre
 			p.skip = true
 			return p, nil
 		default:
-			return p, fmt.Errorf("secret %s does not exist: pass %s or set %s on this host", name, spec.Flag, spec.Var)
+			return p, fmt.Errorf("secret %s does not exist: pass %s or set %s on this host (%s)", name, spec.Flag, spec.Var, spec.Why)
 		}
 	}
 	p.stored = *stored
@@ -212,4 +217,29 @@ func decideSecret(spec secretSpec, name string, stored *StoredSecret, host Secre
 	}
 	p.change.Action = NoOp
 	return p, nil
+}
+
+// problems is several independent failures reported at once (every secret that cannot be used,
+// not only the first), each still reachable with errors.Is and errors.As.
+type problems []error
+
+func (p problems) Error() string {
+	msgs := make([]string, len(p))
+	for i, e := range p {
+		msgs[i] = e.Error()
+	}
+	return fmt.Sprintf("%d problems: %s", len(p), strings.Join(msgs, "; "))
+}
+
+func (p problems) Unwrap() []error { return p }
+
+// joinProblems returns nil, the one error, or all of them.
+func joinProblems(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return problems(errs)
 }

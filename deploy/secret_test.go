@@ -113,7 +113,7 @@ func TestDecideSecret(t *testing.T) {
 		skip    bool
 		err     string
 	}{
-		{name: "absent, no source", spec: apiKey, err: "secret n does not exist: pass --generate-api-key or set SUPERVAIZER_API_KEY on this host"},
+		{name: "absent, no source", spec: apiKey, err: "secret n does not exist: pass --generate-api-key or set SUPERVAIZER_API_KEY on this host (Studio sends it as X-API-Key on every call to the controller)"},
 		{name: "absent, generate", spec: apiKey, cfg: Config{GenerateAPIKey: true}, action: Create, created: true},
 		{name: "absent, host value", spec: apiKey, host: long, action: Create, value: long},
 		{name: "absent, host value wins over generate", spec: apiKey, host: long, cfg: Config{GenerateAPIKey: true}, action: Create, value: long},

@@ -7,16 +7,20 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/supervaize/svz/deploy"
+	"github.com/supervaize/svz/deploy/awsdeploy"
 	"github.com/supervaize/svz/deploy/health"
 	"github.com/supervaize/svz/deploy/image"
 	"github.com/supervaize/svz/deploy/internal/awstest"
@@ -161,5 +165,54 @@ func TestStoreChecks(t *testing.T) {
 		if !reflect.DeepEqual(notes, tc.want) {
 			t.Errorf("%s %q: notices %q\nwant %q", tc.platform, tc.store, notes, tc.want)
 		}
+	}
+}
+
+// TestUpRefusesOthersRole: up plans before it changes anything, so a role that has the name svz
+// wants but that svz did not create stops it before any secret, table or function exists; down
+// leaves the role alone.
+func TestUpRefusesOthersRole(t *testing.T) {
+	reg := testenv.Need(t, testenv.OCIRegistry)
+	cfg := awstest.Config(t)
+	ctx := context.Background()
+	p, err := lambda.NewPlatform(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := awstest.Name("role")
+	svc := name + "-dev"
+	client := iam.NewFromConfig(cfg)
+	if _, err := client.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(lambda.RoleName(svc)),
+		AssumeRolePolicyDocument: aws.String(awsdeploy.TrustPolicy("ec2.amazonaws.com").JSON())}); err != nil {
+		t.Fatal(err)
+	}
+	d := &deploy.Deployer{
+		Config: deploy.Config{Platform: deploy.PlatformLambda, Name: name, Env: "dev", Arch: "amd64", ImageRepo: reg + "/svz",
+			GenerateAPIKey: true, GeneratePrivateKey: true},
+		Platform: p, Getenv: func(string) string { return "" }, Keychain: authn.NewMultiKeychain(),
+		Image: func(_ context.Context, arch string) (v1.Image, error) {
+			return image.New(image.Spec{Binary: []byte("controller " + name), Arch: arch, CACerts: []byte("ca"), Created: time.Unix(0, 0)})
+		},
+	}
+	_, err = d.Up(ctx)
+	if !errors.Is(err, deploy.ErrNotManaged) || deploy.FailedStep(err) != deploy.StepPlan || !strings.Contains(err.Error(), "iam role "+svc+"-lambda exists but svz deploy did not create it") {
+		t.Fatalf("up: %v", err)
+	}
+	if _, err := secretsmanager.NewFromConfig(cfg).DescribeSecret(ctx, &secretsmanager.DescribeSecretInput{SecretId: aws.String(svc + "-api-key")}); err == nil {
+		t.Error("up stored a secret before refusing")
+	}
+	if _, err := awslambda.NewFromConfig(cfg).GetFunction(ctx, &awslambda.GetFunctionInput{FunctionName: aws.String(svc)}); err == nil {
+		t.Error("up created the function")
+	}
+	d.Config.Purge = true
+	res, err := d.Down(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(res.Changes, deploy.KeptChange("iam-role", svc+"-lambda")) {
+		t.Errorf("down: %+v", res.Changes)
+	}
+	if _, err := client.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(svc + "-lambda")}); err != nil {
+		t.Errorf("down deleted the role: %v", err)
 	}
 }

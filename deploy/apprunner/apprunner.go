@@ -246,8 +246,43 @@ func (d *Driver) find(ctx context.Context, name string) (*types.Service, error) 
 	return nil, nil
 }
 
+// ours reports whether svz created the service (tag managed-by=svz).
+func (d *Driver) ours(ctx context.Context, svc *types.Service) (bool, error) {
+	out, err := d.AppRunner.ListTagsForResource(ctx, &apprunner.ListTagsForResourceInput{ResourceArn: svc.ServiceArn})
+	if err != nil {
+		return false, fmt.Errorf("apprunner:ListTagsForResource %s: %w", aws.ToString(svc.ServiceName), err)
+	}
+	for _, t := range out.Tags {
+		if aws.ToString(t.Key) == awsdeploy.ManagedByTag && aws.ToString(t.Value) == awsdeploy.ManagedByValue {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// findOurs looks the service up and refuses one svz did not create.
+func (d *Driver) findOurs(ctx context.Context, name string) (*types.Service, error) {
+	svc, err := d.find(ctx, name)
+	if err != nil || svc == nil {
+		return svc, err
+	}
+	ok, err := d.ours(ctx, svc)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, &deploy.NotManagedError{Kind: "app runner service", Name: name,
+			Adopt: "aws apprunner tag-resource --resource-arn " + aws.ToString(svc.ServiceArn) + " --tags Key=" + awsdeploy.ManagedByTag + ",Value=" + awsdeploy.ManagedByValue}
+	}
+	return svc, nil
+}
+
 // Plan reports what Deploy would change.
 func (d *Driver) Plan(ctx context.Context, s deploy.Service) ([]deploy.Change, error) {
+	// Someone else's service is refused before anything else is read.
+	if _, err := d.findOurs(ctx, s.Name); err != nil {
+		return nil, err
+	}
 	var changes []deploy.Change
 	for _, r := range d.wantRoles(s) {
 		c, err := d.roles().Plan(ctx, r)
@@ -301,6 +336,9 @@ func accountOf(arn string) string {
 // Deploy converges roles and service, waiting for the service to run the new configuration.
 func (d *Driver) Deploy(ctx context.Context, s deploy.Service) (deploy.Deployment, error) {
 	var dep deploy.Deployment
+	if _, err := d.findOurs(ctx, s.Name); err != nil {
+		return dep, err
+	}
 	var instanceRole, accessRole string
 	for _, r := range d.wantRoles(s) {
 		arn, c, err := d.roles().Ensure(ctx, r)
@@ -378,7 +416,7 @@ func (d *Driver) create(ctx context.Context, name string, w spec) (*types.Servic
 		SourceConfiguration:      &w.source,
 		InstanceConfiguration:    &w.instance,
 		HealthCheckConfiguration: healthCheck(),
-		Tags:                     []types.Tag{{Key: aws.String(awsdeploy.ManagedByTag), Value: aws.String("svz")}},
+		Tags:                     []types.Tag{{Key: aws.String(awsdeploy.ManagedByTag), Value: aws.String(awsdeploy.ManagedByValue)}},
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	var out *apprunner.CreateServiceOutput
@@ -495,9 +533,18 @@ func (d *Driver) Delete(ctx context.Context, name string, purge bool) ([]deploy.
 		return nil, err
 	}
 	table := ""
-	if svc == nil {
+	ours := true
+	if svc != nil {
+		if ours, err = d.ours(ctx, svc); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case svc == nil:
 		c.Action, c.Detail = deploy.NoOp, "absent"
-	} else {
+	case !ours:
+		c = deploy.KeptChange("app-runner-service", name)
+	default:
 		table = tableOf(name, toLive(svc).Env)
 		if err := d.delete(ctx, aws.ToString(svc.ServiceArn)); err != nil {
 			return nil, err

@@ -19,6 +19,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sdkapprunner "github.com/aws/aws-sdk-go-v2/service/apprunner"
+	"github.com/aws/aws-sdk-go-v2/service/apprunner/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
@@ -464,7 +465,52 @@ func TestAppRunnerDynamoDBUserTable(t *testing.T) {
 			tc = c
 		}
 	}
-	if tc != (deploy.Change{Resource: "dynamodb-table", Name: table, Action: deploy.NoOp, Detail: "kept: not created by svz"}) || e.tableState(t, table) == "absent" {
+	if tc != (deploy.Change{Resource: "dynamodb-table", Name: table, Action: deploy.NoOp, Detail: "kept: svz deploy did not create it"}) || e.tableState(t, table) == "absent" {
 		t.Fatalf("down --purge: %+v, table %s", tc, e.tableState(t, table))
+	}
+}
+
+// TestAppRunnerLeavesOthersServiceAlone: a service with the name svz wants that svz did not create
+// (no managed-by=svz tag) is refused by plan and up before anything changes, and kept by down.
+func TestAppRunnerLeavesOthersServiceAlone(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	svc := e.name + "-dev"
+	client := e.platform.Driver.(*apprunner.Driver).AppRunner
+	out, err := client.CreateService(ctx, &sdkapprunner.CreateServiceInput{ServiceName: aws.String(svc),
+		SourceConfiguration: &types.SourceConfiguration{ImageRepository: &types.ImageRepository{
+			ImageIdentifier: aws.String("public.ecr.aws/them/app:latest"), ImageRepositoryType: types.ImageRepositoryTypeEcrPublic}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arn := aws.ToString(out.Service.ServiceArn)
+	msg := "app runner service " + svc + " exists but svz deploy did not create it (it lacks the marker managed-by=svz), so svz leaves it alone: " +
+		"choose another --name or --env, or delete that app runner service; to let svz manage it, run: " +
+		"aws apprunner tag-resource --resource-arn " + arn + " --tags Key=managed-by,Value=svz"
+	before := len(e.fake.Calls())
+	gen := func(c *deploy.Config) { c.GenerateAPIKey, c.GeneratePrivateKey = true, true }
+	if _, err := e.deployer("v1", gen).Plan(ctx); !errors.Is(err, deploy.ErrNotManaged) || err.Error() != "step plan: "+msg {
+		t.Fatalf("plan: %v\nwant %s", err, msg)
+	}
+	if _, err := e.deployer("v1", gen).Up(ctx); !errors.Is(err, deploy.ErrNotManaged) || deploy.FailedStep(err) != deploy.StepPlan {
+		t.Fatalf("up: %v", err)
+	}
+	for _, c := range e.fake.Calls()[before:] {
+		if c != "ListServices" && c != "DescribeService" && c != "ListTagsForResource" {
+			t.Errorf("plan or up called %s", c)
+		}
+	}
+	if _, err := e.sm.DescribeSecret(ctx, &secretsmanager.DescribeSecretInput{SecretId: aws.String(svc + "-api-key")}); err == nil {
+		t.Error("up stored a secret for a service it refused")
+	}
+	res, err := e.deployer("v1", nil).Down(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Changes[0] != deploy.KeptChange("app-runner-service", svc) {
+		t.Errorf("down: %+v", res.Changes)
+	}
+	if img, _, _, ok := e.fake.Running(svc); !ok || img != "public.ecr.aws/them/app:latest" {
+		t.Errorf("down touched the service: running %q %v", img, ok)
 	}
 }

@@ -90,7 +90,7 @@ func (r *ECR) Ensure(ctx context.Context, name string) (string, authn.Authentica
 			RepositoryName:             aws.String(name),
 			ImageScanningConfiguration: &ecrtypes.ImageScanningConfiguration{ScanOnPush: true},
 			ImageTagMutability:         ecrtypes.ImageTagMutabilityMutable,
-			Tags:                       []ecrtypes.Tag{{Key: aws.String(ManagedByTag), Value: aws.String("svz")}},
+			Tags:                       []ecrtypes.Tag{{Key: aws.String(ManagedByTag), Value: aws.String(ManagedByValue)}},
 		})
 		var ae *ecrtypes.RepositoryAlreadyExistsException
 		switch {
@@ -135,22 +135,52 @@ func DecodeECRToken(token string) (authn.Authenticator, error) {
 	return &authn.Basic{Username: user, Password: pass}, nil
 }
 
-// ManagedByTag marks resources svz created.
+// ManagedByTag marks resources svz created (deploy.ManagedBy): the tag managed-by=svz.
 const ManagedByTag = "managed-by"
 
-// SecretsManager is the secret store on AWS.
+// ManagedByValue is the value of ManagedByTag on what svz created.
+const ManagedByValue = "svz"
+
+// adoptSecret is the command that marks a secret as svz's.
+func adoptSecret(name string) string {
+	return "aws secretsmanager tag-resource --secret-id " + name + " --tags Key=" + ManagedByTag + ",Value=" + ManagedByValue
+}
+
+// SecretsManager is the secret store on AWS. It reads, changes and deletes only the secrets it
+// created (tag managed-by=svz).
 type SecretsManager struct {
 	Client *secretsmanager.Client
 }
 
 var _ deploy.SecretStore = (*SecretsManager)(nil)
 
-// Get reads the current (AWSCURRENT) version.
-func (s *SecretsManager) Get(ctx context.Context, name string) (deploy.StoredSecret, error) {
-	out, err := s.Client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(name)})
+// owned checks that the secret exists and carries svz's tag.
+func (s *SecretsManager) owned(ctx context.Context, name string) error {
+	out, err := s.Client.DescribeSecret(ctx, &secretsmanager.DescribeSecretInput{SecretId: aws.String(name)})
 	var nf *smtypes.ResourceNotFoundException
 	switch {
 	case errors.As(err, &nf):
+		return fmt.Errorf("secret %s: %w", name, deploy.ErrNotFound)
+	case err != nil:
+		return fmt.Errorf("secretsmanager:DescribeSecret %s: %w", name, err)
+	}
+	for _, t := range out.Tags {
+		if aws.ToString(t.Key) == ManagedByTag && aws.ToString(t.Value) == ManagedByValue {
+			return nil
+		}
+	}
+	return &deploy.NotManagedError{Kind: "secret", Name: name, Adopt: adoptSecret(name)}
+}
+
+// Get reads the current (AWSCURRENT) version of a secret svz created.
+func (s *SecretsManager) Get(ctx context.Context, name string) (deploy.StoredSecret, error) {
+	if err := s.owned(ctx, name); err != nil {
+		return deploy.StoredSecret{}, err
+	}
+	out, err := s.Client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(name)})
+	var nf *smtypes.ResourceNotFoundException
+	switch {
+	case errors.As(err, &nf): // deleted meanwhile, or no current version
 		return deploy.StoredSecret{}, fmt.Errorf("secret %s: %w", name, deploy.ErrNotFound)
 	case err != nil:
 		return deploy.StoredSecret{}, fmt.Errorf("secretsmanager:GetSecretValue %s: %w", name, err)
@@ -161,17 +191,21 @@ func (s *SecretsManager) Get(ctx context.Context, name string) (deploy.StoredSec
 	}, nil
 }
 
-// Put creates the secret or adds a version that becomes AWSCURRENT.
+// Put creates the secret (tagged managed-by=svz), or adds a version that becomes AWSCURRENT to a
+// secret svz created.
 func (s *SecretsManager) Put(ctx context.Context, name string, value deploy.Secret) (deploy.SecretRef, error) {
 	out, err := s.Client.CreateSecret(ctx, &secretsmanager.CreateSecretInput{
 		Name:         aws.String(name),
 		SecretString: aws.String(value.Reveal()),
 		Description:  aws.String("Supervaizer controller secret, managed by svz deploy"),
-		Tags:         []smtypes.Tag{{Key: aws.String(ManagedByTag), Value: aws.String("svz")}},
+		Tags:         []smtypes.Tag{{Key: aws.String(ManagedByTag), Value: aws.String(ManagedByValue)}},
 	})
 	var exists *smtypes.ResourceExistsException
 	switch {
 	case errors.As(err, &exists):
+		if err := s.owned(ctx, name); err != nil {
+			return deploy.SecretRef{}, err
+		}
 		put, err := s.Client.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{
 			SecretId: aws.String(name), SecretString: aws.String(value.Reveal()),
 		})
@@ -185,16 +219,11 @@ func (s *SecretsManager) Put(ctx context.Context, name string, value deploy.Secr
 	return deploy.SecretRef{Name: name, ID: aws.ToString(out.ARN), Version: aws.ToString(out.VersionId)}, nil
 }
 
-// Delete removes the secret without a recovery window, so that the name can be created again. A
-// forced delete succeeds even for an absent secret, so absence is checked first.
+// Delete removes a secret svz created without a recovery window, so that the name can be created
+// again. A forced delete succeeds even for an absent secret, so absence is checked first.
 func (s *SecretsManager) Delete(ctx context.Context, name string) error {
-	_, err := s.Client.DescribeSecret(ctx, &secretsmanager.DescribeSecretInput{SecretId: aws.String(name)})
-	var nf *smtypes.ResourceNotFoundException
-	switch {
-	case errors.As(err, &nf):
-		return fmt.Errorf("secret %s: %w", name, deploy.ErrNotFound)
-	case err != nil:
-		return fmt.Errorf("secretsmanager:DescribeSecret %s: %w", name, err)
+	if err := s.owned(ctx, name); err != nil {
+		return err
 	}
 	if _, err := s.Client.DeleteSecret(ctx, &secretsmanager.DeleteSecretInput{
 		SecretId: aws.String(name), ForceDeleteWithoutRecovery: aws.Bool(true),

@@ -130,6 +130,7 @@ func sorted(l List) List {
 const InlinePolicyName = "svz"
 
 // Role is an IAM role svz owns: a trust policy, an optional inline policy and managed policies.
+// Roles changes and deletes only the roles it created (tag managed-by=svz).
 type Role struct {
 	Name    string
 	Trust   Policy
@@ -143,6 +144,7 @@ type Roles struct {
 }
 
 type liveRole struct {
+	ours    bool // tagged managed-by=svz
 	arn     string
 	trust   Policy
 	inline  *Policy
@@ -159,6 +161,14 @@ func (r *Roles) read(ctx context.Context, name string) (*liveRole, error) {
 		return nil, fmt.Errorf("iam:GetRole %s: %w", name, err)
 	}
 	lr := &liveRole{arn: aws.ToString(out.Role.Arn)}
+	for _, t := range out.Role.Tags {
+		if aws.ToString(t.Key) == ManagedByTag && aws.ToString(t.Value) == ManagedByValue {
+			lr.ours = true
+		}
+	}
+	if !lr.ours { // someone else's role: read nothing more, change nothing
+		return lr, nil
+	}
 	if lr.trust, err = ParsePolicy(aws.ToString(out.Role.AssumeRolePolicyDocument)); err != nil {
 		return nil, fmt.Errorf("role %s trust policy: %w", name, err)
 	}
@@ -182,6 +192,12 @@ func (r *Roles) read(ctx context.Context, name string) (*liveRole, error) {
 		lr.managed = append(lr.managed, aws.ToString(a.PolicyArn))
 	}
 	return lr, nil
+}
+
+// notManaged is the refusal to touch a role svz did not create.
+func notManaged(name string) error {
+	return &deploy.NotManagedError{Kind: "iam role", Name: name,
+		Adopt: "aws iam tag-role --role-name " + name + " --tags Key=" + ManagedByTag + ",Value=" + ManagedByValue}
 }
 
 // diff says what differs between a live role and the desired one ("" when equal).
@@ -211,6 +227,8 @@ func (r *Roles) Plan(ctx context.Context, want Role) (deploy.Change, error) {
 		return c, err
 	case lr == nil:
 		c.Action = deploy.Create
+	case !lr.ours:
+		return c, notManaged(want.Name)
 	default:
 		c.Action, c.Detail = deploy.NoOp, lr.diff(want)
 		if c.Detail != "" {
@@ -232,13 +250,15 @@ func (r *Roles) Ensure(ctx context.Context, want Role) (string, deploy.Change, e
 			RoleName:                 aws.String(want.Name),
 			AssumeRolePolicyDocument: aws.String(want.Trust.JSON()),
 			Description:              aws.String("Supervaizer controller, managed by svz deploy"),
-			Tags:                     []iamtypes.Tag{{Key: aws.String(ManagedByTag), Value: aws.String("svz")}},
+			Tags:                     []iamtypes.Tag{{Key: aws.String(ManagedByTag), Value: aws.String(ManagedByValue)}},
 		})
 		if err != nil {
 			return "", c, fmt.Errorf("iam:CreateRole %s: %w", want.Name, err)
 		}
 		c.Action = deploy.Create
-		lr = &liveRole{arn: aws.ToString(out.Role.Arn), trust: want.Trust}
+		lr = &liveRole{ours: true, arn: aws.ToString(out.Role.Arn), trust: want.Trust}
+	} else if !lr.ours {
+		return "", c, notManaged(want.Name)
 	} else if c.Detail = lr.diff(want); c.Detail != "" {
 		c.Action = deploy.Update
 	}
@@ -284,7 +304,8 @@ func (r *Roles) Ensure(ctx context.Context, want Role) (string, deploy.Change, e
 	return lr.arn, c, nil
 }
 
-// Delete removes the role with its inline and attached policies.
+// Delete removes a role svz created with its inline and attached policies; another role of that
+// name is kept (deploy.KeptChange).
 func (r *Roles) Delete(ctx context.Context, name string) (deploy.Change, error) {
 	c := deploy.Change{Resource: "iam-role", Name: name, Action: deploy.Delete}
 	lr, err := r.read(ctx, name)
@@ -294,6 +315,9 @@ func (r *Roles) Delete(ctx context.Context, name string) (deploy.Change, error) 
 	if lr == nil {
 		c.Action, c.Detail = deploy.NoOp, "absent"
 		return c, nil
+	}
+	if !lr.ours {
+		return deploy.KeptChange("iam-role", name), nil
 	}
 	if lr.inline != nil {
 		if _, err := r.Client.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: aws.String(name), PolicyName: aws.String(InlinePolicyName)}); err != nil {

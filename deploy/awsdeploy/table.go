@@ -87,7 +87,7 @@ func (t *StoreTable) read(ctx context.Context, name string, withTags bool) (tabl
 		return st, fmt.Errorf("dynamodb:ListTagsOfResource %s: %w", name, err)
 	}
 	for _, tag := range tags.Tags {
-		if aws.ToString(tag.Key) == ManagedByTag && aws.ToString(tag.Value) == "svz" {
+		if aws.ToString(tag.Key) == ManagedByTag && aws.ToString(tag.Value) == ManagedByValue {
 			st.managed = true
 		}
 	}
@@ -173,7 +173,7 @@ func (t *StoreTable) Ensure(ctx context.Context, name string) (deploy.Change, er
 			AttributeDefinitions:   attributes(),
 			KeySchema:              []ddbtypes.KeySchemaElement{{AttributeName: aws.String(TableKey), KeyType: ddbtypes.KeyTypeHash}},
 			GlobalSecondaryIndexes: []ddbtypes.GlobalSecondaryIndex{keyIndex()},
-			Tags:                   []ddbtypes.Tag{{Key: aws.String(ManagedByTag), Value: aws.String("svz")}},
+			Tags:                   []ddbtypes.Tag{{Key: aws.String(ManagedByTag), Value: aws.String(ManagedByValue)}},
 		})
 		if err != nil {
 			return c, fmt.Errorf("dynamodb:CreateTable %s: %w", name, err)
@@ -223,8 +223,7 @@ func (t *StoreTable) Delete(ctx context.Context, name string, onlyManaged bool) 
 			c.Action, c.Detail = deploy.NoOp, "absent"
 			return c, nil
 		case !st.managed:
-			c.Action, c.Detail = deploy.NoOp, "kept: not created by svz"
-			return c, nil
+			return deploy.KeptChange("dynamodb-table", name), nil
 		}
 	}
 	_, err := t.Client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})

@@ -63,7 +63,7 @@ func TestStoreTable(t *testing.T) {
 	c, err = st.Ensure(ctx, user)
 	step("ensure user table again", c, err, deploy.Change{Resource: "dynamodb-table", Name: user, Action: deploy.NoOp})
 	c, err = st.Delete(ctx, user, true)
-	step("delete user table", c, err, deploy.Change{Resource: "dynamodb-table", Name: user, Action: deploy.NoOp, Detail: "kept: not created by svz"})
+	step("delete user table", c, err, deploy.Change{Resource: "dynamodb-table", Name: user, Action: deploy.NoOp, Detail: "kept: svz deploy did not create it"})
 	if _, err := st.Client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(user)}); err != nil {
 		t.Fatalf("the user's table is gone: %v", err)
 	}

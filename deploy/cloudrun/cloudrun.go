@@ -4,17 +4,21 @@
 // The service is public at the network level (invoker IAM check disabled: Studio authenticates with
 // X-API-Key and grant tokens), runs 1 CPU / 512 MiB with a minimum of instances kept warm, and reads
 // its secrets as environment variables referencing pinned secret versions, so that a rotation rolls
-// out a new revision. The runtime service account (the project's default compute account) is given
-// roles/secretmanager.secretAccessor on exactly those secrets. Rollback sends all traffic back to the
-// revision that served before the update.
+// out a new revision. It runs as its own service account (ServiceAccountEmail), created by svz and
+// given roles/secretmanager.secretAccessor on exactly those secrets, and nothing else. Rollback
+// sends all traffic back to the revision that served before the update. svz changes and deletes only
+// the services, accounts and secrets it created (label or description managed-by=svz).
 package cloudrun
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
+	admin "cloud.google.com/go/iam/admin/apiv1"
 	"cloud.google.com/go/iam/apiv1/iampb"
 	run "cloud.google.com/go/run/apiv2"
 	"cloud.google.com/go/run/apiv2/runpb"
@@ -39,6 +43,7 @@ const (
 type Driver struct {
 	Services *run.ServicesClient
 	Secrets  *secretmanager.Client // IAM bindings on the service's secrets
+	IAM      *admin.IamClient      // the runtime service accounts
 	Project  string
 	Region   string
 }
@@ -50,17 +55,30 @@ func (d *Driver) name(n string) string {
 	return d.parent() + "/services/" + n
 }
 
-// runtimeAccount is the default compute service account, derived from the project number that
-// Secret Manager puts in secret names (projects/{number}/secrets/…).
-func runtimeAccount(s deploy.Service) (string, error) {
-	for _, ref := range s.Secrets {
-		parts := strings.Split(ref.ID, "/")
-		if len(parts) >= 2 && parts[0] == "projects" && parts[1] != "" {
-			return "serviceAccount:" + parts[1] + "-compute@developer.gserviceaccount.com", nil
-		}
-	}
-	return "", fmt.Errorf("cannot tell the runtime service account: no secret reference carries the project number")
+func (d *Driver) accounts() accounts { return accounts{client: d.IAM, project: d.Project} }
+
+// member is the IAM member of a service's runtime account.
+func (d *Driver) member(service string) string {
+	return "serviceAccount:" + ServiceAccountEmail(d.Project, service)
 }
+
+// defaultCompute is the project's default compute account, which earlier versions of svz let
+// read the secrets: derived from the project number Secret Manager puts in secret names.
+func defaultCompute(ref deploy.SecretRef) string {
+	parts := strings.Split(ref.ID, "/")
+	if len(parts) >= 2 && parts[0] == "projects" && parts[1] != "" {
+		return "serviceAccount:" + parts[1] + "-compute@developer.gserviceaccount.com"
+	}
+	return ""
+}
+
+// notOurs refuses to change or delete a service svz did not create.
+func (d *Driver) notOurs(name string) error {
+	return &deploy.NotManagedError{Kind: "cloud run service", Name: name,
+		Adopt: "gcloud run services update " + name + " --project " + d.Project + " --region " + d.Region + " --update-labels " + deploy.ManagedBy}
+}
+
+func ours(svc *runpb.Service) bool { return svc.GetLabels()["managed-by"] == "svz" }
 
 // envMap flattens container env: plain values as they are, secret references as secret:NAME@VERSION.
 func envMap(env []*runpb.EnvVar) map[string]string {
@@ -90,8 +108,9 @@ func wantEnv(s deploy.Service) []*runpb.EnvVar {
 	return env
 }
 
-// apply sets the fields svz manages on svc, keeping the rest as the platform has it.
-func apply(svc *runpb.Service, s deploy.Service) {
+// apply sets the fields svz manages on svc, keeping the rest as the platform has it; the service
+// runs as account.
+func apply(svc *runpb.Service, s deploy.Service, account string) {
 	if svc.Labels == nil {
 		svc.Labels = map[string]string{}
 	}
@@ -103,6 +122,7 @@ func apply(svc *runpb.Service, s deploy.Service) {
 	}
 	t := svc.Template
 	t.Revision = "" // let Cloud Run name each new revision
+	t.ServiceAccount = account
 	t.Scaling = &runpb.RevisionScaling{MinInstanceCount: int32(s.MinInstances), MaxInstanceCount: MaxInstances}
 	var c *runpb.Container
 	if len(t.Containers) > 0 {
@@ -121,10 +141,13 @@ func apply(svc *runpb.Service, s deploy.Service) {
 }
 
 // diff describes how the live service differs from s ("" when it already matches).
-func diff(live *runpb.Service, s deploy.Service) string {
+func diff(live *runpb.Service, s deploy.Service, account string) string {
 	want := proto.Clone(live).(*runpb.Service)
-	apply(want, s)
+	apply(want, s, account)
 	var d []string
+	if live.GetTemplate().GetServiceAccount() != account {
+		d = append(d, "service account → "+account)
+	}
 	lc, wc := firstContainer(live), firstContainer(want)
 	if lc.GetImage() != wc.GetImage() {
 		d = append(d, "image "+deploy.ShortDigest(lc.GetImage())+" → "+deploy.ShortDigest(wc.GetImage()))
@@ -168,17 +191,25 @@ func (d *Driver) get(ctx context.Context, n string) (*runpb.Service, error) {
 
 // Plan reports what Deploy would change.
 func (d *Driver) Plan(ctx context.Context, s deploy.Service) ([]deploy.Change, error) {
-	changes, err := d.planAccess(ctx, s, false)
-	if err != nil {
-		return nil, err
-	}
 	live, err := d.get(ctx, s.Name)
 	if err != nil {
 		return nil, err
 	}
+	if live != nil && !ours(live) {
+		return nil, d.notOurs(s.Name)
+	}
+	ac, err := d.accounts().plan(ctx, s.Name)
+	if err != nil {
+		return nil, err
+	}
+	access, err := d.planAccess(ctx, s, false)
+	if err != nil {
+		return nil, err
+	}
+	changes := append([]deploy.Change{ac}, access...)
 	c := deploy.Change{Resource: "cloud-run-service", Name: s.Name, Action: deploy.Create}
 	if live != nil {
-		c.Action, c.Detail = deploy.NoOp, diff(live, s)
+		c.Action, c.Detail = deploy.NoOp, diff(live, s, ServiceAccountEmail(d.Project, s.Name))
 		if c.Detail != "" {
 			c.Action = deploy.Update
 		}
@@ -186,20 +217,11 @@ func (d *Driver) Plan(ctx context.Context, s deploy.Service) ([]deploy.Change, e
 	return append(changes, c), nil
 }
 
-// planAccess checks, and with apply grants, the runtime account's access to each secret.
+// planAccess checks, and with grant sets, the secret access of the service's runtime account: the
+// account reads each of the service's secrets, and the project's default compute account, which
+// earlier versions of svz let read them, no longer does.
 func (d *Driver) planAccess(ctx context.Context, s deploy.Service, grant bool) ([]deploy.Change, error) {
-	if len(s.Secrets) == 0 {
-		return nil, nil
-	}
-	// Before the first secret exists its project number is unknown: the plan names the account
-	// generically; Deploy always runs after the secrets exist.
-	member, err := runtimeAccount(s)
-	if err != nil && grant {
-		return nil, err
-	}
-	if err != nil {
-		member = "serviceAccount:the default compute service account"
-	}
+	member := d.member(s.Name)
 	vars := make([]string, 0, len(s.Secrets))
 	for k := range s.Secrets {
 		vars = append(vars, k)
@@ -217,17 +239,51 @@ func (d *Driver) planAccess(ctx context.Context, s deploy.Service, grant bool) (
 		if err != nil {
 			return nil, fmt.Errorf("secretmanager GetIamPolicy %s: %w", ref.Name, err)
 		}
-		if hasMember(pol, SecretAccessor, member) {
+		legacy := defaultCompute(ref)
+		has, stale := hasMember(pol, SecretAccessor, member), legacy != "" && hasMember(pol, SecretAccessor, legacy)
+		switch {
+		case has && !stale:
 			c.Action = deploy.NoOp
-		} else if grant {
-			addMember(pol, SecretAccessor, member)
-			if _, err := d.Secrets.SetIamPolicy(ctx, &iampb.SetIamPolicyRequest{Resource: ref.ID, Policy: pol}); err != nil {
-				return nil, fmt.Errorf("secretmanager SetIamPolicy %s: %w", ref.Name, err)
+		case has:
+			c.Action, c.Detail = deploy.Update, "revoke the default compute service account"
+		case stale:
+			c.Detail = "and revoke the default compute service account"
+		}
+		if grant && c.Action != deploy.NoOp {
+			if !has {
+				addMember(pol, SecretAccessor, member)
+			}
+			removeMember(pol, SecretAccessor, legacy)
+			if err := d.setPolicy(ctx, ref, pol); err != nil {
+				return nil, err
 			}
 		}
 		changes = append(changes, c)
 	}
 	return changes, nil
+}
+
+// accountWait bounds the retries of a policy naming a service account IAM does not know yet:
+// a new account takes a few seconds to be usable everywhere.
+const accountWait = time.Minute
+
+// setPolicy writes a secret's IAM policy, retrying while a new runtime account propagates.
+func (d *Driver) setPolicy(ctx context.Context, ref deploy.SecretRef, pol *iampb.Policy) error {
+	deadline := time.Now().Add(accountWait)
+	for {
+		_, err := d.Secrets.SetIamPolicy(ctx, &iampb.SetIamPolicyRequest{Resource: ref.ID, Policy: pol})
+		if err == nil {
+			return nil
+		}
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "does not exist") || time.Now().After(deadline) {
+			return fmt.Errorf("secretmanager SetIamPolicy %s: %w", ref.Name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("secretmanager SetIamPolicy %s: %w", ref.Name, ctx.Err())
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
 
 func hasMember(p *iampb.Policy, role, member string) bool {
@@ -243,6 +299,15 @@ func hasMember(p *iampb.Policy, role, member string) bool {
 	return false
 }
 
+func removeMember(p *iampb.Policy, role, member string) {
+	for _, b := range p.Bindings {
+		if b.GetRole() == role && b.GetCondition() == nil {
+			b.Members = slices.DeleteFunc(b.Members, func(m string) bool { return m == member })
+		}
+	}
+	p.Bindings = slices.DeleteFunc(p.Bindings, func(b *iampb.Binding) bool { return len(b.Members) == 0 })
+}
+
 func addMember(p *iampb.Policy, role, member string) {
 	for _, b := range p.Bindings {
 		if b.GetRole() == role && b.GetCondition() == nil {
@@ -253,24 +318,34 @@ func addMember(p *iampb.Policy, role, member string) {
 	p.Bindings = append(p.Bindings, &iampb.Binding{Role: role, Members: []string{member}})
 }
 
-// Deploy grants secret access, then creates or updates the service and waits for the revision.
+// Deploy creates the runtime account, grants it its secrets, then creates or updates the service
+// and waits for the revision.
 func (d *Driver) Deploy(ctx context.Context, s deploy.Service) (deploy.Deployment, error) {
 	var dep deploy.Deployment
+	live, err := d.get(ctx, s.Name)
+	if err != nil {
+		return dep, err
+	}
+	if live != nil && !ours(live) {
+		return dep, d.notOurs(s.Name)
+	}
+	ac, err := d.accounts().ensure(ctx, s.Name)
+	if err != nil {
+		return dep, err
+	}
+	dep.Changes = append(dep.Changes, ac)
 	access, err := d.planAccess(ctx, s, true)
 	if err != nil {
 		return dep, err
 	}
 	dep.Changes = append(dep.Changes, access...)
-	live, err := d.get(ctx, s.Name)
-	if err != nil {
-		return dep, err
-	}
+	account := ServiceAccountEmail(d.Project, s.Name)
 	c := deploy.Change{Resource: "cloud-run-service", Name: s.Name}
 	var svc *runpb.Service
 	switch {
 	case live == nil:
 		want := &runpb.Service{}
-		apply(want, s)
+		apply(want, s, account)
 		op, err := d.Services.CreateService(ctx, &runpb.CreateServiceRequest{Parent: d.parent(), ServiceId: s.Name, Service: want})
 		if err != nil {
 			return dep, fmt.Errorf("run CreateService %s: %w", s.Name, err)
@@ -279,10 +354,10 @@ func (d *Driver) Deploy(ctx context.Context, s deploy.Service) (deploy.Deploymen
 			return dep, fmt.Errorf("run CreateService %s: %w", s.Name, err)
 		}
 		c.Action = deploy.Create
-	case diff(live, s) != "":
-		c.Action, c.Detail = deploy.Update, diff(live, s)
+	case diff(live, s, account) != "":
+		c.Action, c.Detail = deploy.Update, diff(live, s, account)
 		want := proto.Clone(live).(*runpb.Service)
-		apply(want, s)
+		apply(want, s, account)
 		if svc, err = d.update(ctx, want); err != nil {
 			return dep, err
 		}
@@ -371,20 +446,32 @@ func (d *Driver) Inspect(ctx context.Context, n string) (deploy.Live, error) {
 	return toLive(svc), nil
 }
 
-// Delete removes the service. Images stay in Artifact Registry; purge has nothing more to remove
-// here (the secrets are deleted by the caller).
+// Delete removes the service, then its runtime account; what svz did not create is kept. Images
+// stay in Artifact Registry; purge has nothing more to remove here (the secrets are deleted by the
+// caller).
 func (d *Driver) Delete(ctx context.Context, n string, _ bool) ([]deploy.Change, error) {
 	c := deploy.Change{Resource: "cloud-run-service", Name: n, Action: deploy.Delete}
-	op, err := d.Services.DeleteService(ctx, &runpb.DeleteServiceRequest{Name: d.name(n)})
-	switch status.Code(err) {
-	case codes.OK:
-		if _, err := op.Wait(ctx); err != nil {
+	live, err := d.get(ctx, n)
+	switch {
+	case err != nil:
+		return nil, err
+	case live == nil:
+		c.Action, c.Detail = deploy.NoOp, "absent"
+	case !ours(live):
+		c = deploy.KeptChange("cloud-run-service", n)
+	default:
+		op, err := d.Services.DeleteService(ctx, &runpb.DeleteServiceRequest{Name: d.name(n)})
+		switch status.Code(err) {
+		case codes.OK:
+			if _, err := op.Wait(ctx); err != nil {
+				return nil, fmt.Errorf("run DeleteService %s: %w", n, err)
+			}
+		case codes.NotFound:
+			c.Action, c.Detail = deploy.NoOp, "absent"
+		default:
 			return nil, fmt.Errorf("run DeleteService %s: %w", n, err)
 		}
-	case codes.NotFound:
-		c.Action, c.Detail = deploy.NoOp, "absent"
-	default:
-		return nil, fmt.Errorf("run DeleteService %s: %w", n, err)
 	}
-	return []deploy.Change{c}, nil
+	ac, err := d.accounts().delete(ctx, n)
+	return []deploy.Change{c, ac}, err
 }

@@ -30,6 +30,7 @@ const (
 	number  = "123456789"
 	region  = "us-central1"
 	svcName = "hello-dev"
+	account = "svz-hello-dev@proj-1.iam.gserviceaccount.com"
 )
 
 // env is a test's world: the fake APIs, the instances behind the service URL, a local registry.
@@ -137,15 +138,16 @@ func TestCloudRunLifecycle(t *testing.T) {
 		"no-op image-repository " + e.repo + "/hello-dev",
 		"create secret hello-dev-api-key",
 		"create secret hello-dev-private-key",
-		"create secret-access hello-dev-api-key → the default compute service account",
-		"create secret-access hello-dev-private-key → the default compute service account",
+		"create service-account " + account,
+		"create secret-access hello-dev-api-key → " + account,
+		"create secret-access hello-dev-private-key → " + account,
 		"create cloud-run-service hello-dev",
 	}
 	if got := actions(res.Changes); !reflect.DeepEqual(got, want) {
 		t.Fatalf("plan:\n got %q\nwant %q", got, want)
 	}
 	if calls := e.fake.Calls(); slices.ContainsFunc(calls, func(c string) bool {
-		return c == "CreateSecret" || c == "AddSecretVersion" || c == "CreateService" || c == "SetIamPolicy"
+		return c == "CreateSecret" || c == "AddSecretVersion" || c == "CreateService" || c == "SetIamPolicy" || c == "CreateServiceAccount"
 	}) {
 		t.Fatalf("plan changed something: %v", calls)
 	}
@@ -170,6 +172,15 @@ func TestCloudRunLifecycle(t *testing.T) {
 		t.Fatalf("image %s, serving %s, want %s", res.Image, e.fake.Serving(svcName), wantImage)
 	}
 	svc := e.fake.Service(svcName)
+	// The service runs as its own account, which alone reads its secrets.
+	if svc.Template.ServiceAccount != account || e.fake.ServiceAccount(account) == nil {
+		t.Errorf("service account %q (exists: %v), want %s", svc.Template.ServiceAccount, e.fake.ServiceAccount(account) != nil, account)
+	}
+	for _, id := range []string{"hello-dev-api-key", "hello-dev-private-key"} {
+		if got := e.fake.SecretMembers(id, cloudrun.SecretAccessor); !reflect.DeepEqual(got, []string{"serviceAccount:" + account}) {
+			t.Errorf("%s readers %q, want only the runtime account", id, got)
+		}
+	}
 	if !svc.InvokerIamDisabled || svc.Template.Scaling.MinInstanceCount != 1 || svc.Template.Scaling.MaxInstanceCount != 10 {
 		t.Errorf("service access/scaling: %+v %+v", svc.InvokerIamDisabled, svc.Template.Scaling)
 	}
@@ -306,8 +317,11 @@ func TestCloudRunLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := actions(res.Changes); !reflect.DeepEqual(got, []string{"delete cloud-run-service hello-dev"}) {
+	if got := actions(res.Changes); !reflect.DeepEqual(got, []string{"delete cloud-run-service hello-dev", "delete service-account " + account}) {
 		t.Errorf("down: %q", got)
+	}
+	if e.fake.ServiceAccount(account) != nil {
+		t.Error("down kept the runtime account")
 	}
 	if _, _, ok := e.fake.SecretValue("hello-dev-api-key"); !ok {
 		t.Error("down without --purge deleted the API key")
@@ -319,7 +333,7 @@ func TestCloudRunLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = []string{"no-op cloud-run-service hello-dev", "delete secret hello-dev-api-key", "delete secret hello-dev-private-key",
+	want = []string{"no-op cloud-run-service hello-dev", "no-op service-account " + account, "delete secret hello-dev-api-key", "delete secret hello-dev-private-key",
 		"no-op secret hello-dev-studio-api-key", "no-op secret hello-dev-store-url"}
 	if got := actions(res.Changes); !reflect.DeepEqual(got, want) {
 		t.Errorf("down --purge:\n got %q\nwant %q", got, want)
@@ -335,7 +349,11 @@ func TestCloudRunUpWithoutKeyFailsBeforeDeploying(t *testing.T) {
 	if deploy.FailedStep(err) != deploy.StepSecrets {
 		t.Fatalf("step %q, err %v", deploy.FailedStep(err), err)
 	}
-	want := "step secrets: secret hello-dev-api-key does not exist: pass --generate-api-key or set SUPERVAIZER_API_KEY on this host"
+	want := "step secrets: 2 problems: " +
+		"secret hello-dev-api-key does not exist: pass --generate-api-key or set SUPERVAIZER_API_KEY on this host " +
+		"(Studio sends it as X-API-Key on every call to the controller); " +
+		"secret hello-dev-private-key does not exist: pass --generate-private-key or set SUPERVAIZER_PRIVATE_KEY on this host " +
+		"(the controller's RSA key: Studio encrypts sensitive data for the agent with its public key, so it must stay the same across restarts and instances)"
 	if err.Error() != want {
 		t.Fatalf("error:\n got %s\nwant %s", err, want)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	artifactregistry "cloud.google.com/go/artifactregistry/apiv1"
+	admin "cloud.google.com/go/iam/admin/apiv1"
 	"cloud.google.com/go/artifactregistry/apiv1/artifactregistrypb"
 	run "cloud.google.com/go/run/apiv2"
 	secretmanager "cloud.google.com/go/secretmanager/apiv1"
@@ -88,7 +89,8 @@ func (r *ArtifactRegistry) Ensure(ctx context.Context, n string) (string, authn.
 	return repo, &authn.Basic{Username: "oauth2accesstoken", Password: tok}, nil
 }
 
-// SecretManager is the secret store on GCP: automatic replication, one version per value.
+// SecretManager is the secret store on GCP: automatic replication, one version per value. It
+// reads, changes and deletes only the secrets it created (label managed-by=svz).
 type SecretManager struct {
 	Client  *secretmanager.Client
 	Project string
@@ -100,12 +102,32 @@ func (s *SecretManager) secret(n string) string { return "projects/" + s.Project
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Get reads the latest version and checks its CRC32C.
-func (s *SecretManager) Get(ctx context.Context, n string) (deploy.StoredSecret, error) {
-	out, err := s.Client.AccessSecretVersion(ctx, &secretmanagerpb.AccessSecretVersionRequest{Name: s.secret(n) + "/versions/latest"})
+// owned checks that the secret exists and carries svz's label.
+func (s *SecretManager) owned(ctx context.Context, n string) error {
+	sec, err := s.Client.GetSecret(ctx, &secretmanagerpb.GetSecretRequest{Name: s.secret(n)})
 	switch status.Code(err) {
 	case codes.OK:
 	case codes.NotFound:
+		return fmt.Errorf("secret %s: %w", n, deploy.ErrNotFound)
+	default:
+		return fmt.Errorf("secretmanager GetSecret %s: %w", n, err)
+	}
+	if sec.GetLabels()["managed-by"] != "svz" {
+		return &deploy.NotManagedError{Kind: "secret", Name: n,
+			Adopt: "gcloud secrets update " + n + " --project " + s.Project + " --update-labels " + deploy.ManagedBy}
+	}
+	return nil
+}
+
+// Get reads the latest version of a secret svz created and checks its CRC32C.
+func (s *SecretManager) Get(ctx context.Context, n string) (deploy.StoredSecret, error) {
+	if err := s.owned(ctx, n); err != nil {
+		return deploy.StoredSecret{}, err
+	}
+	out, err := s.Client.AccessSecretVersion(ctx, &secretmanagerpb.AccessSecretVersionRequest{Name: s.secret(n) + "/versions/latest"})
+	switch status.Code(err) {
+	case codes.OK:
+	case codes.NotFound: // no version yet: Put adds the first
 		return deploy.StoredSecret{}, fmt.Errorf("secret %s: %w", n, deploy.ErrNotFound)
 	default:
 		return deploy.StoredSecret{}, fmt.Errorf("secretmanager AccessSecretVersion %s: %w", n, err)
@@ -130,7 +152,7 @@ func refFromVersion(n, version string) (deploy.SecretRef, error) {
 	return deploy.SecretRef{Name: n, ID: secret, Version: v}, nil
 }
 
-// Put creates the secret when absent and adds a version.
+// Put creates the secret (labelled managed-by=svz) when absent and adds a version to it.
 func (s *SecretManager) Put(ctx context.Context, n string, value deploy.Secret) (deploy.SecretRef, error) {
 	_, err := s.Client.CreateSecret(ctx, &secretmanagerpb.CreateSecretRequest{
 		Parent:   "projects/" + s.Project,
@@ -140,7 +162,13 @@ func (s *SecretManager) Put(ctx context.Context, n string, value deploy.Secret) 
 			Labels:      map[string]string{"managed-by": "svz"},
 		},
 	})
-	if err != nil && status.Code(err) != codes.AlreadyExists {
+	switch status.Code(err) {
+	case codes.OK:
+	case codes.AlreadyExists:
+		if err := s.owned(ctx, n); err != nil {
+			return deploy.SecretRef{}, err
+		}
+	default:
 		return deploy.SecretRef{}, fmt.Errorf("secretmanager CreateSecret %s: %w", n, err)
 	}
 	data := []byte(value.Reveal())
@@ -155,8 +183,11 @@ func (s *SecretManager) Put(ctx context.Context, n string, value deploy.Secret) 
 	return refFromVersion(n, v.GetName())
 }
 
-// Delete removes the secret with all its versions.
+// Delete removes a secret svz created, with all its versions.
 func (s *SecretManager) Delete(ctx context.Context, n string) error {
+	if err := s.owned(ctx, n); err != nil {
+		return err
+	}
 	err := s.Client.DeleteSecret(ctx, &secretmanagerpb.DeleteSecretRequest{Name: s.secret(n)})
 	switch status.Code(err) {
 	case codes.OK:
@@ -172,9 +203,10 @@ type Clients struct {
 	Services *run.ServicesClient
 	Registry *artifactregistry.Client
 	Secrets  *secretmanager.Client
+	IAM      *admin.IamClient
 }
 
-// NewClients dials the three APIs. Without options they use Application Default Credentials.
+// NewClients dials the four APIs. Without options they use Application Default Credentials.
 func NewClients(ctx context.Context, opts ...option.ClientOption) (*Clients, error) {
 	var c Clients
 	var err error
@@ -182,20 +214,36 @@ func NewClients(ctx context.Context, opts ...option.ClientOption) (*Clients, err
 		return nil, fmt.Errorf("cloud run client: %w", err)
 	}
 	if c.Registry, err = artifactregistry.NewClient(ctx, opts...); err != nil {
-		_ = c.Services.Close()
+		_ = c.Close()
 		return nil, fmt.Errorf("artifact registry client: %w", err)
 	}
 	if c.Secrets, err = secretmanager.NewClient(ctx, opts...); err != nil {
-		_ = c.Services.Close()
-		_ = c.Registry.Close()
+		_ = c.Close()
 		return nil, fmt.Errorf("secret manager client: %w", err)
+	}
+	if c.IAM, err = admin.NewIamClient(ctx, opts...); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("iam client: %w", err)
 	}
 	return &c, nil
 }
 
-// Close closes the clients.
+// Close closes the clients that were opened.
 func (c *Clients) Close() error {
-	return errors.Join(c.Services.Close(), c.Registry.Close(), c.Secrets.Close())
+	var errs []error
+	if c.Services != nil {
+		errs = append(errs, c.Services.Close())
+	}
+	if c.Registry != nil {
+		errs = append(errs, c.Registry.Close())
+	}
+	if c.Secrets != nil {
+		errs = append(errs, c.Secrets.Close())
+	}
+	if c.IAM != nil {
+		errs = append(errs, c.IAM.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Platform assembles the Cloud Run platform. token supplies registry push credentials.
@@ -206,7 +254,7 @@ func (c *Clients) Platform(project, region string, token func(context.Context) (
 		Region:      region,
 		Registry:    &ArtifactRegistry{Client: c.Registry, Project: project, Region: region, Token: token},
 		Secrets:     &SecretManager{Client: c.Secrets, Project: project},
-		Driver:      &Driver{Services: c.Services, Secrets: c.Secrets, Project: project, Region: region},
+		Driver:      &Driver{Services: c.Services, Secrets: c.Secrets, IAM: c.IAM, Project: project, Region: region},
 		DefaultArch: "amd64",
 	}
 }

@@ -28,7 +28,9 @@ var ErrUnauthorized = errors.New("the controller rejected the API key (HTTP 401)
 type Gate struct {
 	// Client sends the requests; nil uses a client with a 30 s timeout per request.
 	Client *http.Client
-	// Timeout bounds the whole check, retries included; 0 means 3 minutes.
+	// Timeout bounds the retries, 0 means 3 minutes: no attempt starts after it. An attempt in
+	// flight is never cut short (each request is bounded by the client's timeout), so a failure
+	// reports the service's last answer, never a deadline that a slow machine happened to hit.
 	Timeout time.Duration
 	// Interval is the first pause between attempts, doubled up to 15 s; 0 means 2 s.
 	Interval time.Duration
@@ -48,6 +50,7 @@ type Report struct {
 const maxCards = 20
 
 // Check probes baseURL until the three checks pass, the API key is rejected, or the timeout ends.
+// The first attempt always runs to its end.
 func (g *Gate) Check(ctx context.Context, baseURL, apiKey string) (Report, error) {
 	timeout, interval := g.Timeout, g.Interval
 	if timeout <= 0 {
@@ -56,8 +59,7 @@ func (g *Gate) Check(ctx context.Context, baseURL, apiKey string) (Report, error
 	if interval <= 0 {
 		interval = 2 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	deadline := time.Now().Add(timeout)
 	base := strings.TrimRight(baseURL, "/")
 	rep := Report{URL: base}
 	for {
@@ -67,14 +69,17 @@ func (g *Gate) Check(ctx context.Context, baseURL, apiKey string) (Report, error
 			rep.Cards, rep.RPC = cards, rpc
 			return rep, nil
 		}
-		if errors.Is(err, ErrUnauthorized) {
+		if errors.Is(err, ErrUnauthorized) || ctx.Err() != nil {
 			return rep, err
+		}
+		if time.Now().Add(interval).After(deadline) {
+			return rep, fmt.Errorf("%s not healthy after %d attempts in %s: %w", base, rep.Attempts, timeout, err)
 		}
 		t := time.NewTimer(interval)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return rep, fmt.Errorf("%s not healthy after %d attempts in %s: %w", base, rep.Attempts, timeout, err)
+			return rep, fmt.Errorf("%s not healthy after %d attempts: %w", base, rep.Attempts, err)
 		case <-t.C:
 		}
 		interval = min(interval*2, 15*time.Second)

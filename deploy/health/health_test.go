@@ -62,8 +62,9 @@ const validCard = `{"name":"Hello","version":"1.0","supervaizer":{"v2":{"superva
 
 const methodNotFound = `{"jsonrpc":"2.0","id":"svz-health","error":{"code":-32601,"message":"Method not found: svz/ping"}}`
 
+// gate passes as soon as the controller is healthy: its deadline only bounds a failing test.
 func gate() *health.Gate {
-	return &health.Gate{Timeout: 2 * time.Second, Interval: 10 * time.Millisecond}
+	return &health.Gate{Timeout: time.Minute, Interval: 10 * time.Millisecond}
 }
 
 func TestCheckPassesAfterStartup(t *testing.T) {
@@ -109,6 +110,19 @@ func TestCheckFailures(t *testing.T) {
 				t.Fatalf("err %v, want … %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestCheckAttemptOutlivesTimeout: the timeout only stops new attempts. An attempt that outlasts it
+// (a loaded machine, a slow cold start) runs to its end and the error is the service's answer,
+// never "context deadline exceeded".
+func TestCheckAttemptOutlivesTimeout(t *testing.T) {
+	srv, calls := controller(t, 0, http.StatusBadGateway, "init failed")
+	g := &health.Gate{Timeout: time.Nanosecond, Interval: time.Hour}
+	rep, err := g.Check(context.Background(), srv.URL, key)
+	want := srv.URL + " not healthy after 1 attempts in 1ns: POST /a2a: HTTP 502: init failed"
+	if err == nil || err.Error() != want || rep.Attempts != 1 || calls.Load() != 1 {
+		t.Fatalf("err %v after %d attempts\nwant %s", err, rep.Attempts, want)
 	}
 }
 

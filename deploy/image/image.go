@@ -204,12 +204,20 @@ type BuildSpec struct {
 	Env  []string // base environment (os.Environ() in the CLI); GOOS/GOARCH/CGO_ENABLED are forced
 }
 
-// BuildFlags are the go build flags of the controller binary: static, stripped, reproducible. The
-// lambda.norpc tag drops aws-lambda-go's legacy RPC mode, unused by provided.al2023 and images;
-// svz_noawschain drops the AWS SDK's default credential chain (about 3 MB and its package
-// initialisation at every cold start), which no deployed platform needs: Lambda gives static
-// credentials, App Runner container credentials, and Cloud Run reaches no AWS service.
-var BuildFlags = []string{"-trimpath", "-ldflags=-s -w -buildid=", "-tags=lambda.norpc,svz_noawschain"}
+// buildTags are the controller's build tags: lambda.norpc drops aws-lambda-go's legacy RPC mode,
+// unused by provided.al2023 and images; svz_noawschain drops the AWS SDK's default credential
+// chain (about 3 MB and its package initialisation at every cold start), which no deployed
+// platform needs: Lambda gives static credentials, App Runner container credentials, and Cloud
+// Run reaches no AWS service.
+const buildTags = "lambda.norpc,svz_noawschain"
+
+// BuildFlags are the go build flags of the controller binary: static, stripped, reproducible.
+var BuildFlags = []string{"-trimpath", "-ldflags=-s -w -buildid=", "-tags=" + buildTags}
+
+// buildEnv is the environment of go build and go list for the target of s.
+func buildEnv(s BuildSpec) []string {
+	return append(withoutKeys(s.Env, "GOOS", "GOARCH", "CGO_ENABLED"), "GOOS=linux", "GOARCH="+s.Arch, "CGO_ENABLED=0")
+}
 
 // Compile builds the main package as a static linux binary and returns its bytes.
 func Compile(ctx context.Context, s BuildSpec) ([]byte, error) {
@@ -231,7 +239,7 @@ func Compile(ctx context.Context, s BuildSpec) ([]byte, error) {
 	args = append(args, main)
 	cmd := exec.CommandContext(ctx, gobin, args...)
 	cmd.Dir = s.Dir
-	cmd.Env = append(withoutKeys(s.Env, "GOOS", "GOARCH", "CGO_ENABLED"), "GOOS=linux", "GOARCH="+s.Arch, "CGO_ENABLED=0")
+	cmd.Env = buildEnv(s)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Stdout = &stderr
@@ -257,6 +265,48 @@ next:
 		out = append(out, kv)
 	}
 	return out
+}
+
+// Binary returns the entrypoint file of an image New made: the controller binary, as the platform
+// runs it.
+func Binary(img v1.Image) ([]byte, error) {
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, fmt.Errorf("image layers: %w", err)
+	}
+	want := strings.TrimPrefix(Entrypoint, "/")
+	for i := len(layers) - 1; i >= 0; i-- { // the last layer holding the file wins, as in a container
+		b, found, err := fileInLayer(layers[i], want)
+		if err != nil || found {
+			return b, err
+		}
+	}
+	return nil, fmt.Errorf("%s not found in the image", Entrypoint)
+}
+
+func fileInLayer(l v1.Layer, want string) ([]byte, bool, error) {
+	rc, err := l.Uncompressed()
+	if err != nil {
+		return nil, false, fmt.Errorf("image layer: %w", err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("image layer: %w", err)
+		}
+		if h.Name == want && h.Typeflag == tar.TypeReg {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				return nil, false, fmt.Errorf("image layer: %s: %w", want, err)
+			}
+			return b, true, nil
+		}
+	}
 }
 
 // Push uploads img to repo under tag and returns its digest reference, repo@sha256:…. Registries on

@@ -125,6 +125,8 @@ func lambdaArch(a string) lambdatypes.Architecture {
 
 // fnState is the part of a function svz manages.
 type fnState struct {
+	ours   bool // tagged managed-by=svz
+	arn    string
 	image  string
 	arch   lambdatypes.Architecture
 	role   string
@@ -143,7 +145,8 @@ func (d *Driver) readFunction(ctx context.Context, name string) (*fnState, *awsl
 		return nil, nil, fmt.Errorf("lambda:GetFunction %s: %w", name, err)
 	}
 	c := out.Configuration
-	st := &fnState{role: aws.ToString(c.Role), memory: aws.ToInt32(c.MemorySize), tmo: aws.ToInt32(c.Timeout), env: map[string]string{}}
+	st := &fnState{ours: out.Tags[awsdeploy.ManagedByTag] == awsdeploy.ManagedByValue, arn: aws.ToString(c.FunctionArn),
+		role: aws.ToString(c.Role), memory: aws.ToInt32(c.MemorySize), tmo: aws.ToInt32(c.Timeout), env: map[string]string{}}
 	if out.Code != nil {
 		st.image = aws.ToString(out.Code.ImageUri)
 	}
@@ -154,6 +157,12 @@ func (d *Driver) readFunction(ctx context.Context, name string) (*fnState, *awsl
 		st.env = c.Environment.Variables
 	}
 	return st, out, nil
+}
+
+// notOurs refuses to change or delete a function svz did not create.
+func notOurs(name, arn string) error {
+	return &deploy.NotManagedError{Kind: "lambda function", Name: name,
+		Adopt: "aws lambda tag-resource --resource " + arn + " --tags " + awsdeploy.ManagedByTag + "=" + awsdeploy.ManagedByValue}
 }
 
 func (d *Driver) want(s deploy.Service, roleARN string) fnState {
@@ -214,6 +223,9 @@ func (d *Driver) Plan(ctx context.Context, s deploy.Service) ([]deploy.Change, e
 	live, _, err := d.readFunction(ctx, s.Name)
 	if err != nil {
 		return nil, err
+	}
+	if live != nil && !live.ours {
+		return nil, notOurs(s.Name, live.arn)
 	}
 	roleARN := fmt.Sprintf("arn:aws:iam::%s:role/%s", d.Account, role.Name)
 	if live == nil {
@@ -311,6 +323,12 @@ func (d *Driver) policySids(ctx context.Context, name string) (map[string]bool, 
 // Deploy converges role, table, function, URL and permissions.
 func (d *Driver) Deploy(ctx context.Context, s deploy.Service) (deploy.Deployment, error) {
 	var dep deploy.Deployment
+	// Someone else's function is refused before anything is created for it.
+	if live, _, err := d.readFunction(ctx, s.Name); err != nil {
+		return dep, err
+	} else if live != nil && !live.ours {
+		return dep, notOurs(s.Name, live.arn)
+	}
 	roleARN, rc, err := d.roles().Ensure(ctx, d.role(s))
 	if err != nil {
 		return dep, err
@@ -397,7 +415,7 @@ func (d *Driver) create(ctx context.Context, name string, w fnState) error {
 		Timeout:       aws.Int32(w.tmo),
 		Environment:   &lambdatypes.Environment{Variables: w.env},
 		Description:   aws.String("Supervaizer controller, managed by svz deploy"),
-		Tags:          map[string]string{awsdeploy.ManagedByTag: "svz"},
+		Tags:          map[string]string{awsdeploy.ManagedByTag: awsdeploy.ManagedByValue},
 	}
 	deadline := time.Now().Add(d.roleWait())
 	for {
@@ -543,9 +561,18 @@ func shortSHA(s string) string {
 	return s
 }
 
-// Delete removes URL, function and role; with purge also the store table.
+// Delete removes URL, function and role; with purge also the store table. What svz did not create
+// is kept and reported as such.
 func (d *Driver) Delete(ctx context.Context, name string, purge bool) ([]deploy.Change, error) {
 	var cs []deploy.Change
+	live, _, err := d.readFunction(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if live != nil && !live.ours {
+		cs = append(cs, deploy.KeptChange("function-url", name), deploy.KeptChange("lambda-function", name))
+		return d.deleteRest(ctx, name, purge, cs)
+	}
 	var nf *lambdatypes.ResourceNotFoundException
 	uc := deploy.Change{Resource: "function-url", Name: name, Action: deploy.Delete}
 	if _, err := d.Lambda.DeleteFunctionUrlConfig(ctx, &awslambda.DeleteFunctionUrlConfigInput{FunctionName: aws.String(name)}); errors.As(err, &nf) {
@@ -561,6 +588,11 @@ func (d *Driver) Delete(ctx context.Context, name string, purge bool) ([]deploy.
 		return cs, fmt.Errorf("lambda:DeleteFunction %s: %w", name, err)
 	}
 	cs = append(cs, fc)
+	return d.deleteRest(ctx, name, purge, cs)
+}
+
+// deleteRest removes the role and, with purge, the store table, each only when svz created it.
+func (d *Driver) deleteRest(ctx context.Context, name string, purge bool, cs []deploy.Change) ([]deploy.Change, error) {
 	rc, err := d.roles().Delete(ctx, RoleName(name))
 	cs = append(cs, rc)
 	if err != nil {
@@ -568,8 +600,7 @@ func (d *Driver) Delete(ctx context.Context, name string, purge bool) ([]deploy.
 	}
 	tc := deploy.Change{Resource: "dynamodb-table", Name: name, Action: deploy.NoOp, Detail: "kept (pass --purge to delete stored data)"}
 	if purge {
-		// The table is named after the service: it is the function's, whoever created it.
-		if tc, err = d.table().Delete(ctx, name, false); err != nil {
+		if tc, err = d.table().Delete(ctx, name, true); err != nil {
 			return cs, err
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/supervaize/svz/deploy"
 	"github.com/supervaize/svz/deploy/awsdeploy"
@@ -247,5 +248,66 @@ func TestDeployCreateNoOpUpdateRollbackDelete(t *testing.T) {
 	wantDel = map[string]deploy.Action{"function-url": deploy.NoOp, "lambda-function": deploy.NoOp, "iam-role": deploy.NoOp, "dynamodb-table": deploy.Delete}
 	if got := actions(cs); !reflect.DeepEqual(got, wantDel) {
 		t.Errorf("second delete = %v, want %v", got, wantDel)
+	}
+}
+
+// TestDriverLeavesOthersFunctionAlone: a function with the service's name that svz did not create
+// (no managed-by=svz tag) is refused by plan and deploy, before its role or table is touched, and
+// kept by delete, Function URL included; its table, not created by svz either, survives a purge.
+func TestDriverLeavesOthersFunctionAlone(t *testing.T) {
+	d := newDriver(t)
+	ctx := context.Background()
+	name := awstest.Name("theirs")
+	role, err := d.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name + "-exec"),
+		AssumeRolePolicyDocument: aws.String(awsdeploy.TrustPolicy("lambda.amazonaws.com").JSON())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := d.Lambda.CreateFunction(ctx, &awslambda.CreateFunctionInput{
+		FunctionName: aws.String(name), PackageType: lambdatypes.PackageTypeImage, Code: &lambdatypes.FunctionCode{ImageUri: aws.String(imageA)},
+		Role: role.Role.Arn, Environment: &lambdatypes.Environment{Variables: map[string]string{"OWNER": "them"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Lambda.CreateFunctionUrlConfig(ctx, &awslambda.CreateFunctionUrlConfigInput{FunctionName: aws.String(name), AuthType: lambdatypes.FunctionUrlAuthTypeAwsIam}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.DynamoDB.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String(name), BillingMode: ddbtypes.BillingModePayPerRequest,
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("k"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("k"), KeyType: ddbtypes.KeyTypeHash}}}); err != nil {
+		t.Fatal(err)
+	}
+	msg := "lambda function " + name + " exists but svz deploy did not create it (it lacks the marker managed-by=svz), so svz leaves it alone: " +
+		"choose another --name or --env, or delete that lambda function; to let svz manage it, run: " +
+		"aws lambda tag-resource --resource " + aws.ToString(fn.FunctionArn) + " --tags managed-by=svz"
+	svc := service(name, imageB)
+	if _, err := d.Plan(ctx, svc); !errors.Is(err, deploy.ErrNotManaged) || err.Error() != msg {
+		t.Fatalf("plan: %v\nwant %s", err, msg)
+	}
+	if _, err := d.Deploy(ctx, svc); !errors.Is(err, deploy.ErrNotManaged) || err.Error() != msg {
+		t.Fatalf("deploy: %v", err)
+	}
+	if _, err := d.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(lambda.RoleName(name))}); err == nil {
+		t.Error("deploy created the execution role of a function it refused")
+	}
+	cs, err := d.Delete(ctx, name, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []deploy.Change{deploy.KeptChange("function-url", name), deploy.KeptChange("lambda-function", name),
+		{Resource: "iam-role", Name: lambda.RoleName(name), Action: deploy.NoOp, Detail: "absent"}, deploy.KeptChange("dynamodb-table", name)}
+	if !reflect.DeepEqual(cs, want) {
+		t.Fatalf("delete:\n got %+v\nwant %+v", cs, want)
+	}
+	got, err := d.Lambda.GetFunction(ctx, &awslambda.GetFunctionInput{FunctionName: aws.String(name)})
+	if err != nil || aws.ToString(got.Code.ImageUri) != imageA || got.Configuration.Environment.Variables["OWNER"] != "them" {
+		t.Fatalf("the function changed: %v", err)
+	}
+	if _, err := d.Lambda.GetFunctionUrlConfig(ctx, &awslambda.GetFunctionUrlConfigInput{FunctionName: aws.String(name)}); err != nil {
+		t.Fatalf("the Function URL is gone: %v", err)
+	}
+	if _, err := d.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}); err != nil {
+		t.Fatalf("the table is gone: %v", err)
 	}
 }

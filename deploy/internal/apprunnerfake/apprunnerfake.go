@@ -85,6 +85,7 @@ type config struct {
 }
 
 type service struct {
+	tags                       map[string]string
 	name, id, arn, url, status string
 	created, updated           float64
 	cfg                        config
@@ -178,11 +179,13 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (f *Fake) dispatch(op string, body []byte) (any, *apiError) {
 	var in struct {
-		ServiceName              string                    `json:"ServiceName"`
-		ServiceArn               string                    `json:"ServiceArn"`
-		SourceConfiguration      *sourceConfiguration      `json:"SourceConfiguration"`
-		InstanceConfiguration    *instanceConfiguration    `json:"InstanceConfiguration"`
-		HealthCheckConfiguration *healthCheckConfiguration `json:"HealthCheckConfiguration"`
+		ServiceName              string                        `json:"ServiceName"`
+		ServiceArn               string                        `json:"ServiceArn"`
+		SourceConfiguration      *sourceConfiguration          `json:"SourceConfiguration"`
+		InstanceConfiguration    *instanceConfiguration        `json:"InstanceConfiguration"`
+		HealthCheckConfiguration *healthCheckConfiguration     `json:"HealthCheckConfiguration"`
+		ResourceArn              string                        `json:"ResourceArn"`
+		Tags                     []struct{ Key, Value string } `json:"Tags"`
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, errorf("SerializationException", "cannot parse request: %v", err)
@@ -190,7 +193,21 @@ func (f *Fake) dispatch(op string, body []byte) (any, *apiError) {
 	f.advance()
 	switch op {
 	case "CreateService":
-		return f.create(in.ServiceName, in.SourceConfiguration, in.InstanceConfiguration, in.HealthCheckConfiguration)
+		tags := map[string]string{}
+		for _, t := range in.Tags {
+			tags[t.Key] = t.Value
+		}
+		return f.create(in.ServiceName, tags, in.SourceConfiguration, in.InstanceConfiguration, in.HealthCheckConfiguration)
+	case "ListTagsForResource":
+		s, err := f.get(in.ResourceArn)
+		if err != nil {
+			return nil, err
+		}
+		tags := []map[string]string{}
+		for k, v := range s.tags {
+			tags = append(tags, map[string]string{"Key": k, "Value": v})
+		}
+		return map[string]any{"Tags": tags}, nil
 	case "DescribeService":
 		s, err := f.get(in.ServiceArn)
 		if err != nil {
@@ -312,7 +329,7 @@ func validate(src *sourceConfiguration, inst *instanceConfiguration) *apiError {
 	return nil
 }
 
-func (f *Fake) create(name string, src *sourceConfiguration, inst *instanceConfiguration, hc *healthCheckConfiguration) (any, *apiError) {
+func (f *Fake) create(name string, tags map[string]string, src *sourceConfiguration, inst *instanceConfiguration, hc *healthCheckConfiguration) (any, *apiError) {
 	if !nameRE.MatchString(name) {
 		return nil, errorf("InvalidRequestException", "ServiceName %q is invalid.", name)
 	}
@@ -326,7 +343,7 @@ func (f *Fake) create(name string, src *sourceConfiguration, inst *instanceConfi
 	}
 	f.seq++
 	id := fmt.Sprintf("%032x", f.seq)
-	s := &service{name: name, id: id, status: "OPERATION_IN_PROGRESS", created: now(), updated: now(),
+	s := &service{name: name, tags: tags, id: id, status: "OPERATION_IN_PROGRESS", created: now(), updated: now(),
 		arn: fmt.Sprintf("arn:aws:apprunner:%s:%s:service/%s/%s", f.Region, f.Account, name, id)}
 	s.url = f.URLHost
 	if s.url == "" {

@@ -1,12 +1,14 @@
 // Package gcpfake is an in-process gRPC server speaking the wire protocol of the GCP APIs svz deploy
 // calls, for tests (no emulator exists for them): Cloud Run Admin API v2 (services and their
-// revisions, traffic, terminal conditions), Artifact Registry repositories, Secret Manager (secrets,
-// versions with CRC32C, IAM policies with etags), and the google.longrunning Operations service the
-// clients poll. It checks what the real APIs check where svz could get it wrong: resource name
-// formats, reserved environment names, that a revision can read the secrets it references (the
-// version exists and the runtime service account holds roles/secretmanager.secretAccessor on the
-// secret), and it fails a revision whose image is listed in FailImage, keeping traffic on the last
-// ready one as Cloud Run does.
+// revisions, traffic, terminal conditions), Artifact Registry repositories, Secret Manager (secrets
+// with labels, versions with CRC32C, IAM policies with etags), IAM service accounts, and the
+// google.longrunning Operations service the clients poll. It checks what the real APIs check where
+// svz could get it wrong: resource name formats, service account ids, reserved environment names,
+// that a revision's service account exists and can read the secrets it references (the version
+// exists and the account holds roles/secretmanager.secretAccessor on the secret), that a policy
+// names only existing accounts (a deleted account's bindings turn into deleted:serviceAccount:…,
+// as IAM shows them), and it fails a revision whose image is listed in FailImage, keeping traffic
+// on the last ready one as Cloud Run does.
 package gcpfake
 
 import (
@@ -21,6 +23,7 @@ import (
 	"testing"
 
 	"cloud.google.com/go/artifactregistry/apiv1/artifactregistrypb"
+	"cloud.google.com/go/iam/admin/apiv1/adminpb"
 	"cloud.google.com/go/iam/apiv1/iampb"
 	"cloud.google.com/go/longrunning/autogen/longrunningpb"
 	"cloud.google.com/go/run/apiv2/runpb"
@@ -55,6 +58,7 @@ type Fake struct {
 	services map[string]*service
 	repos    map[string]*artifactregistrypb.Repository
 	secrets  map[string]*secret
+	accounts map[string]*adminpb.ServiceAccount // by email
 	calls    []string
 }
 
@@ -79,6 +83,7 @@ func Start(t testing.TB, project, number, region string) *Fake {
 		Project: project, ProjectNumber: number, Region: region, FailImage: map[string]string{},
 		ops: map[string]*longrunningpb.Operation{}, services: map[string]*service{},
 		repos: map[string]*artifactregistrypb.Repository{}, secrets: map[string]*secret{},
+		accounts: map[string]*adminpb.ServiceAccount{},
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -89,6 +94,7 @@ func Start(t testing.TB, project, number, region string) *Fake {
 	artifactregistrypb.RegisterArtifactRegistryServer(srv, &arServer{f: f})
 	secretmanagerpb.RegisterSecretManagerServiceServer(srv, &smServer{f: f})
 	longrunningpb.RegisterOperationsServer(srv, &opsServer{f: f})
+	adminpb.RegisterIAMServer(srv, &iamServer{f: f})
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	f.addr = lis.Addr().String()
@@ -279,11 +285,23 @@ func validate(svc *runpb.Service) error {
 	return nil
 }
 
+// DefaultCompute is the project's default compute account, which runs revisions that name none.
+func (f *Fake) DefaultCompute() string { return f.ProjectNumber + "-compute@developer.gserviceaccount.com" }
+
+// checkAccount refuses a template whose service account does not exist, as the API does.
+func (f *Fake) checkAccount(svc *runpb.Service) error {
+	sa := svc.GetTemplate().GetServiceAccount()
+	if sa == "" || sa == f.DefaultCompute() || f.accounts[sa] != nil {
+		return nil
+	}
+	return grpcstatus.Errorf(codes.InvalidArgument, "spec.template.spec.service_account_name: Service account %s does not exist.", sa)
+}
+
 // revisionError says why a revision of template t cannot start, as Cloud Run reports it.
 func (f *Fake) revisionError(t *runpb.RevisionTemplate) string {
 	sa := t.GetServiceAccount()
 	if sa == "" {
-		sa = f.ProjectNumber + "-compute@developer.gserviceaccount.com"
+		sa = f.DefaultCompute()
 	}
 	for i, e := range t.GetContainers()[0].GetEnv() {
 		ref := e.GetValueSource().GetSecretKeyRef()
@@ -376,6 +394,9 @@ func (s *runServer) CreateService(_ context.Context, req *runpb.CreateServiceReq
 	if err := validate(req.GetService()); err != nil {
 		return nil, err
 	}
+	if err := f.checkAccount(req.GetService()); err != nil {
+		return nil, err
+	}
 	name := f.serviceName(req.GetServiceId())
 	if _, ok := f.services[name]; ok {
 		return nil, grpcstatus.Errorf(codes.AlreadyExists, "Resource '%s' already exists.", req.GetServiceId())
@@ -428,6 +449,9 @@ func (s *runServer) UpdateService(_ context.Context, req *runpb.UpdateServiceReq
 	}
 	in := req.GetService()
 	if err := validate(in); err != nil {
+		return nil, err
+	}
+	if err := f.checkAccount(in); err != nil {
 		return nil, err
 	}
 	for _, tt := range in.GetTraffic() {
@@ -536,6 +560,9 @@ var (
 	secretRE   = regexp.MustCompile(`^projects/([^/]+)/secrets/([^/]+)$`)
 	versionRE  = regexp.MustCompile(`^projects/([^/]+)/secrets/([^/]+)/versions/([^/]+)$`)
 	secretIDRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,255}$`)
+	// Labels: lowercase keys starting with a letter, lowercase values, 63 characters at most.
+	labelRE      = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+	labelValueRE = regexp.MustCompile(`^[a-z0-9_-]{0,63}$`)
 	castagnoli = crc32.MakeTable(crc32.Castagnoli)
 )
 
@@ -574,6 +601,11 @@ func (s *smServer) CreateSecret(_ context.Context, req *secretmanagerpb.CreateSe
 	}
 	if _, ok := f.secrets[req.GetSecretId()]; ok {
 		return nil, grpcstatus.Errorf(codes.AlreadyExists, "Secret [projects/%s/secrets/%s] already exists.", f.ProjectNumber, req.GetSecretId())
+	}
+	for k, v := range req.GetSecret().GetLabels() {
+		if !labelRE.MatchString(k) || !labelValueRE.MatchString(v) {
+			return nil, grpcstatus.Errorf(codes.InvalidArgument, "Invalid label %q=%q.", k, v)
+		}
 	}
 	sec := proto.Clone(req.GetSecret()).(*secretmanagerpb.Secret)
 	sec.Name = "projects/" + f.ProjectNumber + "/secrets/" + req.GetSecretId()
@@ -684,6 +716,14 @@ func (s *smServer) SetIamPolicy(_ context.Context, req *iampb.SetIamPolicyReques
 	if e := req.GetPolicy().GetEtag(); len(e) > 0 && string(e) != strconv.Itoa(sec.etag) {
 		return nil, grpcstatus.Error(codes.Aborted, "There were concurrent policy changes. Please retry the whole read-modify-write with exponential backoff.")
 	}
+	for _, b := range req.GetPolicy().GetBindings() {
+		for _, m := range b.GetMembers() {
+			email, ok := strings.CutPrefix(m, "serviceAccount:")
+			if ok && strings.HasSuffix(email, ".iam.gserviceaccount.com") && f.accounts[email] == nil {
+				return nil, grpcstatus.Errorf(codes.InvalidArgument, "Service account %s does not exist.", email)
+			}
+		}
+	}
 	sec.policy = proto.Clone(req.GetPolicy()).(*iampb.Policy)
 	sec.policy.Etag = nil
 	sec.etag++
@@ -723,4 +763,143 @@ func (f *Fake) ServingRevision(serviceID string) (name string, env map[string]st
 		return ts.Revision, env, true
 	}
 	return "", nil, false
+}
+
+// ---- IAM: service accounts ----
+
+type iamServer struct {
+	adminpb.UnimplementedIAMServer
+	f *Fake
+}
+
+var (
+	accountIDRE   = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])$`)
+	accountNameRE = regexp.MustCompile(`^projects/([^/]+)/serviceAccounts/([^/]+)$`)
+)
+
+// AddServiceAccount creates an account as someone else would (gcloud, the console), for tests.
+func (f *Fake) AddServiceAccount(accountID, description string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	email := accountID + "@" + f.Project + ".iam.gserviceaccount.com"
+	f.opSeq++
+	f.accounts[email] = &adminpb.ServiceAccount{
+		Name: "projects/" + f.Project + "/serviceAccounts/" + email, ProjectId: f.Project, Email: email,
+		UniqueId: fmt.Sprintf("1%020d", f.opSeq), Description: description,
+	}
+	return email
+}
+
+// ServiceAccount returns a copy of an account, nil when absent.
+func (f *Fake) ServiceAccount(email string) *adminpb.ServiceAccount {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if sa := f.accounts[email]; sa != nil {
+		return proto.Clone(sa).(*adminpb.ServiceAccount)
+	}
+	return nil
+}
+
+// SecretMembers lists the members holding role on a secret.
+func (f *Fake) SecretMembers(id, role string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.secrets[id]
+	if s == nil {
+		return nil
+	}
+	var out []string
+	for _, b := range s.policy.GetBindings() {
+		if b.GetRole() == role {
+			out = append(out, b.GetMembers()...)
+		}
+	}
+	return out
+}
+
+// account resolves projects/{project or -}/serviceAccounts/{email}.
+func (f *Fake) account(name string) (string, error) {
+	m := accountNameRE.FindStringSubmatch(name)
+	if m == nil {
+		return "", grpcstatus.Errorf(codes.InvalidArgument, "Invalid service account name %q.", name)
+	}
+	if m[1] != "-" {
+		if err := f.project(m[1]); err != nil {
+			return "", err
+		}
+	}
+	if f.accounts[m[2]] == nil {
+		return "", grpcstatus.Errorf(codes.NotFound, "Unknown service account")
+	}
+	return m[2], nil
+}
+
+func (s *iamServer) GetServiceAccount(_ context.Context, req *adminpb.GetServiceAccountRequest) (*adminpb.ServiceAccount, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("GetServiceAccount")
+	email, err := f.account(req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return proto.Clone(f.accounts[email]).(*adminpb.ServiceAccount), nil
+}
+
+func (s *iamServer) CreateServiceAccount(_ context.Context, req *adminpb.CreateServiceAccountRequest) (*adminpb.ServiceAccount, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("CreateServiceAccount")
+	p, ok := strings.CutPrefix(req.GetName(), "projects/")
+	if !ok || strings.Contains(p, "/") {
+		return nil, grpcstatus.Errorf(codes.InvalidArgument, "Invalid project name %q.", req.GetName())
+	}
+	if err := f.project(p); err != nil {
+		return nil, err
+	}
+	id := req.GetAccountId()
+	if len(id) < 6 || len(id) > 30 || !accountIDRE.MatchString(id) {
+		return nil, grpcstatus.Errorf(codes.InvalidArgument, "Account ID %q must be 6-30 characters: lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen.", id)
+	}
+	email := id + "@" + f.Project + ".iam.gserviceaccount.com"
+	if f.accounts[email] != nil {
+		return nil, grpcstatus.Errorf(codes.AlreadyExists, "Service account %s already exists within project projects/%s.", id, f.Project)
+	}
+	if len(req.GetServiceAccount().GetDescription()) > 256 || len(req.GetServiceAccount().GetDisplayName()) > 100 {
+		return nil, grpcstatus.Error(codes.InvalidArgument, "Description or display name too long.")
+	}
+	f.opSeq++
+	sa := &adminpb.ServiceAccount{
+		Name: "projects/" + f.Project + "/serviceAccounts/" + email, ProjectId: f.Project, Email: email,
+		UniqueId: fmt.Sprintf("1%020d", f.opSeq), DisplayName: req.GetServiceAccount().GetDisplayName(),
+		Description: req.GetServiceAccount().GetDescription(),
+	}
+	f.accounts[email] = sa
+	return proto.Clone(sa).(*adminpb.ServiceAccount), nil
+}
+
+// DeleteServiceAccount removes the account; bindings naming it become
+// deleted:serviceAccount:{email}?uid={id}, which a new account of the same email does not match.
+func (s *iamServer) DeleteServiceAccount(_ context.Context, req *adminpb.DeleteServiceAccountRequest) (*emptypb.Empty, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("DeleteServiceAccount")
+	email, err := f.account(req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	uid := f.accounts[email].GetUniqueId()
+	delete(f.accounts, email)
+	for _, sec := range f.secrets {
+		for _, b := range sec.policy.GetBindings() {
+			for i, m := range b.Members {
+				if m == "serviceAccount:"+email {
+					b.Members[i] = "deleted:serviceAccount:" + email + "?uid=" + uid
+				}
+			}
+		}
+	}
+	return &emptypb.Empty{}, nil
 }
