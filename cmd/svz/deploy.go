@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/oauth2/google"
+	"golang.org/x/term"
 
 	"github.com/supervaize/svz/deploy"
 	"github.com/supervaize/svz/deploy/apprunner"
@@ -24,9 +26,10 @@ type deployFlags struct {
 	cfg    deploy.Config
 	output string
 	yes    bool
+	rie    string // local: path of aws-lambda-rie
 }
 
-// newDeployCmd is `svz deploy plan|up|down|status`.
+// newDeployCmd is `svz deploy plan|up|local|down|status`.
 func newDeployCmd() *cobra.Command {
 	f := &deployFlags{}
 	cmd := &cobra.Command{
@@ -34,7 +37,8 @@ func newDeployCmd() *cobra.Command {
 		Short: "Build, deploy and check a controller on Cloud Run, App Runner or Lambda",
 		Long: `Build the controller's main package into a daemonless OCI image, push it, keep its secrets in the
 platform's secret manager, create or update the service, and gate the result on a health check that
-uses the stored API key (rolling back on failure).
+uses the stored API key (rolling back on failure). "local" runs the same image on this machine the
+way the platform would, and gates it, without a cloud.
 
 Resources are named {name}-{env}. Credentials come from the AWS default chain (AWS_PROFILE,
 AWS_REGION, AWS_ENDPOINT_URL...) or Google Application Default Credentials.`,
@@ -46,14 +50,17 @@ AWS_REGION, AWS_ENDPOINT_URL...) or Google Application Default Credentials.`,
 	pf.StringVarP(&f.cfg.Region, "region", "r", "", "region (default: AWS configuration or us-east-1; us-central1 for Cloud Run)")
 	pf.StringVar(&f.cfg.ProjectID, "project-id", "", "GCP project (Cloud Run)")
 	pf.StringVarP(&f.output, "output", "o", "text", "text or json (json: one document on stdout, progress on stderr)")
-	cmd.AddCommand(newDeployPlanCmd(f), newDeployUpCmd(f), newDeployDownCmd(f), newDeployStatusCmd(f))
+	cmd.AddCommand(newDeployPlanCmd(f), newDeployUpCmd(f), newDeployLocalCmd(f), newDeployDownCmd(f), newDeployStatusCmd(f))
 	return cmd
 }
 
-// buildFlags are shared by plan and up: both build the image and decide about secrets.
+// buildFlags are shared by plan, up and local: they build the image and decide about secrets.
 func buildFlags(cmd *cobra.Command, f *deployFlags) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.cfg.Main, "main", ".", "main package of the controller to build")
+	fl.StringVar(&f.cfg.Main, "main", ".", "main package of the controller to build (its main calls platform.Main)")
+	if cmd.Name() == "local" {
+		return
+	}
 	fl.StringVar(&f.cfg.Arch, "arch", "", "amd64 or arm64 (default: arm64 on Lambda, amd64 elsewhere)")
 	fl.StringVar(&f.cfg.ImageRepo, "image-repo", "", "push to this repository prefix instead of the platform registry (like KO_DOCKER_REPO)")
 	fl.BoolVar(&f.cfg.GenerateAPIKey, "generate-api-key", false, "generate SUPERVAIZER_API_KEY when its secret does not exist (shown once)")
@@ -68,7 +75,7 @@ func newDeployPlanCmd(f *deployFlags) *cobra.Command {
 		Short: "Show what up would create, update or leave alone (changes nothing)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return run(cmd, f, "plan", "", func(ctx context.Context, d *deploy.Deployer) (any, error) {
+			return run(cmd, f, "plan", func(ctx context.Context, d *deploy.Deployer) (any, error) {
 				res, err := d.Plan(ctx)
 				return resultDoc(res), err
 			})
@@ -81,21 +88,47 @@ func newDeployPlanCmd(f *deployFlags) *cobra.Command {
 func newDeployUpCmd(f *deployFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Build, push, store secrets, deploy and check the controller",
-		Args:  cobra.NoArgs,
+		Short: "Build, plan, confirm, then push, store secrets, deploy and check the controller",
+		Long: `up builds the image and plans like plan. When the plan changes something it lists the changes and
+asks for confirmation on a terminal; without a terminal, or with --output json, pass --yes.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			question := ""
-			if f.cfg.RotateSecrets {
-				question = "Rotate the secrets of " + f.cfg.ResourceName() + "? Studio must then be given the new API key."
-			}
-			return run(cmd, f, "up", question, func(ctx context.Context, d *deploy.Deployer) (any, error) {
+			return run(cmd, f, "up", func(ctx context.Context, d *deploy.Deployer) (any, error) {
 				res, err := d.Up(ctx)
 				return resultDoc(res), err
 			})
 		},
 	}
 	buildFlags(cmd, f)
-	cmd.Flags().BoolVarP(&f.yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.Flags().BoolVarP(&f.yes, "yes", "y", false, "apply without asking (required without a terminal, and with --output json)")
+	return cmd
+}
+
+func newDeployLocalCmd(f *deployFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "local",
+		Short: "Build the image and run it on this machine the way the platform would, then check its health",
+		Long: `local is a dry run of up without a cloud: it builds the same image (for this machine's architecture),
+runs its binary here the way the platform runs it (Lambda: as the bootstrap under the Lambda Runtime
+Interface Emulator, behind a local Function URL; Cloud Run and App Runner: as the container's
+process, with the environment the platform gives it), and runs the health gate against it. Secrets
+come from this host (SUPERVAIZER_API_KEY, SUPERVAIZER_PRIVATE_KEY...) or are made for this run
+only; nothing is pushed, stored or contacted. With --serve the controller keeps running after the
+gate, until Ctrl-C.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd, f, "local", func(ctx context.Context, d *deploy.Deployer) (any, error) {
+				if f.cfg.Serve && f.output == "text" {
+					d.Logs = cmd.ErrOrStderr()
+				}
+				res, err := d.Local(ctx)
+				return resultDoc(res), err
+			})
+		},
+	}
+	buildFlags(cmd, f)
+	cmd.Flags().BoolVar(&f.cfg.Serve, "serve", false, "keep the controller running after the health gate, until interrupted")
+	cmd.Flags().StringVar(&f.rie, "rie", "", "path of aws-lambda-rie (Lambda; default: on PATH or in the Go bin directory)")
 	return cmd
 }
 
@@ -103,20 +136,19 @@ func newDeployDownCmd(f *deployFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "down",
 		Short: "Delete the service (and with --purge its secrets and stored data)",
-		Args:  cobra.NoArgs,
+		Long: `down deletes what svz deploy created for the service; resources of the same names that svz did not
+create are kept. It asks for confirmation on a terminal; without a terminal, or with --output json,
+pass --yes.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			what := "Delete " + f.cfg.ResourceName() + " on " + f.cfg.Platform + "?"
-			if f.cfg.Purge {
-				what = "Delete " + f.cfg.ResourceName() + " on " + f.cfg.Platform + " with its secrets and stored data?"
-			}
-			return run(cmd, f, "down", what, func(ctx context.Context, d *deploy.Deployer) (any, error) {
+			return run(cmd, f, "down", func(ctx context.Context, d *deploy.Deployer) (any, error) {
 				res, err := d.Down(ctx)
 				return resultDoc(res), err
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&f.cfg.Purge, "purge", false, "also delete the secrets and the store table (the API key must then be re-entered in Studio)")
-	cmd.Flags().BoolVarP(&f.yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.Flags().BoolVarP(&f.yes, "yes", "y", false, "delete without asking (required without a terminal, and with --output json)")
 	return cmd
 }
 
@@ -126,7 +158,7 @@ func newDeployStatusCmd(f *deployFlags) *cobra.Command {
 		Short: "Report URL, image digest, secret presence and health (non-zero exit when not healthy)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return run(cmd, f, "status", "", func(ctx context.Context, d *deploy.Deployer) (any, error) {
+			return run(cmd, f, "status", func(ctx context.Context, d *deploy.Deployer) (any, error) {
 				st, err := d.Status(ctx)
 				return st, err
 			})
@@ -134,66 +166,119 @@ func newDeployStatusCmd(f *deployFlags) *cobra.Command {
 	}
 }
 
-// confirm asks on a terminal; elsewhere --yes is required.
-func confirm(cmd *cobra.Command, f *deployFlags, question string) error {
+// confirmer is how up and down ask: nil with --yes; an error when nobody can be asked (stdin is
+// not a terminal, or stdout carries the JSON document), which names what needs confirming and --yes.
+func confirmer(cmd *cobra.Command, f *deployFlags, what string) (func(context.Context, string, []deploy.Change) error, error) {
 	if f.yes {
-		return nil
+		return nil, nil
 	}
-	in := cmd.InOrStdin()
-	if file, ok := in.(*os.File); !ok || !isTerminal(file) || f.output == "json" {
-		return fmt.Errorf("%s pass --yes to confirm (no terminal to ask on)", question)
+	if f.output == "json" {
+		return nil, fmt.Errorf("%s needs confirmation: pass --yes (with --output json nobody is asked)", what)
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "%s [y/N] ", question)
-	var answer string
-	_, _ = fmt.Fscanln(in, &answer)
-	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-		return errors.New("cancelled")
+	file, ok := cmd.InOrStdin().(*os.File)
+	if !ok || !term.IsTerminal(int(file.Fd())) {
+		return nil, fmt.Errorf("%s needs confirmation: pass --yes (stdin is not a terminal, so nobody can be asked)", what)
 	}
-	return nil
+	return func(ctx context.Context, question string, changes []deploy.Change) error {
+		w := cmd.ErrOrStderr()
+		for _, c := range changes {
+			if c.Action != deploy.NoOp {
+				fmt.Fprintln(w, "  "+c.String())
+			}
+		}
+		fmt.Fprintf(w, "%s [y/N] ", question)
+		answer := make(chan string, 1)
+		go func() {
+			line, _ := bufio.NewReader(file).ReadString('\n')
+			answer <- line
+		}()
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(w)
+			return fmt.Errorf("cancelled: %w", ctx.Err())
+		case a := <-answer:
+			if a := strings.ToLower(strings.TrimSpace(a)); a != "y" && a != "yes" {
+				return errors.New("cancelled: not confirmed")
+			}
+			return nil
+		}
+	}, nil
 }
 
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+// confirmation names what up or down would do, for the question and for the refusal.
+func confirmation(name string, cfg *deploy.Config) string {
+	target := cfg.ResourceName() + " on " + cfg.Platform
+	switch {
+	case name == "down" && cfg.Purge:
+		return "deleting " + target + " with its secrets and stored data"
+	case name == "down":
+		return "deleting " + target
+	case cfg.RotateSecrets:
+		return "changing " + target + " and rotating its secrets"
+	}
+	return "changing " + target
 }
 
-// run asks question (when not empty), opens the platform, runs one command and prints its outcome;
-// a refusal is reported like any failure, at step "confirm". The error names the failed step.
-func run(cmd *cobra.Command, f *deployFlags, name, question string, do func(context.Context, *deploy.Deployer) (any, error)) error {
+// run checks the request, settles how to confirm, opens the platform, runs one command and
+// prints its outcome. What can be refused without the cloud (the configuration, --main, a
+// confirmation nobody can give) is refused before connecting. The error names the failed step.
+func run(cmd *cobra.Command, f *deployFlags, name string, do func(context.Context, *deploy.Deployer) (any, error)) error {
 	if f.output != "text" && f.output != "json" {
 		return fmt.Errorf("--output %q: want text or json", f.output)
 	}
 	ctx := cmd.Context()
-	if err := f.cfg.Validate(); err != nil {
-		return report(cmd, f, name, nil, &deploy.StepError{Step: "config", Err: err})
-	}
-	if name == "plan" || name == "up" { // before connecting: the refusal needs no credentials
-		if err := deploy.CheckStore(f.cfg.Platform, os.Getenv); err != nil {
-			return report(cmd, f, name, nil, err)
-		}
-	}
-	if question != "" {
-		if err := confirm(cmd, f, question); err != nil {
-			return report(cmd, f, name, nil, &deploy.StepError{Step: "confirm", Err: err})
-		}
-	}
 	if cwd, err := os.Getwd(); err == nil {
 		f.cfg.Dir = cwd
 	}
-	p, closer, err := openPlatform(ctx, &f.cfg)
-	if err != nil {
-		return report(cmd, f, name, nil, &deploy.StepError{Step: "connect", Err: err})
-	}
-	defer closer()
 	d := &deploy.Deployer{
 		Config:   f.cfg,
-		Platform: p,
 		Getenv:   os.Getenv,
 		Environ:  os.Environ(),
 		Progress: progressPrinter(cmd.ErrOrStderr()),
 	}
+	if err := d.Preflight(ctx, name); err != nil {
+		return report(cmd, f, name, nil, err)
+	}
+	if name == "up" || name == "down" {
+		what := confirmation(name, &f.cfg)
+		ask, err := confirmer(cmd, f, what)
+		if err != nil {
+			return report(cmd, f, name, nil, &deploy.StepError{Step: deploy.StepConfirm, Err: err})
+		}
+		d.Confirm = ask
+		if name == "down" && ask != nil {
+			q := "Delete " + strings.TrimPrefix(what, "deleting ") + "?"
+			if err := ask(ctx, q, nil); err != nil {
+				return report(cmd, f, name, nil, &deploy.StepError{Step: deploy.StepConfirm, Err: err})
+			}
+		}
+	}
+	var p deploy.Platform
+	closer := func() {}
+	if name == "local" {
+		p = localPlatform(&f.cfg, f.rie)
+	} else {
+		var err error
+		if p, closer, err = openPlatform(ctx, &f.cfg); err != nil {
+			return report(cmd, f, name, nil, &deploy.StepError{Step: "connect", Err: err})
+		}
+	}
+	defer closer()
+	d.Platform = p
+	d.Config.Region = f.cfg.Region
 	doc, err := do(ctx, d)
 	return report(cmd, f, name, doc, err)
+}
+
+// localPlatform is the platform of svz deploy local: nothing to connect to.
+func localPlatform(cfg *deploy.Config, emulator string) deploy.Platform {
+	switch cfg.Platform {
+	case deploy.PlatformLambda:
+		return lambda.LocalPlatform(emulator, cfg.Region)
+	case deploy.PlatformAppRunner:
+		return apprunner.LocalPlatform(cfg.Region)
+	}
+	return cloudrun.LocalPlatform(cfg.Region)
 }
 
 // openPlatform connects to the chosen cloud with its default credentials.

@@ -6,6 +6,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -45,9 +50,11 @@ func TestDeployConfigErrors(t *testing.T) {
 		{[]string{"deploy", "status", "-p", "cloud-run", "-n", "hello"}, `deploy status failed at step "config": --project-id is required for cloud-run`},
 		{[]string{"deploy", "plan", "-p", "lambda", "-n", "hello", "--arch", "386"}, `deploy plan failed at step "config": --arch "386": want amd64 or arm64`},
 		{[]string{"deploy", "plan", "-p", "lambda", "-n", "hello", "-o", "yaml"}, `--output "yaml": want text or json`},
-		{[]string{"deploy", "down", "-p", "lambda", "-n", "hello"}, `deploy down failed at step "confirm": Delete hello-dev on lambda? pass --yes to confirm (no terminal to ask on)`},
-		{[]string{"deploy", "down", "-p", "lambda", "-n", "hello", "--purge"}, `deploy down failed at step "confirm": Delete hello-dev on lambda with its secrets and stored data? pass --yes to confirm (no terminal to ask on)`},
-		{[]string{"deploy", "up", "-p", "lambda", "-n", "hello", "--rotate-secrets"}, `deploy up failed at step "confirm": Rotate the secrets of hello-dev? Studio must then be given the new API key. pass --yes to confirm (no terminal to ask on)`},
+		{[]string{"deploy", "down", "-p", "lambda", "-n", "hello"}, `deploy down failed at step "confirm": deleting hello-dev on lambda needs confirmation: pass --yes (stdin is not a terminal, so nobody can be asked)`},
+		{[]string{"deploy", "down", "-p", "lambda", "-n", "hello", "--purge"}, `deploy down failed at step "confirm": deleting hello-dev on lambda with its secrets and stored data needs confirmation: pass --yes (stdin is not a terminal, so nobody can be asked)`},
+		{[]string{"deploy", "up", "-p", "lambda", "-n", "hello", "--main", "../../examples/helloworld"}, `deploy up failed at step "confirm": changing hello-dev on lambda needs confirmation: pass --yes (stdin is not a terminal, so nobody can be asked)`},
+		{[]string{"deploy", "up", "-p", "lambda", "-n", "hello", "--main", "../../examples/helloworld", "--rotate-secrets"}, `deploy up failed at step "confirm": changing hello-dev on lambda and rotating its secrets needs confirmation: pass --yes (stdin is not a terminal, so nobody can be asked)`},
+		{[]string{"deploy", "local", "-p", "cloud-run"}, `deploy local failed at step "config": --name is required`},
 		{[]string{"deploy", "down", "-p", "lambda"}, `deploy down failed at step "config": --name is required`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -77,17 +84,17 @@ func TestDeployJSONConfirmRefused(t *testing.T) {
 		args []string
 		want map[string]any
 	}{
-		{[]string{"deploy", "up", "-p", "lambda", "-n", "hello", "--rotate-secrets", "-o", "json"}, map[string]any{
+		{[]string{"deploy", "up", "-p", "lambda", "-n", "hello", "--main", "../../examples/helloworld", "--rotate-secrets", "-o", "json"}, map[string]any{
 			"ok": false, "command": "up", "failed_step": "confirm",
-			"error": "step confirm: Rotate the secrets of hello-dev? Studio must then be given the new API key. pass --yes to confirm (no terminal to ask on)",
+			"error": "step confirm: changing hello-dev on lambda and rotating its secrets needs confirmation: pass --yes (with --output json nobody is asked)",
 		}},
 		{[]string{"deploy", "down", "-p", "lambda", "-n", "hello", "-o", "json"}, map[string]any{
 			"ok": false, "command": "down", "failed_step": "confirm",
-			"error": "step confirm: Delete hello-dev on lambda? pass --yes to confirm (no terminal to ask on)",
+			"error": "step confirm: deleting hello-dev on lambda needs confirmation: pass --yes (with --output json nobody is asked)",
 		}},
 		{[]string{"deploy", "down", "-p", "app-runner", "-n", "hello", "--purge", "-o", "json"}, map[string]any{
 			"ok": false, "command": "down", "failed_step": "confirm",
-			"error": "step confirm: Delete hello-dev on app-runner with its secrets and stored data? pass --yes to confirm (no terminal to ask on)",
+			"error": "step confirm: deleting hello-dev on app-runner with its secrets and stored data needs confirmation: pass --yes (with --output json nobody is asked)",
 		}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -194,5 +201,89 @@ func TestDeployAgainstMoto(t *testing.T) {
 		if a := c.(map[string]any)["action"]; a != "no-op" {
 			t.Errorf("down of an absent service: %v", c)
 		}
+	}
+}
+
+// TestDeployRefusesLibraryMain: --main must name a main package. go build of a library package
+// succeeds and writes an ar archive, which used to ship as the controller. plan, up and local
+// refuse it before building or connecting, naming the package and the main packages there are.
+func TestDeployRefusesLibraryMain(t *testing.T) {
+	dir := t.TempDir()
+	for name, src := range map[string]string{
+		"go.mod":            "module example.com/myagent\n\ngo 1.26\n",
+		"myagent.go":        "package myagent\n\nfunc Name() string { return \"my agent\" }\n",
+		"cmd/agent/main.go": "package main\n\nfunc main() {}\n",
+		"tools/gen/main.go": "package main\n\nfunc main() {}\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(dir)
+	t.Setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1") // connecting would fail otherwise
+	const refusal = `--main . is example.com/myagent (package myagent), not a main package: give the directory of the program whose main calls platform.Main; main packages here: ./cmd/agent, ./tools/gen`
+	for _, args := range [][]string{
+		{"deploy", "plan", "-p", "lambda", "-n", "hello"},
+		{"deploy", "up", "-p", "lambda", "-n", "hello", "--yes"},
+		{"deploy", "local", "-p", "cloud-run", "-n", "hello"},
+	} {
+		_, stderr, err := svz(t, args...)
+		want := "deploy " + args[1] + ` failed at step "config": ` + refusal
+		if err == nil || err.Error() != want {
+			t.Errorf("%v: %v\nwant %s", args, err, want)
+		}
+		if strings.Contains(stderr, "→") {
+			t.Errorf("%v: a step ran:\n%s", args, stderr)
+		}
+	}
+	for main, want := range map[string]string{
+		"./nowhere": `--main ./nowhere: `,
+		"./...":     `--main ./... matches 3 packages: give the one main package of the controller`,
+	} {
+		_, _, err := svz(t, "deploy", "plan", "-p", "lambda", "-n", "hello", "--main", main)
+		if err == nil || !strings.HasPrefix(err.Error(), `deploy plan failed at step "config": `+want) {
+			t.Errorf("--main %s: %v", main, err)
+		}
+	}
+}
+
+// TestDeployCredentialsMessage: without AWS credentials the SDK falls through its chain to the
+// instance metadata service, logs its own warnings (IMDSv1 fallback) and fails with an IMDS error.
+// svz prints its own message only.
+func TestDeployCredentialsMessage(t *testing.T) {
+	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "forbidden", http.StatusForbidden)
+	}))
+	defer imds.Close()
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "", "AWS_PROFILE": "",
+		"AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "AWS_REGION": "us-east-1",
+		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "", "AWS_CONTAINER_CREDENTIALS_FULL_URI": "", "AWS_WEB_IDENTITY_TOKEN_FILE": "",
+		"AWS_EC2_METADATA_SERVICE_ENDPOINT": imds.URL, "AWS_EC2_METADATA_DISABLED": "",
+	} {
+		t.Setenv(k, v)
+	}
+	// The SDK's logger writes to the process's stderr, not to the command's.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	_, cmdErr, err := svz(t, "deploy", "status", "-p", "lambda", "-n", "hello")
+	os.Stderr = stderr
+	w.Close()
+	leaked, _ := io.ReadAll(r)
+	want := `deploy status failed at step "connect": no AWS credentials found: set AWS_PROFILE (after aws sso login or aws configure), ` +
+		`or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; svz deploy reads the AWS default chain ` +
+		`(environment, shared config and credentials files, SSO, web identity, container and instance roles)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("err %v\nwant %s", err, want)
+	}
+	if len(leaked) > 0 || cmdErr != "" {
+		t.Fatalf("printed besides svz's message:\n%s%s", leaked, cmdErr)
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 	"github.com/google/go-containerregistry/pkg/authn"
 
 	"github.com/supervaize/svz/deploy"
@@ -25,9 +27,11 @@ import (
 // DefaultRegion is used when neither --region nor the AWS configuration name one.
 const DefaultRegion = "us-east-1"
 
-// LoadConfig loads the default AWS configuration, with region overriding the configured one.
+// LoadConfig loads the default AWS configuration, with region overriding the configured one. The
+// SDK's own log lines (such as its fallback from IMDSv2 to IMDSv1 while it looks for credentials)
+// are dropped: svz reports what went wrong in its own words.
 func LoadConfig(ctx context.Context, region string) (aws.Config, error) {
-	var opts []func(*config.LoadOptions) error
+	opts := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
 	if region != "" {
 		opts = append(opts, config.WithRegion(region))
 	}
@@ -41,13 +45,43 @@ func LoadConfig(ctx context.Context, region string) (aws.Config, error) {
 	return cfg, nil
 }
 
-// AccountID returns the account of the configured credentials.
+// ErrNoCredentials is returned (wrapped) when the default chain found no AWS credentials.
+var ErrNoCredentials = errors.New("no AWS credentials found")
+
+// noCredentials is svz's message when the default chain came up empty: every source was tried,
+// down to the EC2 instance metadata service, whose failure is all the SDK reports.
+const noCredentials = "set AWS_PROFILE (after aws sso login or aws configure), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; " +
+	"svz deploy reads the AWS default chain (environment, shared config and credentials files, SSO, web identity, container and instance roles)"
+
+// AccountID returns the account of the configured credentials. Credentials are retrieved first, so
+// that a missing or unusable source is reported as such, not as an STS failure.
 func AccountID(ctx context.Context, cfg aws.Config) (string, error) {
+	if err := checkCredentials(ctx, cfg); err != nil {
+		return "", err
+	}
 	out, err := sts.NewFromConfig(cfg).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
 	if err != nil {
 		return "", fmt.Errorf("AWS credentials: sts:GetCallerIdentity: %w", err)
 	}
 	return aws.ToString(out.Account), nil
+}
+
+// checkCredentials retrieves credentials from the chain. When the chain fell through to the
+// instance metadata service and that failed too, only svz's message is shown: the SDK's is about
+// IMDS, which is not what the user needs to fix off EC2.
+func checkCredentials(ctx context.Context, cfg aws.Config) error {
+	if cfg.Credentials == nil {
+		return fmt.Errorf("%w: %s", ErrNoCredentials, noCredentials)
+	}
+	_, err := cfg.Credentials.Retrieve(ctx)
+	if err == nil {
+		return nil
+	}
+	var op *smithy.OperationError
+	if errors.As(err, &op) && op.ServiceID == "ec2imds" {
+		return fmt.Errorf("%w: %s", ErrNoCredentials, noCredentials)
+	}
+	return fmt.Errorf("AWS credentials cannot be used: %w", err)
 }
 
 // ECR is the platform registry on AWS: one private repository per service.
