@@ -161,6 +161,7 @@ func (d *Deployer) runLocal(ctx context.Context, r *run) error {
 		return err
 	}
 	if !d.Config.Serve {
+		d.note(StepRun, "stopped (pass --serve to keep it running)")
 		return nil
 	}
 	d.note(StepRun, "serving at "+inst.URL+" until interrupted (Ctrl-C)")

@@ -1,4 +1,5 @@
-# AWS Lambda: the bootstrap build `sam build` runs, and the cold-start benchmark.
+# AWS Lambda: the bootstrap build `sam build` runs, a local invocation without Docker, and the
+# cold-start benchmark.
 # Included by the Makefile; also usable alone: make -f mk/lambda.mk build-ControllerFunction ARTIFACTS_DIR=out
 #
 # template.yaml's ControllerFunction has `BuildMethod: makefile`, so `sam build` copies the
@@ -17,17 +18,39 @@ LAMBDA_TAGS ?= lambda.norpc,svz_nocloudrun,svz_nolocal,svz_nobolt,svz_nopostgres
 LAMBDA_ARCH ?= $(or $(GOARCH),arm64)
 LAMBDA_GO_BUILD = CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) go build -trimpath -tags '$(LAMBDA_TAGS)' -ldflags='-s -w'
 
-.PHONY: build-ControllerFunction bench-lambda
+.PHONY: build-ControllerFunction rie invoke bench-lambda
 
 build-ControllerFunction: ## the Lambda bootstrap into $(ARTIFACTS_DIR), as sam build calls it
 	@if [ -z "$(ARTIFACTS_DIR)" ]; then echo "ARTIFACTS_DIR is required (sam build sets it)" >&2; exit 1; fi
 	$(LAMBDA_GO_BUILD) -o '$(ARTIFACTS_DIR)/bootstrap' $(LAMBDA_MAIN)
 
+# The AWS Lambda Runtime Interface Emulator: the one scripts/with-services installs, found on PATH,
+# or installed by `make rie` into the Go bin directory.
+RIE_VERSION ?= $(shell sed -n 's/^RIE_VERSION=//p' scripts/with-services)
+GO_BIN_DIR := $(or $(shell go env GOBIN),$(firstword $(subst :, ,$(shell go env GOPATH)))/bin)
+RIE ?= $(or $(SVZ_TEST_RIE),$(shell command -v aws-lambda-rie),$(GO_BIN_DIR)/aws-lambda-rie)
+
+rie: ## install the Lambda Runtime Interface Emulator (go install) unless $(RIE) exists
+	@if [ ! -x '$(RIE)' ]; then \
+	  echo "installing aws-lambda-rie@$(RIE_VERSION) into $(GO_BIN_DIR)"; \
+	  go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION); \
+	fi
+
+# invoke is `sam local invoke` without Docker (nor QEMU for arm64): the bootstrap built as sam
+# build builds it, for this machine, run once under the emulator with EVENT and the environment of
+# ENV_VARS (a SAM --env-vars file). The response goes to stdout, the logs to stderr.
+INVOKE_DIR ?= $(or $(TMPDIR),/tmp)/svz-invoke
+ENV_VARS ?= events/env.json
+
+invoke: rie ## run the bootstrap under the Lambda emulator with EVENT=events/… (sam local invoke without Docker)
+	@if [ -z '$(EVENT)' ]; then echo "EVENT is required, e.g. make invoke EVENT=events/function-url-health.json" >&2; exit 2; fi
+	@$(MAKE) --no-print-directory -f mk/lambda.mk build-ControllerFunction ARTIFACTS_DIR='$(INVOKE_DIR)' GOARCH=$$(go env GOHOSTARCH) >&2
+	@go run ./scripts/lambda-invoke -rie '$(RIE)' -bootstrap '$(INVOKE_DIR)/bootstrap' -env-vars '$(ENV_VARS)' -event '$(EVENT)'
+
 # bench-lambda builds our bootstrap and a minimal aws-lambda-go hello world the same way, for
 # this machine, and measures both under the Runtime Interface Emulator.
 BENCH_LAMBDA_DIR ?= $(or $(TMPDIR),/tmp)/svz-bench-lambda
 BENCH_LAMBDA_RUNS ?= 30
-RIE ?= $(or $(SVZ_TEST_RIE),$(shell command -v aws-lambda-rie),$(HOME)/go/bin/aws-lambda-rie)
 
 bench-lambda: ## cold start, warm latency and size of the Lambda bootstrap vs an aws-lambda-go hello world
 	$(MAKE) -f mk/lambda.mk build-ControllerFunction ARTIFACTS_DIR='$(BENCH_LAMBDA_DIR)/svz' GOARCH=$$(go env GOHOSTARCH)

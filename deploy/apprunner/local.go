@@ -29,6 +29,11 @@ func (l Local) Start(_ context.Context, img v1.Image, s deploy.Service, secrets 
 	if err != nil {
 		return nil, err
 	}
+	return local.StartProcess(img, l.Env(s, secrets, port), port, logs, "as an App Runner service process")
+}
+
+// Env is the service's environment for a local run on port.
+func (l Local) Env(s deploy.Service, secrets map[string]deploy.Secret, port int) map[string]string {
 	env := (&Driver{Region: l.Region}).Env(s)
 	if deploy.StoreIsDynamoDB(env[deploy.EnvStore]) {
 		env[deploy.EnvStore] = "memory"
@@ -38,7 +43,7 @@ func (l Local) Start(_ context.Context, img v1.Image, s deploy.Service, secrets 
 	local.SecretValues(env, secrets)
 	env["PORT"] = strconv.Itoa(port)
 	env["SUPERVAIZER_HOST"] = "127.0.0.1"
-	return local.StartProcess(img, env, port, logs, "as an App Runner service process")
+	return env
 }
 
 // LocalPlatform is App Runner for svz deploy local: nothing to connect to.

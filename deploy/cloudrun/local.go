@@ -26,6 +26,11 @@ func (Local) Start(_ context.Context, img v1.Image, s deploy.Service, secrets ma
 	if err != nil {
 		return nil, err
 	}
+	return local.StartProcess(img, Local{}.Env(s, secrets, port), port, logs, "as a Cloud Run container process")
+}
+
+// Env is the container's environment for a local run on port.
+func (Local) Env(s deploy.Service, secrets map[string]deploy.Secret, port int) map[string]string {
 	env := maps.Clone(s.Env)
 	env[deploy.EnvPublicURL] = "http://127.0.0.1:" + strconv.Itoa(port)
 	local.SecretValues(env, secrets)
@@ -33,7 +38,7 @@ func (Local) Start(_ context.Context, img v1.Image, s deploy.Service, secrets ma
 	env["K_SERVICE"] = s.Name
 	env["K_CONFIGURATION"] = s.Name
 	env["K_REVISION"] = s.Name + "-00001-loc"
-	return local.StartProcess(img, env, port, logs, "as a Cloud Run container process")
+	return env
 }
 
 // LocalPlatform is Cloud Run for svz deploy local: nothing to connect to.

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -52,7 +51,7 @@ func (l Local) Start(ctx context.Context, img v1.Image, s deploy.Service, secret
 		return nil, err
 	}
 	env := l.Env(s, secrets, url)
-	emu, err := rie.Start(ctx, rie.Options{RIE: emulator, Bootstrap: bootstrap, Env: local.Environ(env), Dir: filepath.Dir(bootstrap), Output: logs})
+	emu, err := rie.Start(ctx, rie.Options{RIE: emulator, Bootstrap: bootstrap, Env: local.Environ(env), Dir: dir, Output: logs})
 	if err != nil {
 		lis.Close()
 		os.RemoveAll(dir)

@@ -157,8 +157,11 @@ func Response(inv Invocation) (*http.Response, error) {
 	for _, c := range fr.Cookies {
 		h.Add("Set-Cookie", c)
 	}
-	if fr.StatusCode == 0 {
+	switch {
+	case fr.StatusCode == 0:
 		fr.StatusCode = http.StatusOK
+	case fr.StatusCode < 100 || fr.StatusCode > 599:
+		return nil, fmt.Errorf("function URL response: status code %d", fr.StatusCode)
 	}
 	return &http.Response{StatusCode: fr.StatusCode, Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body))}, nil
 }
