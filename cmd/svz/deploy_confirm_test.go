@@ -104,7 +104,9 @@ func TestDeployConfirmOnTerminal(t *testing.T) {
 	name := randomName(t)
 	svc := name + "-dev"
 
-	run := func(reply, question string, args ...string) (string, error) { return svzOnTerminal(t, question, reply, args...) }
+	run := func(reply, question string, args ...string) (string, error) {
+		return svzOnTerminal(t, question, reply, args...)
+	}
 
 	stderr, err := run("n\n", "Delete "+svc+" on lambda?", "deploy", "down", "-p", "lambda", "-n", name)
 	if err == nil || err.Error() != `deploy down failed at step "confirm": cancelled: not confirmed` || strings.Contains(stderr, "→") {

@@ -51,7 +51,9 @@ type accounts struct {
 	project string
 }
 
-func (a accounts) name(email string) string { return "projects/" + a.project + "/serviceAccounts/" + email }
+func (a accounts) name(email string) string {
+	return "projects/" + a.project + "/serviceAccounts/" + email
+}
 
 // get returns the account, nil when absent, or a NotManagedError when svz did not create it.
 func (a accounts) get(ctx context.Context, email string) (*adminpb.ServiceAccount, error) {

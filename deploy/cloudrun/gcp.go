@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	artifactregistry "cloud.google.com/go/artifactregistry/apiv1"
-	admin "cloud.google.com/go/iam/admin/apiv1"
 	"cloud.google.com/go/artifactregistry/apiv1/artifactregistrypb"
+	admin "cloud.google.com/go/iam/admin/apiv1"
 	run "cloud.google.com/go/run/apiv2"
 	secretmanager "cloud.google.com/go/secretmanager/apiv1"
 	"cloud.google.com/go/secretmanager/apiv1/secretmanagerpb"

@@ -145,8 +145,15 @@ func (d *Driver) readFunction(ctx context.Context, name string) (*fnState, *awsl
 		return nil, nil, fmt.Errorf("lambda:GetFunction %s: %w", name, err)
 	}
 	c := out.Configuration
-	st := &fnState{ours: out.Tags[awsdeploy.ManagedByTag] == awsdeploy.ManagedByValue, arn: aws.ToString(c.FunctionArn),
+	st := &fnState{arn: aws.ToString(c.FunctionArn),
 		role: aws.ToString(c.Role), memory: aws.ToInt32(c.MemorySize), tmo: aws.ToInt32(c.Timeout), env: map[string]string{}}
+	// GetFunction returns tags only to callers allowed lambda:ListTags; asking explicitly turns a
+	// missing permission into an error instead of "not svz's".
+	tags, err := d.Lambda.ListTags(ctx, &awslambda.ListTagsInput{Resource: c.FunctionArn})
+	if err != nil {
+		return nil, nil, fmt.Errorf("lambda:ListTags %s: %w", name, err)
+	}
+	st.ours = tags.Tags[awsdeploy.ManagedByTag] == awsdeploy.ManagedByValue
 	if out.Code != nil {
 		st.image = aws.ToString(out.Code.ImageUri)
 	}

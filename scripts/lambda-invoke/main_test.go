@@ -35,14 +35,25 @@ func makeInvoke(t *testing.T, args ...string) (stdout, stderr string, code int) 
 }
 
 // TestMakeInvoke: `make invoke EVENT=…` builds the bootstrap as sam build does and runs it under
-// the Runtime Interface Emulator with the sample event and events/env.json, without Docker, and
+// the Runtime Interface Emulator with each sample event and events/env.json, without Docker, and
 // prints the function's response.
 func TestMakeInvoke(t *testing.T) {
-	for event, want := range map[string]string{
-		"events/function-url-health.json":        `"status":"operational"`,
-		"events/function-url-a2a-job-start.json": `"result":`,
-		"events/apigw-rest-api-health.json":      `"status":"operational"`,
-	} {
+	files, err := filepath.Glob(filepath.Join(repoRoot(), "events", "*.json"))
+	if err != nil || len(files) < 5 {
+		t.Fatalf("sample events: %v %v", files, err)
+	}
+	for _, f := range files {
+		if filepath.Base(f) == "env.json" {
+			continue
+		}
+		event := "events/" + filepath.Base(f)
+		want := map[string]string{
+			"events/function-url-health.json":        `"status":"operational"`,
+			"events/function-url-a2a-job-start.json": `"result":`,
+			"events/function-url-a2a-surface.json":   `"result":`,
+			"events/apigw-rest-api-health.json":      `"status":"operational"`,
+			"events/function-url-agents.json":        `"agents":[`,
+		}[event]
 		t.Run(filepath.Base(event), func(t *testing.T) {
 			stdout, stderr, code := makeInvoke(t, "EVENT="+event)
 			if code != 0 {

@@ -286,7 +286,9 @@ func validate(svc *runpb.Service) error {
 }
 
 // DefaultCompute is the project's default compute account, which runs revisions that name none.
-func (f *Fake) DefaultCompute() string { return f.ProjectNumber + "-compute@developer.gserviceaccount.com" }
+func (f *Fake) DefaultCompute() string {
+	return f.ProjectNumber + "-compute@developer.gserviceaccount.com"
+}
 
 // checkAccount refuses a template whose service account does not exist, as the API does.
 func (f *Fake) checkAccount(svc *runpb.Service) error {
@@ -563,7 +565,7 @@ var (
 	// Labels: lowercase keys starting with a letter, lowercase values, 63 characters at most.
 	labelRE      = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
 	labelValueRE = regexp.MustCompile(`^[a-z0-9_-]{0,63}$`)
-	castagnoli = crc32.MakeTable(crc32.Castagnoli)
+	castagnoli   = crc32.MakeTable(crc32.Castagnoli)
 )
 
 func (f *Fake) secretByName(name string) (string, *secret, error) {
