@@ -164,7 +164,11 @@ func (d *Deployer) runLocal(ctx context.Context, r *run) error {
 		d.note(StepRun, "stopped (pass --serve to keep it running)")
 		return nil
 	}
-	d.note(StepRun, "serving at "+inst.URL+" until interrupted (Ctrl-C)")
+	msg := "serving at " + inst.URL + " until interrupted (Ctrl-C)"
+	if d.getenv(EnvAPIKey) == "" {
+		msg += "; its API key was made for this run and is not shown: set SUPERVAIZER_API_KEY on this host to call /a2a"
+	}
+	d.note(StepRun, msg)
 	select {
 	case <-ctx.Done():
 		return nil

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -59,5 +64,57 @@ func TestDeployLocalControllerRefusesToStart(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "! the controller printed (last lines):") || !strings.Contains(stderr, "SUPERVAIZER_WORKSPACE_AUTH") {
 		t.Errorf("the controller's own message is not shown:\n%s", stderr)
+	}
+}
+
+// TestDeployLocalServe: with --serve the controller keeps serving after the gate, its output on
+// stderr, until the command's context ends (Ctrl-C).
+func TestDeployLocalServe(t *testing.T) {
+	t.Setenv("SUPERVAIZER_API_KEY", "k-local-0123456789abcdef0123456789abcdef")
+	t.Setenv("SUPERVAIZER_WORKSPACE_AUTH_REQUIRED", "")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	root := newRootCmd()
+	root.SetOut(io.Discard)
+	root.SetErr(w)
+	root.SetIn(strings.NewReader(""))
+	root.SetArgs([]string{"deploy", "local", "-p", "cloud-run", "-n", "hello", "--main", "../../examples/helloworld", "--serve"})
+	done := make(chan error, 1)
+	go func() {
+		err := root.ExecuteContext(ctx)
+		w.Close()
+		done <- err
+	}()
+	lines := bufio.NewScanner(r)
+	url := ""
+	for url == "" && lines.Scan() {
+		if rest, ok := strings.CutPrefix(lines.Text(), "! serving at "); ok {
+			url, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	if url == "" {
+		t.Fatalf("no serving line: %v", <-done)
+	}
+	go func() { _, _ = io.Copy(io.Discard, r) }() // keep reading the controller's output
+	resp, err := http.Get(url + "/.well-known/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"status":"operational"`) {
+		t.Fatalf("health while serving: %d %s", resp.StatusCode, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("interrupted --serve: %v", err)
+	}
+	if _, err := http.Get(url + "/.well-known/health"); err == nil {
+		t.Error("the controller still answers after the command ended")
 	}
 }
