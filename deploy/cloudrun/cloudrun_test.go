@@ -94,7 +94,8 @@ func (e *env) deployer(version string, mod func(*deploy.Config)) *deploy.Deploye
 	if mod != nil {
 		mod(&cfg)
 	}
-	host := map[string]string{"SUPERVAIZER_WORKSPACE_AUTH_ISSUER": "https://studio.example", "UNRELATED": "x"}
+	// A forwarded setting, and one that is not forwarded.
+	host := map[string]string{"SUPERVAIZER_LOG_LEVEL": "WARNING", "UNRELATED": "x"}
 	return &deploy.Deployer{
 		Config:   cfg,
 		Platform: e.clients.Platform(project, region, func(context.Context) (string, error) { return "token", nil }),
@@ -194,13 +195,13 @@ func TestCloudRunLifecycle(t *testing.T) {
 	}
 	serverID := deploy.DeriveServerID(deploy.PlatformCloudRun, project, region, svcName)
 	wantEnv := map[string]string{
-		"SUPERVAIZER_API_KEY":               "secret hello-dev-api-key v1",
-		"SUPERVAIZER_PRIVATE_KEY":           "secret hello-dev-private-key v1",
-		"SUPERVAIZER_ENVIRONMENT":           "dev",
-		"SUPERVAIZER_SERVER_ID":             serverID,
-		"SUPERVAIZER_PUBLIC_URL":            e.fake.URL,
-		"SUPERVAIZER_WORKSPACE_AUTH_ISSUER": "https://studio.example",
-		"SUPERVAIZER_SECRETS_VERSION":       gotEnv["SUPERVAIZER_SECRETS_VERSION"],
+		"SUPERVAIZER_API_KEY":         "secret hello-dev-api-key v1",
+		"SUPERVAIZER_PRIVATE_KEY":     "secret hello-dev-private-key v1",
+		"SUPERVAIZER_ENVIRONMENT":     "dev",
+		"SUPERVAIZER_SERVER_ID":       serverID,
+		"SUPERVAIZER_PUBLIC_URL":      e.fake.URL,
+		"SUPERVAIZER_LOG_LEVEL":       "WARNING",
+		"SUPERVAIZER_SECRETS_VERSION": gotEnv["SUPERVAIZER_SECRETS_VERSION"],
 	}
 	if !reflect.DeepEqual(gotEnv, wantEnv) {
 		t.Errorf("container env:\n got %v\nwant %v", gotEnv, wantEnv)
