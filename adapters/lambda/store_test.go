@@ -63,7 +63,7 @@ func TestInstancesShareTheStore(t *testing.T) {
 
 	// The emulator relays the function's log lines asynchronously: wait for the one expected.
 	logged := func(em *emulator, s string) bool {
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			if strings.Contains(em.logs.String(), s) {
 				return true
 			}

@@ -65,7 +65,7 @@ func startRIE(t testing.TB, bin string, env []string, bootstrap string) (addr st
 			<-exited
 		}
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) { // generous: a loaded machine starts processes slowly
 		select {
 		case <-exited:
 			if strings.Contains(logs.String(), "address already in use") {
