@@ -102,6 +102,7 @@ type Controller struct {
 	bySlug    map[string]*boundAgent
 	keys      []apiKey
 	events    *effectLog
+	bufs      buffers
 	closing   chan struct{}
 	calls     *calls
 	closeOnce sync.Once

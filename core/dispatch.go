@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"runtime/debug"
 	"strconv"
 
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
+	"github.com/supervaize/svz/core/internal/wirejson"
 )
 
 // GrantHeader carries Studio's workspace-grant token.
@@ -35,7 +35,13 @@ func (c *Controller) serveRPC(w http.ResponseWriter, r *http.Request) {
 		c.tooLarge(w)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	// The body, the encoded result and the answer live in recycled buffers: nothing a handler
+	// receives points into them (requests are decoded into their own memory).
+	in, res, out := c.bufs.get(), c.bufs.get(), c.bufs.get()
+	defer func() { c.bufs.put(in); c.bufs.put(res); c.bufs.put(out) }()
+	body := bytes.NewBuffer(*in)
+	_, err := body.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	*in = body.Bytes()
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			c.tooLarge(w)
@@ -44,16 +50,16 @@ func (c *Controller) serveRPC(w http.ResponseWriter, r *http.Request) {
 		writeDetail(w, http.StatusBadRequest, "Could not read the request body")
 		return
 	}
-	resp := c.handleRPC(r.Context(), body, r.Header.Get(GrantHeader))
-	out, err := resp.encode()
+	resp := c.handleRPC(r.Context(), *in, r.Header.Get(GrantHeader), res)
+	*out, err = resp.appendTo(*out)
 	if err != nil {
 		// Results were validated; an encoding failure is a bug, answered as an internal error.
 		c.log.ErrorContext(r.Context(), "encode JSON-RPC answer", "error", err)
-		out, _ = errorResponse(resp.ID, CodeInternalError, "Internal error", nil).encode()
+		*out, _ = errorResponse(resp.ID, CodeInternalError, "Internal error", nil).appendTo((*out)[:0])
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(out)
+	_, _ = w.Write(*out)
 }
 
 func (c *Controller) tooLarge(w http.ResponseWriter) {
@@ -62,26 +68,25 @@ func (c *Controller) tooLarge(w http.ResponseWriter) {
 }
 
 // handleRPC answers one JSON-RPC request body. It never fails: every outcome is a JSON-RPC
-// response (sent with HTTP 200).
-func (c *Controller) handleRPC(ctx context.Context, body []byte, token string) rpcResponse {
-	body = bytes.TrimSpace(body)
-	var obj map[string]json.RawMessage
-	switch {
-	case len(body) > 0 && body[0] == '{':
-		if json.Unmarshal(body, &obj) != nil {
-			return unreadableRequest(CodeParseError, "Parse error", nil)
-		}
-	case !json.Valid(body):
+// response (sent with HTTP 200). The body is read once: validated (JSON in valid UTF-8, else a
+// parse error), then the envelope and the v2 request are decoded from it. A result is encoded
+// into *scratch when given (a recycled buffer), else into a new one.
+func (c *Controller) handleRPC(ctx context.Context, body []byte, token string, scratch *[]byte) rpcResponse {
+	if !wirejson.Valid(body) {
 		return unreadableRequest(CodeParseError, "Parse error", nil)
-	case body[0] == '[':
+	}
+	switch wirejson.Kind(body) {
+	case '{':
+	case '[':
 		return unreadableRequest(CodeInvalidRequest, "Invalid Request",
 			map[string]string{"detail": "batch requests are not supported: send one request object per call"})
 	default:
 		return unreadableRequest(CodeInvalidRequest, "Invalid Request",
 			map[string]string{"detail": "the request must be a JSON object"})
 	}
-	env, errs := decodeEnvelope(obj)
+	env, errs := decodeEnvelope(body)
 	env.token = token
+	env.scratch = scratch
 	if len(errs) > 0 {
 		return errorResponse(env.id, CodeInvalidParams, "Invalid JSON-RPC request", map[string]any{"errors": errs})
 	}
@@ -94,19 +99,15 @@ func (c *Controller) handleRPC(ctx context.Context, body []byte, token string) r
 	return errorResponse(env.id, CodeMethodNotFound, "Method not found: "+env.method, nil)
 }
 
-// unwrap returns the wrapped request object when params carries one under key. Only params that
-// mention the key are decoded to look.
+// unwrap returns the wrapped request object when params (a valid object) carries one under key.
 func unwrap(params json.RawMessage, key string) json.RawMessage {
-	if !bytes.Contains(params, []byte(key)) && !bytes.Contains(params, []byte(`\u`)) {
-		return params
-	}
-	var probe map[string]json.RawMessage
-	if json.Unmarshal(params, &probe) == nil {
-		if inner, ok := probe[key]; ok {
-			return inner
+	inner := params
+	for name, v := range wirejson.Members(params) {
+		if string(wirejson.Name(name)) == key {
+			inner = v // the last one counts, as when decoding into a map
 		}
 	}
-	return params
+	return inner
 }
 
 func (c *Controller) invokeAction(ctx context.Context, env envelope) rpcResponse {
@@ -149,7 +150,7 @@ func (c *Controller) invokeAction(ctx context.Context, env envelope) rpcResponse
 	}
 	var raw json.RawMessage
 	if err == nil {
-		raw, err = encodeResult(res)
+		raw, err = encodeResult(env.scratch, res)
 	}
 	if err != nil {
 		c.log.ErrorContext(ctx, "action failed", "agent_slug", req.AgentSlug, "action", req.Action,
@@ -190,7 +191,7 @@ func (c *Controller) loadSurface(ctx context.Context, env envelope) rpcResponse 
 	res, err := c.runSurface(c.handlerContext(ctx, agent, req.WorkspaceAuthorization), h, req)
 	var raw json.RawMessage
 	if err == nil {
-		raw, err = encodeResult(res)
+		raw, err = encodeResult(env.scratch, res)
 	}
 	if err != nil {
 		c.log.ErrorContext(ctx, "surface failed", "agent_slug", req.AgentSlug, "surface", req.Surface,
@@ -259,12 +260,19 @@ func runHandler[T any](ctx context.Context, serve func(context.Context) (*T, err
 	return res, nil
 }
 
-// encodeResult encodes a validated result once, for the answer; a value JSON cannot hold (a NaN
-// in a free-form member...) makes it an invalid result.
-func encodeResult(res any) (json.RawMessage, error) {
-	b, err := json.Marshal(res)
+// encodeResult encodes a validated result once, for the answer, into *scratch when given; a
+// value JSON cannot hold (a NaN in a free-form member...) makes it an invalid result.
+func encodeResult(scratch *[]byte, res any) (json.RawMessage, error) {
+	var buf []byte
+	if scratch != nil {
+		buf = (*scratch)[:0]
+	}
+	b, err := contract.AppendJSON(buf, res)
 	if err != nil {
 		return nil, fmt.Errorf("handler returned a result that cannot be encoded: %w", err)
+	}
+	if scratch != nil {
+		*scratch = b
 	}
 	return b, nil
 }

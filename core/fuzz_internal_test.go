@@ -51,7 +51,7 @@ func FuzzHandleRPC(f *testing.F) {
 	codes := map[int]bool{CodeParseError: true, CodeInvalidRequest: true, CodeMethodNotFound: true, CodeInvalidParams: true,
 		CodeInternalError: true, CodeActionNotRegistered: true, CodeSurfaceNotRegistered: true, CodeWorkspaceAuthorizationFailed: true}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		resp := c.handleRPC(context.Background(), body, "")
+		resp := c.handleRPC(context.Background(), body, "", nil)
 		if r := unchecked.Swap(nil); r != nil {
 			t.Fatalf("the handler received an unchecked request %+v", r)
 		}

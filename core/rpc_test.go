@@ -206,7 +206,7 @@ func TestResults(t *testing.T) {
 	t.Run("case 15: replay_safety defaults, effects []", func(t *testing.T) {
 		p := params(map[string]any{
 			"idempotency_key": nil, "job_id": "job-9", "extra_member": map[string]any{"kept": true},
-			"workspace_authorization": map[string]any{"grant_id": "forged"},
+			"workspace_authorization": map[string]any{"grant_id": "forged", "workspace_id": "workspace-1", "agent_id": "x", "agent_slug": "s", "server_id": "SRV"},
 		})
 		_, body := post(t, c, rpcBody(t, 1, actionInvoke, map[string]any{"action_request": p}), nil)
 		jsonEq(t, body, `{"jsonrpc":"2.0","id":1,"result":{"status":"ok","effects":[],"replay_safety":{"dedupe_keys":["job-123","rev-1"],"stable_external_ids_required":true,"strictly_idempotent_response":false,"convergent":true}}}`)

@@ -124,6 +124,12 @@ func objectList(name string, v reflect.Value) error {
 	return nil
 }
 
+// isNilSlice reports whether v holds a nil slice (other than a json.RawMessage).
+func isNilSlice(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Slice && rv.IsNil() && rv.Type() != rawMessageType
+}
+
 // emptyIfNilSlice returns [] for a nil slice held in v, v otherwise.
 func emptyIfNilSlice(v any) any {
 	if v == nil {

@@ -404,13 +404,15 @@ func (v *FieldValidation) check(typ string) error {
 }
 
 // MarshalJSON writes the definition with its unknown members; an empty type is written as string.
-func (f FieldDefinition) MarshalJSON() ([]byte, error) {
-	type plain FieldDefinition
-	p := plain(f)
-	if p.Type == "" {
+func (f FieldDefinition) MarshalJSON() ([]byte, error) { return marshal(&f) }
+
+func (f *FieldDefinition) wire(e *encoder) error {
+	if f.Type == "" {
+		p := *f
 		p.Type = FieldString
+		f = &p
 	}
-	return encodeObject(p, f.Extra)
+	return e.object(f, f.Extra)
 }
 
 // UnmarshalJSON decodes the definition, keeping unknown members.
@@ -420,13 +422,15 @@ func (f *FieldDefinition) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the definition; an empty type is written as string.
-func (f ResourceFieldDefinition) MarshalJSON() ([]byte, error) {
-	type plain ResourceFieldDefinition
-	p := plain(f)
-	if p.Type == "" {
+func (f ResourceFieldDefinition) MarshalJSON() ([]byte, error) { return marshal(&f) }
+
+func (f *ResourceFieldDefinition) wire(e *encoder) error {
+	if f.Type == "" {
+		p := *f
 		p.Type = FieldString
+		f = &p
 	}
-	return encodeObject(p, f.Extra)
+	return e.object(f, f.Extra)
 }
 
 // UnmarshalJSON decodes the definition, keeping unknown members.
@@ -436,10 +440,9 @@ func (f *ResourceFieldDefinition) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the option with its unknown members.
-func (o FieldOption) MarshalJSON() ([]byte, error) {
-	type plain FieldOption
-	return encodeObject(plain(o), o.Extra)
-}
+func (o FieldOption) MarshalJSON() ([]byte, error) { return marshal(&o) }
+
+func (o *FieldOption) wire(e *encoder) error { return e.object(o, o.Extra) }
 
 // UnmarshalJSON decodes an option; a plain string is rejected.
 func (o *FieldOption) UnmarshalJSON(data []byte) error {
@@ -448,16 +451,13 @@ func (o *FieldOption) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the source; value_field "id" when empty.
-func (s OptionsSource) MarshalJSON() ([]byte, error) {
-	type plain OptionsSource
-	p := plain(s)
-	if p.Type == "" {
-		p.Type = "resource"
-	}
-	if p.ValueField == "" {
-		p.ValueField = "id"
-	}
-	return encodeObject(p, s.Extra)
+func (s OptionsSource) MarshalJSON() ([]byte, error) { return marshal(&s) }
+
+func (s *OptionsSource) wire(e *encoder) error {
+	p := *s
+	p.Type = orDefault(p.Type, "resource")
+	p.ValueField = orDefault(p.ValueField, "id")
+	return e.object(&p, s.Extra)
 }
 
 // UnmarshalJSON decodes the source, keeping unknown members.
@@ -467,10 +467,9 @@ func (s *OptionsSource) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the dependency with its unknown members.
-func (d DependsOn) MarshalJSON() ([]byte, error) {
-	type plain DependsOn
-	return encodeObject(plain(d), d.Extra)
-}
+func (d DependsOn) MarshalJSON() ([]byte, error) { return marshal(&d) }
+
+func (d *DependsOn) wire(e *encoder) error { return e.object(d, d.Extra) }
 
 // UnmarshalJSON decodes the dependency, keeping unknown members.
 func (d *DependsOn) UnmarshalJSON(data []byte) error {
@@ -479,10 +478,9 @@ func (d *DependsOn) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the rules with their unknown members.
-func (v FieldValidation) MarshalJSON() ([]byte, error) {
-	type plain FieldValidation
-	return encodeObject(plain(v), v.Extra)
-}
+func (v FieldValidation) MarshalJSON() ([]byte, error) { return marshal(&v) }
+
+func (v *FieldValidation) wire(e *encoder) error { return e.object(v, v.Extra) }
 
 // UnmarshalJSON decodes the rules, keeping unknown members.
 func (v *FieldValidation) UnmarshalJSON(data []byte) error {
@@ -491,10 +489,9 @@ func (v *FieldValidation) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the estimate with its unknown members.
-func (c CostEstimate) MarshalJSON() ([]byte, error) {
-	type plain CostEstimate
-	return encodeObject(plain(c), c.Extra)
-}
+func (c CostEstimate) MarshalJSON() ([]byte, error) { return marshal(&c) }
+
+func (c *CostEstimate) wire(e *encoder) error { return e.object(c, c.Extra) }
 
 // UnmarshalJSON decodes the estimate, keeping unknown members.
 func (c *CostEstimate) UnmarshalJSON(data []byte) error {

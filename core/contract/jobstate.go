@@ -165,13 +165,15 @@ func (s *JobState) Validate() error {
 }
 
 // MarshalJSON writes the snapshot; cases as [] when empty.
-func (s JobState) MarshalJSON() ([]byte, error) {
-	type plain JobState
-	p := plain(s)
-	if p.Cases == nil {
+func (s JobState) MarshalJSON() ([]byte, error) { return marshal(&s) }
+
+func (s *JobState) wire(e *encoder) error {
+	if s.Cases == nil {
+		p := *s
 		p.Cases = []Case{}
+		s = &p
 	}
-	return encodeObject(p, s.Extra)
+	return e.object(s, s.Extra)
 }
 
 // UnmarshalJSON decodes the snapshot, keeping unknown members.
@@ -181,10 +183,9 @@ func (s *JobState) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the job with its unknown members.
-func (j Job) MarshalJSON() ([]byte, error) {
-	type plain Job
-	return encodeObject(plain(j), j.Extra)
-}
+func (j Job) MarshalJSON() ([]byte, error) { return marshal(&j) }
+
+func (j *Job) wire(e *encoder) error { return e.object(j, j.Extra) }
 
 // UnmarshalJSON decodes the job, keeping unknown members.
 func (j *Job) UnmarshalJSON(data []byte) error {
@@ -193,10 +194,9 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the display block with its unknown members.
-func (d JobDisplay) MarshalJSON() ([]byte, error) {
-	type plain JobDisplay
-	return encodeObject(plain(d), d.Extra)
-}
+func (d JobDisplay) MarshalJSON() ([]byte, error) { return marshal(&d) }
+
+func (d *JobDisplay) wire(e *encoder) error { return e.object(d, d.Extra) }
 
 // UnmarshalJSON decodes the display block, keeping unknown members.
 func (d *JobDisplay) UnmarshalJSON(data []byte) error {
@@ -205,10 +205,9 @@ func (d *JobDisplay) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the source with its unknown members.
-func (s JobSource) MarshalJSON() ([]byte, error) {
-	type plain JobSource
-	return encodeObject(plain(s), s.Extra)
-}
+func (s JobSource) MarshalJSON() ([]byte, error) { return marshal(&s) }
+
+func (s *JobSource) wire(e *encoder) error { return e.object(s, s.Extra) }
 
 // UnmarshalJSON decodes the source, keeping unknown members.
 func (s *JobSource) UnmarshalJSON(data []byte) error {
@@ -217,19 +216,19 @@ func (s *JobSource) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the case: lane "work" when empty, metadata {} and steps [] when empty.
-func (c Case) MarshalJSON() ([]byte, error) {
-	type plain Case
-	p := plain(c)
-	if p.Lane == "" {
-		p.Lane = DefaultLane
+func (c Case) MarshalJSON() ([]byte, error) { return marshal(&c) }
+
+func (c *Case) wire(e *encoder) error {
+	if c.Lane == "" || c.Metadata == nil || c.Steps == nil {
+		p := *c
+		p.Lane = orDefault(p.Lane, DefaultLane)
+		if p.Metadata == nil {
+			p.Metadata = map[string]any{}
+		}
+		p.Steps = nonNil(p.Steps)
+		c = &p
 	}
-	if p.Metadata == nil {
-		p.Metadata = map[string]any{}
-	}
-	if p.Steps == nil {
-		p.Steps = []Step{}
-	}
-	return encodeObject(p, c.Extra)
+	return e.object(c, c.Extra)
 }
 
 // UnmarshalJSON decodes the case, keeping unknown members.
@@ -239,13 +238,15 @@ func (c *Case) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the step; outputs as [] when empty.
-func (s Step) MarshalJSON() ([]byte, error) {
-	type plain Step
-	p := plain(s)
-	if p.Outputs == nil {
+func (s Step) MarshalJSON() ([]byte, error) { return marshal(&s) }
+
+func (s *Step) wire(e *encoder) error {
+	if s.Outputs == nil {
+		p := *s
 		p.Outputs = []ArtifactRef{}
+		s = &p
 	}
-	return encodeObject(p, s.Extra)
+	return e.object(s, s.Extra)
 }
 
 // UnmarshalJSON decodes the step, keeping unknown members.
@@ -256,17 +257,16 @@ func (s *Step) UnmarshalJSON(data []byte) error {
 
 // MarshalJSON writes the awaiting block; fields as [] when empty. Fields without a type are
 // boolean here (the reference's awaiting-field default).
-func (a Awaiting) MarshalJSON() ([]byte, error) {
-	type plain Awaiting
-	p := plain(a)
+func (a Awaiting) MarshalJSON() ([]byte, error) { return marshal(&a) }
+
+func (a *Awaiting) wire(e *encoder) error {
+	p := *a
 	p.Fields = make([]FieldDefinition, len(a.Fields))
 	for i, f := range a.Fields {
-		if f.Type == "" {
-			f.Type = FieldBoolean
-		}
+		f.Type = orDefault(f.Type, FieldBoolean)
 		p.Fields[i] = f
 	}
-	return encodeObject(p, a.Extra)
+	return e.object(&p, a.Extra)
 }
 
 // UnmarshalJSON decodes the awaiting block, keeping unknown members.
@@ -276,10 +276,9 @@ func (a *Awaiting) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the reference with its unknown members.
-func (r ArtifactRef) MarshalJSON() ([]byte, error) {
-	type plain ArtifactRef
-	return encodeObject(plain(r), r.Extra)
-}
+func (r ArtifactRef) MarshalJSON() ([]byte, error) { return marshal(&r) }
+
+func (r *ArtifactRef) wire(e *encoder) error { return e.object(r, r.Extra) }
 
 // UnmarshalJSON decodes the reference, keeping unknown members.
 func (r *ArtifactRef) UnmarshalJSON(data []byte) error {

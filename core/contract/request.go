@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/supervaize/svz/core/internal/wirejson"
 )
 
 // Actor is the Studio user on whose behalf a request is made (V2ActorRef).
@@ -149,20 +151,34 @@ const (
 	errDict    = "dict_type"
 	msgDict    = "Input should be a valid dictionary"
 	errModel   = "model_type"
+	errList    = "list_type"
+	msgList    = "Input should be a valid list"
 	errValue   = "value_error"
+	errJSON    = "json_invalid"
 )
+
+// msgModel is pydantic's message for a member of a model type that is not an object.
+func msgModel(model string) string {
+	return "Input should be a valid dictionary or instance of " + model
+}
 
 // DecodeActionRequest validates and decodes action.invoke params. It accepts what the reference
 // accepts: unknown members are kept in Extra, optional members may be null, input defaults to {}.
-// Strings are never coerced from other JSON types.
+// Strings are never coerced from other JSON types. A workspace_authorization member is validated
+// like any typed member (a V2VerifiedWorkspaceContext or null), then discarded. params must be
+// JSON in valid UTF-8.
 func DecodeActionRequest(params json.RawMessage) (*ActionRequest, error) {
-	return decodeRequest(params, true)
+	req := new(ActionRequest)
+	if err := decodeRequest(params, req, true); err != nil {
+		return nil, err
+	}
+	return req, nil
 }
 
 // DecodeSurfaceRequest validates and decodes surface.load params, like DecodeActionRequest.
 func DecodeSurfaceRequest(params json.RawMessage) (*SurfaceRequest, error) {
-	r, err := decodeRequest(params, false)
-	if err != nil {
+	var r ActionRequest
+	if err := decodeRequest(params, &r, false); err != nil {
 		return nil, err
 	}
 	return &SurfaceRequest{
@@ -172,22 +188,29 @@ func DecodeSurfaceRequest(params json.RawMessage) (*SurfaceRequest, error) {
 	}, nil
 }
 
-// decodeRequest reads the members of both request kinds, in the reference models' order (which
-// is the order of the errors); action and idempotency_key only for an action request (a surface
-// request keeps them as unknown members).
-func decodeRequest(params json.RawMessage, action bool) (*ActionRequest, error) {
-	r, errs := newFieldReader(params)
-	if errs != nil {
-		return nil, errs
+// decodeRequest reads the members of both request kinds in one pass over the compacted params,
+// in the reference models' order (which is the order of the errors); action and idempotency_key
+// only for an action request (a surface request keeps them as unknown members).
+func decodeRequest(params json.RawMessage, req *ActionRequest, action bool) error {
+	model := "V2SurfaceRequest"
+	if action {
+		model = "V2ActionRequest"
 	}
-	req := &ActionRequest{
-		RequestID: r.str("request_id"),
-		Actor:     r.actor(),
-		Workspace: r.workspace(),
-		MissionID: r.str("mission_id"),
-		AgentSlug: r.str("agent_slug"),
-		Surface:   r.str("surface"),
+	doc, err := wirejson.AppendCompact(make([]byte, 0, len(params)), params, false)
+	if err != nil {
+		return FieldErrors{{Type: errJSON, Loc: []any{}, Msg: "Invalid JSON: the request is not JSON in valid UTF-8"}}
 	}
+	if wirejson.Kind(doc) != '{' {
+		return FieldErrors{{Type: errModel, Loc: []any{}, Msg: msgModel(model)}}
+	}
+	var errs FieldErrors
+	r := newFieldReader(doc, nil, &errs)
+	req.RequestID = r.str("request_id")
+	req.Actor = r.actor()
+	req.Workspace = r.workspace()
+	req.MissionID = r.str("mission_id")
+	req.AgentSlug = r.str("agent_slug")
+	req.Surface = r.str("surface")
 	if action {
 		req.Action = r.str("action")
 	}
@@ -199,36 +222,40 @@ func decodeRequest(params json.RawMessage, action bool) (*ActionRequest, error) 
 	req.JobID = r.optStr("job_id")
 	req.CaseID = r.optStr("case_id")
 	req.StepID = r.optStr("step_id")
+	r.verifiedContext() // validated, then discarded: only the verifier sets it
 	req.Mission = r.mission(req.MissionID)
-	r.discard("workspace_authorization")
 	req.Extra = r.rest()
-	if len(r.errs) > 0 {
-		return nil, r.errs
+	if len(errs) > 0 {
+		return errs
 	}
-	return req, nil
+	return nil
 }
 
-// fieldReader walks one JSON object, collecting pydantic-style errors in field order.
+// fieldReader walks the members of one JSON object (compact and valid), collecting pydantic-style
+// errors in field order into a list shared with the readers of its nested objects.
 type fieldReader struct {
-	m    map[string]json.RawMessage
-	loc  []any
-	errs FieldErrors
+	members []member
+	loc     []any
+	errs    *FieldErrors
 }
 
-func newFieldReader(data json.RawMessage) (*fieldReader, FieldErrors) {
-	m, ok := asObject(data)
-	if !ok {
-		return nil, FieldErrors{{Type: errModel, Loc: []any{}, Msg: msgDict}}
+type member struct {
+	name  []byte // unquoted
+	value []byte
+	taken bool
+}
+
+func newFieldReader(obj []byte, loc []any, errs *FieldErrors) *fieldReader {
+	r := &fieldReader{loc: loc, errs: errs, members: make([]member, 0, 16)}
+	for name, v := range wirejson.Members(obj) {
+		r.members = append(r.members, member{name: wirejson.Name(name), value: v})
 	}
-	return &fieldReader{m: m}, nil
+	return r
 }
 
 // isObject reports whether data, known to be valid JSON (a member of a decoded document), is an
 // object: its first byte says so, no need to decode it.
-func isObject(data json.RawMessage) bool {
-	data = bytes.TrimSpace(data)
-	return len(data) > 0 && data[0] == '{'
-}
+func isObject(data json.RawMessage) bool { return wirejson.Kind(data) == '{' }
 
 // isObjectJSON reports whether arbitrary bytes are one valid JSON object.
 func isObjectJSON(data []byte) bool { return isObject(data) && json.Valid(data) }
@@ -253,15 +280,20 @@ func (r *fieldReader) fail(typ, msg string, loc ...any) {
 	full := make([]any, 0, len(r.loc)+len(loc))
 	full = append(full, r.loc...)
 	full = append(full, loc...)
-	r.errs = append(r.errs, FieldError{Type: typ, Loc: full, Msg: msg})
+	*r.errs = append(*r.errs, FieldError{Type: typ, Loc: full, Msg: msg})
 }
 
+// take returns the value of the member name (the last one, when a name repeats, as JSON parsers
+// read it) and marks every member of that name as read.
 func (r *fieldReader) take(name string) (json.RawMessage, bool) {
-	v, ok := r.m[name]
-	if ok {
-		delete(r.m, name)
+	var v []byte
+	found := false
+	for i := range r.members {
+		if m := &r.members[i]; !m.taken && string(m.name) == name {
+			m.taken, v, found = true, m.value, true
+		}
 	}
-	return v, ok
+	return v, found
 }
 
 func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
@@ -272,21 +304,20 @@ func (r *fieldReader) str(name string) string {
 		r.fail(errMissing, msgMissing, name)
 		return ""
 	}
-	var s string
-	if bytes.TrimSpace(v)[0] != '"' || json.Unmarshal(v, &s) != nil {
+	s, isStr := wirejson.Unquote(v)
+	if !isStr {
 		r.fail(errString, msgString, name)
-		return ""
 	}
 	return s
 }
 
 func (r *fieldReader) optStr(name string) *string {
 	v, ok := r.take(name)
-	if !ok || isNull(v) {
+	if !ok || wirejson.IsNull(v) {
 		return nil
 	}
-	var s string
-	if bytes.TrimSpace(v)[0] != '"' || json.Unmarshal(v, &s) != nil {
+	s, isStr := wirejson.Unquote(v)
+	if !isStr {
 		r.fail(errString, msgString, name)
 		return nil
 	}
@@ -303,102 +334,128 @@ func (r *fieldReader) object(name string) json.RawMessage {
 		r.fail(errDict, msgDict, name)
 		return nil
 	}
-	return compact(v)
+	return v
 }
 
-func (r *fieldReader) sub(name string) (*fieldReader, bool) {
+// sub returns the reader of the member name, an object of the reference model named model.
+func (r *fieldReader) sub(name, model string) (*fieldReader, bool) {
 	v, ok := r.take(name)
 	if !ok {
 		r.fail(errMissing, msgMissing, name)
 		return nil, false
 	}
-	m, isObj := asObject(v)
-	if !isObj {
-		r.fail(errModel, msgDict, name)
-		return nil, false
-	}
-	loc := append(append([]any{}, r.loc...), name)
-	return &fieldReader{m: m, loc: loc}, true
+	return r.model(name, v, model)
 }
 
-func (r *fieldReader) merge(s *fieldReader) { r.errs = append(r.errs, s.errs...) }
+func (r *fieldReader) model(name string, v []byte, model string) (*fieldReader, bool) {
+	if !isObject(v) {
+		r.fail(errModel, msgModel(model), name)
+		return nil, false
+	}
+	loc := append(append(make([]any, 0, len(r.loc)+1), r.loc...), name)
+	return newFieldReader(v, loc, r.errs), true
+}
 
 func (r *fieldReader) actor() Actor {
-	s, ok := r.sub("actor")
+	s, ok := r.sub("actor", "V2ActorContext")
 	if !ok {
 		return Actor{}
 	}
-	a := Actor{UserID: s.str("user_id")}
-	a.Extra = s.rest()
-	r.merge(s)
-	return a
+	return Actor{UserID: s.str("user_id"), Extra: s.rest()}
 }
 
 func (r *fieldReader) workspace() WorkspaceRef {
-	s, ok := r.sub("workspace")
+	s, ok := r.sub("workspace", "V2WorkspaceContext")
 	if !ok {
 		return WorkspaceRef{}
 	}
 	w := WorkspaceRef{ID: s.str("id"), Slug: s.optStr("slug")}
 	w.Extra = s.rest()
-	r.merge(s)
 	return w
 }
 
+// verifiedContext validates a caller-sent workspace_authorization (a V2VerifiedWorkspaceContext
+// or null, as the reference model types it) and drops it.
+func (r *fieldReader) verifiedContext() {
+	v, ok := r.take("workspace_authorization")
+	if !ok || wirejson.IsNull(v) {
+		return
+	}
+	s, ok := r.model("workspace_authorization", v, "V2VerifiedWorkspaceContext")
+	if !ok {
+		return
+	}
+	s.str("grant_id")
+	s.str("workspace_id")
+	s.optStr("workspace_slug")
+	s.str("agent_id")
+	s.str("agent_slug")
+	s.str("server_id")
+	if scopes, present := s.take("scopes"); present {
+		if wirejson.Kind(scopes) != '[' {
+			s.fail(errList, msgList, "scopes")
+		} else {
+			i := 0
+			for it := range wirejson.Elements(scopes) {
+				if wirejson.Kind(it) != '"' {
+					s.fail(errString, msgString, "scopes", i)
+				}
+				i++
+			}
+		}
+	}
+	s.optStr("agent_workspace_ref")
+}
+
 func (r *fieldReader) mission(missionID string) *MissionContext {
-	v, ok := r.m["mission"]
-	if !ok || isNull(v) {
-		delete(r.m, "mission")
+	v, ok := r.take("mission")
+	if !ok || wirejson.IsNull(v) {
 		return nil
 	}
-	s, ok := r.sub("mission")
+	s, ok := r.model("mission", v, "V2MissionContext")
 	if !ok {
 		return nil
 	}
 	mc := &MissionContext{ID: s.str("id"), Name: s.optStr("name")}
-	if md, present := s.take("metadata"); present && !isNull(md) {
+	if md, present := s.take("metadata"); present && !wirejson.IsNull(md) {
 		if !isObject(md) {
 			s.fail(errDict, "Input should be a valid dictionary; mission metadata must be a JSON object", "metadata")
 		} else {
-			mc.Metadata = compact(md)
+			mc.Metadata = md
 		}
 	}
 	mc.Extra = s.rest()
-	r.merge(s)
 	if mc.ID != "" && mc.ID != missionID {
 		r.fail(errValue, "Value error, mission.id must equal mission_id", "mission")
 	}
 	return mc
 }
 
-func (r *fieldReader) discard(name string) { delete(r.m, name) }
-
-// rest returns the members nobody took.
+// rest returns the members nobody took (the last of each name).
 func (r *fieldReader) rest() Extra {
-	if len(r.m) == 0 {
-		return nil
-	}
-	extra := make(Extra, len(r.m))
-	for k, v := range r.m {
-		extra[k] = compact(v)
+	var extra Extra
+	for _, m := range r.members {
+		if m.taken {
+			continue
+		}
+		if extra == nil {
+			extra = make(Extra)
+		}
+		extra[string(m.name)] = m.value
 	}
 	return extra
 }
 
-func compact(v json.RawMessage) json.RawMessage {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, v); err != nil {
-		return v
-	}
-	return buf.Bytes()
-}
-
 // MarshalJSON writes the request with its unknown members.
-func (r ActionRequest) MarshalJSON() ([]byte, error) {
-	type plain ActionRequest
-	p := plain(r)
-	p.Input = inputOrEmpty(p.Input)
-	return encodeObject(p, r.Extra)
+func (r ActionRequest) MarshalJSON() ([]byte, error) { return marshal(&r) }
+
+func (r *ActionRequest) wire(e *encoder) error {
+	if len(r.Input) == 0 {
+		p := *r
+		p.Input = inputOrEmpty(p.Input)
+		r = &p
+	}
+	return e.object(r, r.Extra)
 }
 
 // UnmarshalJSON decodes and validates the request like DecodeActionRequest.
@@ -412,11 +469,15 @@ func (r *ActionRequest) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the request with its unknown members.
-func (r SurfaceRequest) MarshalJSON() ([]byte, error) {
-	type plain SurfaceRequest
-	p := plain(r)
-	p.Input = inputOrEmpty(p.Input)
-	return encodeObject(p, r.Extra)
+func (r SurfaceRequest) MarshalJSON() ([]byte, error) { return marshal(&r) }
+
+func (r *SurfaceRequest) wire(e *encoder) error {
+	if len(r.Input) == 0 {
+		p := *r
+		p.Input = inputOrEmpty(p.Input)
+		r = &p
+	}
+	return e.object(r, r.Extra)
 }
 
 // UnmarshalJSON decodes and validates the request like DecodeSurfaceRequest.
@@ -430,22 +491,19 @@ func (r *SurfaceRequest) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the actor with its unknown members.
-func (a Actor) MarshalJSON() ([]byte, error) {
-	type plain Actor
-	return encodeObject(plain(a), a.Extra)
-}
+func (a Actor) MarshalJSON() ([]byte, error) { return marshal(&a) }
+
+func (a *Actor) wire(e *encoder) error { return e.object(a, a.Extra) }
 
 // MarshalJSON writes the workspace reference with its unknown members.
-func (w WorkspaceRef) MarshalJSON() ([]byte, error) {
-	type plain WorkspaceRef
-	return encodeObject(plain(w), w.Extra)
-}
+func (w WorkspaceRef) MarshalJSON() ([]byte, error) { return marshal(&w) }
+
+func (w *WorkspaceRef) wire(e *encoder) error { return e.object(w, w.Extra) }
 
 // MarshalJSON writes the mission context with its unknown members.
-func (m MissionContext) MarshalJSON() ([]byte, error) {
-	type plain MissionContext
-	return encodeObject(plain(m), m.Extra)
-}
+func (m MissionContext) MarshalJSON() ([]byte, error) { return marshal(&m) }
+
+func (m *MissionContext) wire(e *encoder) error { return e.object(m, m.Extra) }
 
 // UnmarshalJSON decodes the actor, keeping unknown members.
 func (a *Actor) UnmarshalJSON(data []byte) error {

@@ -205,13 +205,15 @@ func (r *SurfaceResult) Validate() error {
 
 // MarshalJSON writes the result: effects as [] when empty, absent members omitted, unknown
 // members kept.
-func (r ActionResult) MarshalJSON() ([]byte, error) {
-	type plain ActionResult
-	p := plain(r)
-	if p.Effects == nil {
+func (r ActionResult) MarshalJSON() ([]byte, error) { return marshal(&r) }
+
+func (r *ActionResult) wire(e *encoder) error {
+	if r.Effects == nil {
+		p := *r
 		p.Effects = []Effect{}
+		r = &p
 	}
-	return encodeObject(p, r.Extra)
+	return e.object(r, r.Extra)
 }
 
 // UnmarshalJSON decodes a result, keeping unknown members. It does not validate: call Validate.
@@ -221,11 +223,15 @@ func (r *ActionResult) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the effect with its unknown members; a nil slice in Items or Rows as [].
-func (e Effect) MarshalJSON() ([]byte, error) {
-	type plain Effect
-	p := plain(e)
-	p.Items, p.Rows = emptyIfNilSlice(p.Items), emptyIfNilSlice(p.Rows)
-	return encodeObject(p, e.Extra)
+func (e Effect) MarshalJSON() ([]byte, error) { return marshal(&e) }
+
+func (e *Effect) wire(enc *encoder) error {
+	if isNilSlice(e.Items) || isNilSlice(e.Rows) {
+		p := *e
+		p.Items, p.Rows = emptyIfNilSlice(p.Items), emptyIfNilSlice(p.Rows)
+		e = &p
+	}
+	return enc.object(e, e.Extra)
 }
 
 // UnmarshalJSON decodes an effect, keeping unknown members.
@@ -235,16 +241,15 @@ func (e *Effect) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the metadata with the reference defaults filled in.
-func (s ReplaySafety) MarshalJSON() ([]byte, error) {
-	type plain ReplaySafety
-	p := plain(s)
-	if p.DedupeKeys == nil {
-		p.DedupeKeys = []string{}
-	}
+func (s ReplaySafety) MarshalJSON() ([]byte, error) { return marshal(&s) }
+
+func (s *ReplaySafety) wire(e *encoder) error {
+	p := *s
+	p.DedupeKeys = nonNil(p.DedupeKeys)
 	p.StableExternalIDsRequired = boolOr(p.StableExternalIDsRequired, true)
 	p.StrictlyIdempotentResponse = boolOr(p.StrictlyIdempotentResponse, false)
 	p.Convergent = boolOr(p.Convergent, true)
-	return encodeObject(p, s.Extra)
+	return e.object(&p, s.Extra)
 }
 
 // UnmarshalJSON decodes the metadata, keeping unknown members.
@@ -261,10 +266,9 @@ func boolOr(b *bool, def bool) *bool {
 }
 
 // MarshalJSON writes the error with its unknown members.
-func (e ResultError) MarshalJSON() ([]byte, error) {
-	type plain ResultError
-	return encodeObject(plain(e), e.Extra)
-}
+func (e ResultError) MarshalJSON() ([]byte, error) { return marshal(&e) }
+
+func (e *ResultError) wire(enc *encoder) error { return enc.object(e, e.Extra) }
 
 // UnmarshalJSON decodes the error, keeping unknown members.
 func (e *ResultError) UnmarshalJSON(data []byte) error {
@@ -273,13 +277,15 @@ func (e *ResultError) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the draft; suggestions as [] when empty.
-func (d FieldDraft) MarshalJSON() ([]byte, error) {
-	type plain FieldDraft
-	p := plain(d)
-	if p.Suggestions == nil {
+func (d FieldDraft) MarshalJSON() ([]byte, error) { return marshal(&d) }
+
+func (d *FieldDraft) wire(e *encoder) error {
+	if d.Suggestions == nil {
+		p := *d
 		p.Suggestions = []Suggestion{}
+		d = &p
 	}
-	return encodeObject(p, d.Extra)
+	return e.object(d, d.Extra)
 }
 
 // UnmarshalJSON decodes the draft, keeping unknown members.
@@ -289,10 +295,9 @@ func (d *FieldDraft) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the suggestion with its unknown members.
-func (s Suggestion) MarshalJSON() ([]byte, error) {
-	type plain Suggestion
-	return encodeObject(plain(s), s.Extra)
-}
+func (s Suggestion) MarshalJSON() ([]byte, error) { return marshal(&s) }
+
+func (s *Suggestion) wire(e *encoder) error { return e.object(s, s.Extra) }
 
 // UnmarshalJSON decodes the suggestion, keeping unknown members.
 func (s *Suggestion) UnmarshalJSON(data []byte) error {
@@ -301,10 +306,9 @@ func (s *Suggestion) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the outcome with its unknown members.
-func (o DryRunOutcome) MarshalJSON() ([]byte, error) {
-	type plain DryRunOutcome
-	return encodeObject(plain(o), o.Extra)
-}
+func (o DryRunOutcome) MarshalJSON() ([]byte, error) { return marshal(&o) }
+
+func (o *DryRunOutcome) wire(e *encoder) error { return e.object(o, o.Extra) }
 
 // UnmarshalJSON decodes the outcome, keeping unknown members.
 func (o *DryRunOutcome) UnmarshalJSON(data []byte) error {
@@ -313,13 +317,15 @@ func (o *DryRunOutcome) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes the result; absent versions as null and an absent document as {}.
-func (r SurfaceResult) MarshalJSON() ([]byte, error) {
-	type plain SurfaceResult
-	p := plain(r)
-	if len(p.Document) == 0 {
+func (r SurfaceResult) MarshalJSON() ([]byte, error) { return marshal(&r) }
+
+func (r *SurfaceResult) wire(e *encoder) error {
+	if len(r.Document) == 0 {
+		p := *r
 		p.Document = json.RawMessage("{}")
+		r = &p
 	}
-	return encodeObject(p, r.Extra)
+	return e.object(r, r.Extra)
 }
 
 // UnmarshalJSON decodes the result, keeping unknown members. It does not validate.
