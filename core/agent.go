@@ -8,6 +8,7 @@ import (
 
 	"github.com/supervaize/svz/core/a2ui"
 	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/grant"
 )
 
 // ActionHandler runs one declared action. A returned error (or a panic) answers the caller with
@@ -190,6 +191,7 @@ type boundAgent struct {
 	inputSchemas map[string]inputSchema
 	// versions are the registration's A2UI versions, for a2ui.Result.
 	versions *a2ui.Versions
+	grant    grant.Agent // what the authorizer is told about the agent
 }
 
 func gatedActions(reg *contract.Registration) map[string]bool {

@@ -179,6 +179,7 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 
 			inputSchemas: inputSchemas(a.cfg.Registration, a.inputs),
 			versions:     &a2ui.Versions{A2UI: a.cfg.Registration.Versions.A2UIVersion, Catalog: a.cfg.Registration.Versions.A2UICatalogVersion},
+			grant:        grant.Agent{Slug: a.slug, ID: a.id, StudioID: cfg.StudioAgentIDs[a.slug]},
 		}
 		for id, h := range a.actions {
 			b.actions[id] = h
@@ -297,13 +298,22 @@ type apiKey struct {
 }
 
 func newAPIKey(key string, s scope) apiKey {
-	return apiKey{digest: sha256.Sum256([]byte(key)), scope: s}
+	return apiKey{digest: keyDigest(key), scope: s}
+}
+
+// keyDigest is the SHA-256 of key, hashed from a stack buffer (no allocation per call).
+func keyDigest(key string) [sha256.Size]byte {
+	var buf [256]byte
+	if len(key) <= len(buf) {
+		return sha256.Sum256(append(buf[:0], key...))
+	}
+	return sha256.Sum256([]byte(key))
 }
 
 // authorize checks X-API-Key in constant time (comparing digests, so the key length does not
 // leak either) and writes the 401/403 answer itself when the key falls short.
 func (c *Controller) authorize(w http.ResponseWriter, r *http.Request, need scope) bool {
-	got := sha256.Sum256([]byte(r.Header.Get("X-API-Key")))
+	got := keyDigest(r.Header.Get("X-API-Key"))
 	var granted scope
 	for _, k := range c.keys {
 		if subtle.ConstantTimeCompare(got[:], k.digest[:]) == 1 && k.scope > granted {
@@ -323,14 +333,12 @@ func (c *Controller) authorize(w http.ResponseWriter, r *http.Request, need scop
 
 // setSecurityHeaders sets the reference's hardening headers unless already set.
 func setSecurityHeaders(h http.Header) {
-	for _, kv := range [...][2]string{
-		{"X-Content-Type-Options", "nosniff"},
-		{"X-Frame-Options", "SAMEORIGIN"},
-		{"Referrer-Policy", "no-referrer"},
-		{"Strict-Transport-Security", "max-age=63072000; includeSubDomains"},
-	} {
-		if _, ok := h[kv[0]]; !ok {
-			h[kv[0]] = []string{kv[1]}
+	names := [...]string{"X-Content-Type-Options", "X-Frame-Options", "Referrer-Policy", "Strict-Transport-Security"}
+	values := make([]string, 0, len(names)) // one allocation for the four values
+	values = append(values, "nosniff", "SAMEORIGIN", "no-referrer", "max-age=63072000; includeSubDomains")
+	for i, name := range names {
+		if _, ok := h[name]; !ok {
+			h[name] = values[i : i+1 : i+1] // capped: an append by a later writer copies
 		}
 	}
 }

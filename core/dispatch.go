@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -125,28 +126,21 @@ func (c *Controller) invokeAction(ctx context.Context, env envelope) rpcResponse
 		}
 		req.WorkspaceAuthorization = vctx
 	}
-	failData := map[string]string{"agent_slug": req.AgentSlug, "action": req.Action}
+	failData := func() map[string]string { return map[string]string{"agent_slug": req.AgentSlug, "action": req.Action} }
 	var h ActionHandler
 	if agent != nil {
 		h = agent.actions[req.Action]
 	}
 	if h == nil {
-		return errorResponse(env.id, CodeActionNotRegistered, "Action handler not registered: "+req.Action, failData)
+		return errorResponse(env.id, CodeActionNotRegistered, "Action handler not registered: "+req.Action, failData())
 	}
-	ran := false
 	ctx = c.handlerContext(ctx, agent, req.WorkspaceAuthorization)
-	run := func(ctx context.Context) (*contract.ActionResult, error) {
-		ran = true
-		if res, err := agent.checkInput(req); res != nil || err != nil {
-			return res, err
-		}
-		return c.runAction(ctx, h, req)
-	}
 	var res *contract.ActionResult
+	ran := true
 	if c.cfg.Gate != nil && req.IdempotencyKey != nil && *req.IdempotencyKey != "" && agent.gated[req.Action] {
-		res, err = c.cfg.Gate.Do(ctx, req, run)
+		res, ran, err = c.runGated(ctx, agent, h, req)
 	} else {
-		res, err = run(ctx)
+		res, err = c.checkAndRun(ctx, agent, h, req)
 	}
 	var raw json.RawMessage
 	if err == nil {
@@ -155,14 +149,35 @@ func (c *Controller) invokeAction(ctx context.Context, env envelope) rpcResponse
 	if err != nil {
 		c.log.ErrorContext(ctx, "action failed", "agent_slug", req.AgentSlug, "action", req.Action,
 			"request_id", req.RequestID, "error", err, "duration", c.now().Sub(started))
-		return errorResponse(env.id, CodeInternalError, "Action handler failed", failData)
+		return errorResponse(env.id, CodeInternalError, "Action handler failed", failData())
 	}
 	if ran {
 		c.events.appendEffects(ctx, req, res.Effects)
 	}
-	c.log.InfoContext(ctx, "action", "agent_slug", req.AgentSlug, "action", req.Action, "request_id", req.RequestID,
-		"status", res.Status, "replayed", !ran, "duration", c.now().Sub(started))
+	if c.log.Enabled(ctx, slog.LevelInfo) { // the arguments cost allocations even when dropped
+		c.log.InfoContext(ctx, "action", "agent_slug", req.AgentSlug, "action", req.Action, "request_id", req.RequestID,
+			"status", res.Status, "replayed", !ran, "duration", c.now().Sub(started))
+	}
 	return resultResponse(env.id, raw)
+}
+
+// runGated runs the action through the idempotency gate; ran reports whether the handler ran
+// (false for a replayed or refused retry).
+func (c *Controller) runGated(ctx context.Context, agent *boundAgent, h ActionHandler, req *contract.ActionRequest) (res *contract.ActionResult, ran bool, err error) {
+	res, err = c.cfg.Gate.Do(ctx, req, func(ctx context.Context) (*contract.ActionResult, error) {
+		ran = true
+		return c.checkAndRun(ctx, agent, h, req)
+	})
+	return res, ran, err
+}
+
+// checkAndRun checks the request's input against the action's declared fields, then runs the
+// handler: an input that does not fit is answered without it.
+func (c *Controller) checkAndRun(ctx context.Context, agent *boundAgent, h ActionHandler, req *contract.ActionRequest) (*contract.ActionResult, error) {
+	if res, err := agent.checkInput(req); res != nil || err != nil {
+		return res, err
+	}
+	return c.runAction(ctx, h, req)
 }
 
 func (c *Controller) loadSurface(ctx context.Context, env envelope) rpcResponse {
@@ -180,13 +195,15 @@ func (c *Controller) loadSurface(ctx context.Context, env envelope) rpcResponse 
 		}
 		req.WorkspaceAuthorization = vctx
 	}
-	failData := map[string]string{"agent_slug": req.AgentSlug, "surface": req.Surface}
+	failData := func() map[string]string {
+		return map[string]string{"agent_slug": req.AgentSlug, "surface": req.Surface}
+	}
 	var h SurfaceHandler
 	if agent != nil {
 		h = agent.surfaces[req.Surface]
 	}
 	if h == nil {
-		return errorResponse(env.id, CodeSurfaceNotRegistered, "Surface handler not registered: "+req.Surface, failData)
+		return errorResponse(env.id, CodeSurfaceNotRegistered, "Surface handler not registered: "+req.Surface, failData())
 	}
 	res, err := c.runSurface(c.handlerContext(ctx, agent, req.WorkspaceAuthorization), h, req)
 	var raw json.RawMessage
@@ -196,10 +213,12 @@ func (c *Controller) loadSurface(ctx context.Context, env envelope) rpcResponse 
 	if err != nil {
 		c.log.ErrorContext(ctx, "surface failed", "agent_slug", req.AgentSlug, "surface", req.Surface,
 			"request_id", req.RequestID, "error", err, "duration", c.now().Sub(started))
-		return errorResponse(env.id, CodeInternalError, "Surface handler failed", failData)
+		return errorResponse(env.id, CodeInternalError, "Surface handler failed", failData())
 	}
-	c.log.InfoContext(ctx, "surface", "agent_slug", req.AgentSlug, "surface", req.Surface, "request_id", req.RequestID,
-		"duration", c.now().Sub(started))
+	if c.log.Enabled(ctx, slog.LevelInfo) {
+		c.log.InfoContext(ctx, "surface", "agent_slug", req.AgentSlug, "surface", req.Surface, "request_id", req.RequestID,
+			"duration", c.now().Sub(started))
+	}
 	return resultResponse(env.id, raw)
 }
 
@@ -213,7 +232,7 @@ func (c *Controller) authorizeCall(ctx context.Context, env envelope, method, ta
 		Workspace: ws,
 	}
 	if agent != nil {
-		call.Agent = &grant.Agent{Slug: agent.slug, ID: agent.id, StudioID: agent.studioID}
+		call.Agent = &agent.grant
 	}
 	vctx, err := c.cfg.Authorizer.Authorize(ctx, call)
 	if err == nil && vctx == nil {

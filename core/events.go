@@ -196,22 +196,11 @@ func newEffectLog(cfg Config, logger *slog.Logger, closing <-chan struct{}) *eff
 	}
 }
 
-// effectPayload is the data of a supervaizer.effect event (spec §2.8).
-type effectPayload struct {
-	AgentSlug string            `json:"agent_slug"`
-	Action    string            `json:"action"`
-	RequestID string            `json:"request_id"`
-	Effects   []contract.Effect `json:"effects"`
-}
-
 // appendEffects appends the effect event of a dispatched action. The action ran: a failure is
 // logged, and the caller answers the result anyway (failing it would invite a retry that runs
 // the action again). ctx's cancellation (a client gone) does not stop the append.
 func (e *effectLog) appendEffects(ctx context.Context, req *contract.ActionRequest, effects []contract.Effect) {
-	if effects == nil {
-		effects = []contract.Effect{}
-	}
-	data, err := json.Marshal(effectPayload{req.AgentSlug, req.Action, req.RequestID, effects})
+	data, err := encodeEffectEvent(req, effects)
 	switch {
 	case err != nil:
 	case e.inProcess:

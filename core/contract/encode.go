@@ -21,7 +21,8 @@ import (
 // value (HTML-safe escaping included), which the tests check against encoding/json.
 //
 // A field added to a contract struct needs nothing more: the encoder follows the json tags
-// (name, omitzero, omitempty, "-") as encoding/json does.
+// (name, omitzero, omitempty, "-") as encoding/json does. One tag of its own, wire:"nonnil",
+// writes a nil slice or map as [] or {} instead of null.
 
 // wirer is a contract type that writes its own wire form: it applies its defaults and calls
 // encoder.object. Every MarshalJSON of such a type is marshal(&value).
@@ -131,7 +132,7 @@ func init() { // not a var initializer: plans are built by code that reads plans
 	plans = buildPlans(
 		reflect.TypeFor[ActionResult](), reflect.TypeFor[SurfaceResult](),
 		reflect.TypeFor[ActionRequest](), reflect.TypeFor[SurfaceRequest](),
-		reflect.TypeFor[ResourceFieldDefinition](),
+		reflect.TypeFor[ResourceFieldDefinition](), reflect.TypeFor[EffectEvent](),
 	)
 }
 
@@ -193,6 +194,9 @@ func newPlan(t reflect.Type) *structPlan {
 		}
 		f := fieldPlan{index: i, name: name, enc: encoderOf(sf.Type)}
 		f.key = append(wirejson.AppendString(nil, name), ':')
+		if sf.Tag.Get("wire") == "nonnil" {
+			f.enc = nonNilEncoder(t, sf)
+		}
 		for opt := range strings.SplitSeq(opts, ",") {
 			switch opt {
 			case "":
@@ -208,6 +212,28 @@ func newPlan(t reflect.Type) *structPlan {
 		p.names[name] = struct{}{}
 	}
 	return p
+}
+
+// nonNilEncoder writes a field tagged wire:"nonnil": a nil slice as [] and a nil map as {},
+// where encoding/json would write null (the reference always writes these lists and objects).
+func nonNilEncoder(t reflect.Type, sf reflect.StructField) encodeFunc {
+	var empty string
+	switch sf.Type.Kind() {
+	case reflect.Slice:
+		empty = "[]"
+	case reflect.Map:
+		empty = "{}"
+	default:
+		panic(fmt.Sprintf("contract: %s.%s: wire:\"nonnil\" applies to slices and maps, not %s", t, sf.Name, sf.Type))
+	}
+	enc := encoderOf(sf.Type)
+	return func(e *encoder, v reflect.Value) error {
+		if v.IsNil() {
+			e.buf = append(e.buf, empty...)
+			return nil
+		}
+		return enc(e, v)
+	}
 }
 
 var (
@@ -255,6 +281,14 @@ func encoderOf(t reflect.Type) encodeFunc {
 		return encodeNumber
 	case reflect.PointerTo(t).Implements(wirerType):
 		return encodeWirer
+	case t.Kind() == reflect.Pointer && t.Implements(wirerType): // *T: null, or T writes itself
+		return func(e *encoder, v reflect.Value) error {
+			if v.IsNil() {
+				e.buf = append(e.buf, "null"...)
+				return nil
+			}
+			return encodeWirer(e, v.Elem())
+		}
 	case t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType) ||
 		t.Implements(textMarshalerType) || reflect.PointerTo(t).Implements(textMarshalerType):
 		return encodeFallback

@@ -10,7 +10,7 @@ import (
 // materializes its cases and steps at once and converges later through job.sync.
 type JobState struct {
 	Job   Job    `json:"job"`
-	Cases []Case `json:"cases"`
+	Cases []Case `json:"cases" wire:"nonnil"`
 	Extra Extra  `json:"-"`
 }
 
@@ -64,8 +64,8 @@ type Case struct {
 	Title      string         `json:"title,omitzero"`
 	Status     string         `json:"status,omitzero"`
 	ExternalID string         `json:"external_id,omitzero"`
-	Metadata   map[string]any `json:"metadata"`
-	Steps      []Step         `json:"steps"`
+	Metadata   map[string]any `json:"metadata" wire:"nonnil"`
+	Steps      []Step         `json:"steps" wire:"nonnil"`
 	Extra      Extra          `json:"-"`
 }
 
@@ -83,7 +83,7 @@ type Step struct {
 	Title      string        `json:"title,omitzero"`
 	ExternalID string        `json:"external_id,omitzero"`
 	Awaiting   *Awaiting     `json:"awaiting,omitzero"`
-	Outputs    []ArtifactRef `json:"outputs"`
+	Outputs    []ArtifactRef `json:"outputs" wire:"nonnil"`
 	Extra      Extra         `json:"-"`
 }
 
@@ -94,7 +94,7 @@ type Awaiting struct {
 	Reason     string            `json:"reason"`
 	Surface    string            `json:"surface"`
 	Action     string            `json:"action"`
-	Fields     []FieldDefinition `json:"fields"`
+	Fields     []FieldDefinition `json:"fields" wire:"nonnil"`
 	Reopenable bool              `json:"reopenable"`
 	Extra      Extra             `json:"-"`
 }
@@ -134,7 +134,7 @@ func (s *JobState) Validate() error {
 			errs = append(errs, fmt.Errorf("cases[%d].id is required", i))
 		}
 		for k, st := range c.Steps {
-			at := fmt.Sprintf("cases[%d].steps[%d]", i, k)
+			at := stepPath{i, k}
 			if st.ID == "" {
 				errs = append(errs, fmt.Errorf("%s.id is required", at))
 			}
@@ -164,17 +164,15 @@ func (s *JobState) Validate() error {
 	return errors.Join(errs...)
 }
 
+// stepPath names a step in errors; formatted only when an error is reported.
+type stepPath struct{ c, s int }
+
+func (p stepPath) String() string { return fmt.Sprintf("cases[%d].steps[%d]", p.c, p.s) }
+
 // MarshalJSON writes the snapshot; cases as [] when empty.
 func (s JobState) MarshalJSON() ([]byte, error) { return marshal(&s) }
 
-func (s *JobState) wire(e *encoder) error {
-	if s.Cases == nil {
-		p := *s
-		p.Cases = []Case{}
-		s = &p
-	}
-	return e.object(s, s.Extra)
-}
+func (s *JobState) wire(e *encoder) error { return e.object(s, s.Extra) }
 
 // UnmarshalJSON decodes the snapshot, keeping unknown members.
 func (s *JobState) UnmarshalJSON(data []byte) error {
@@ -219,13 +217,9 @@ func (s *JobSource) UnmarshalJSON(data []byte) error {
 func (c Case) MarshalJSON() ([]byte, error) { return marshal(&c) }
 
 func (c *Case) wire(e *encoder) error {
-	if c.Lane == "" || c.Metadata == nil || c.Steps == nil {
+	if c.Lane == "" {
 		p := *c
-		p.Lane = orDefault(p.Lane, DefaultLane)
-		if p.Metadata == nil {
-			p.Metadata = map[string]any{}
-		}
-		p.Steps = nonNil(p.Steps)
+		p.Lane = DefaultLane
 		c = &p
 	}
 	return e.object(c, c.Extra)
@@ -240,14 +234,7 @@ func (c *Case) UnmarshalJSON(data []byte) error {
 // MarshalJSON writes the step; outputs as [] when empty.
 func (s Step) MarshalJSON() ([]byte, error) { return marshal(&s) }
 
-func (s *Step) wire(e *encoder) error {
-	if s.Outputs == nil {
-		p := *s
-		p.Outputs = []ArtifactRef{}
-		s = &p
-	}
-	return e.object(s, s.Extra)
-}
+func (s *Step) wire(e *encoder) error { return e.object(s, s.Extra) }
 
 // UnmarshalJSON decodes the step, keeping unknown members.
 func (s *Step) UnmarshalJSON(data []byte) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/supervaize/svz/core/internal/wirejson"
@@ -203,8 +204,8 @@ func decodeRequest(params json.RawMessage, req *ActionRequest, action bool) erro
 	if wirejson.Kind(doc) != '{' {
 		return FieldErrors{{Type: errModel, Loc: []any{}, Msg: msgModel(model)}}
 	}
-	var errs FieldErrors
-	r := newFieldReader(doc, nil, &errs)
+	d := &document{Text: wirejson.NewText(doc)}
+	r := d.reader(doc)
 	req.RequestID = r.str("request_id")
 	req.Actor = r.actor()
 	req.Workspace = r.workspace()
@@ -225,18 +226,25 @@ func decodeRequest(params json.RawMessage, req *ActionRequest, action bool) erro
 	r.verifiedContext() // validated, then discarded: only the verifier sets it
 	req.Mission = r.mission(req.MissionID)
 	req.Extra = r.rest()
-	if len(errs) > 0 {
-		return errs
+	if len(d.errs) > 0 {
+		return d.errs
 	}
 	return nil
 }
 
-// fieldReader walks the members of one JSON object (compact and valid), collecting pydantic-style
-// errors in field order into a list shared with the readers of its nested objects.
+// document is one compacted request being decoded: its strings are slices of one string (see
+// wirejson.Text), its raw values (input, unknown members) slices of its bytes.
+type document struct {
+	wirejson.Text
+	errs FieldErrors // pydantic-style, in field order
+}
+
+// fieldReader walks the members of one JSON object of a document.
 type fieldReader struct {
+	doc     *document
 	members []member
-	loc     []any
-	errs    *FieldErrors
+	parent  *fieldReader // nil at the top
+	name    string       // the member this object is, under parent
 }
 
 type member struct {
@@ -245,8 +253,8 @@ type member struct {
 	taken bool
 }
 
-func newFieldReader(obj []byte, loc []any, errs *FieldErrors) *fieldReader {
-	r := &fieldReader{loc: loc, errs: errs, members: make([]member, 0, 16)}
+func (d *document) reader(obj []byte) fieldReader {
+	r := fieldReader{doc: d, members: make([]member, 0, 16)}
 	for name, v := range wirejson.Members(obj) {
 		r.members = append(r.members, member{name: wirejson.Name(name), value: v})
 	}
@@ -277,10 +285,12 @@ func asObject(data json.RawMessage) (map[string]json.RawMessage, bool) {
 }
 
 func (r *fieldReader) fail(typ, msg string, loc ...any) {
-	full := make([]any, 0, len(r.loc)+len(loc))
-	full = append(full, r.loc...)
-	full = append(full, loc...)
-	*r.errs = append(*r.errs, FieldError{Type: typ, Loc: full, Msg: msg})
+	var path []any
+	for p := r; p.parent != nil; p = p.parent {
+		path = append(path, p.name)
+	}
+	slices.Reverse(path)
+	r.doc.errs = append(r.doc.errs, FieldError{Type: typ, Loc: append(path, loc...), Msg: msg})
 }
 
 // take returns the value of the member name (the last one, when a name repeats, as JSON parsers
@@ -304,7 +314,7 @@ func (r *fieldReader) str(name string) string {
 		r.fail(errMissing, msgMissing, name)
 		return ""
 	}
-	s, isStr := wirejson.Unquote(v)
+	s, isStr := r.doc.String(v)
 	if !isStr {
 		r.fail(errString, msgString, name)
 	}
@@ -316,7 +326,7 @@ func (r *fieldReader) optStr(name string) *string {
 	if !ok || wirejson.IsNull(v) {
 		return nil
 	}
-	s, isStr := wirejson.Unquote(v)
+	s, isStr := r.doc.String(v)
 	if !isStr {
 		r.fail(errString, msgString, name)
 		return nil
@@ -338,22 +348,23 @@ func (r *fieldReader) object(name string) json.RawMessage {
 }
 
 // sub returns the reader of the member name, an object of the reference model named model.
-func (r *fieldReader) sub(name, model string) (*fieldReader, bool) {
+func (r *fieldReader) sub(name, model string) (fieldReader, bool) {
 	v, ok := r.take(name)
 	if !ok {
 		r.fail(errMissing, msgMissing, name)
-		return nil, false
+		return fieldReader{}, false
 	}
 	return r.model(name, v, model)
 }
 
-func (r *fieldReader) model(name string, v []byte, model string) (*fieldReader, bool) {
+func (r *fieldReader) model(name string, v []byte, model string) (fieldReader, bool) {
 	if !isObject(v) {
 		r.fail(errModel, msgModel(model), name)
-		return nil, false
+		return fieldReader{}, false
 	}
-	loc := append(append(make([]any, 0, len(r.loc)+1), r.loc...), name)
-	return newFieldReader(v, loc, r.errs), true
+	s := r.doc.reader(v)
+	s.parent, s.name = r, name
+	return s, true
 }
 
 func (r *fieldReader) actor() Actor {

@@ -17,7 +17,7 @@ const (
 // [] when there are none.
 type ActionResult struct {
 	Status       string        `json:"status"`
-	Effects      []Effect      `json:"effects"`
+	Effects      []Effect      `json:"effects" wire:"nonnil"`
 	JobState     *JobState     `json:"job_state,omitzero"`
 	ReplaySafety *ReplaySafety `json:"replay_safety,omitzero"`
 	// SetupPlan is a *SetupPlan, or any value that encodes as a JSON object (passed as is).
@@ -61,7 +61,7 @@ type Effect struct {
 // the reference defaults on the wire: stable_external_ids_required true,
 // strictly_idempotent_response false, convergent true.
 type ReplaySafety struct {
-	DedupeKeys                 []string `json:"dedupe_keys"`
+	DedupeKeys                 []string `json:"dedupe_keys" wire:"nonnil"`
 	StableExternalIDsRequired  *bool    `json:"stable_external_ids_required"`
 	StrictlyIdempotentResponse *bool    `json:"strictly_idempotent_response"`
 	Convergent                 *bool    `json:"convergent"`
@@ -92,7 +92,7 @@ type ResultError struct {
 type FieldDraft struct {
 	Field       string       `json:"field"`
 	Value       any          `json:"value,omitzero"`
-	Suggestions []Suggestion `json:"suggestions"`
+	Suggestions []Suggestion `json:"suggestions" wire:"nonnil"`
 	Extra       Extra        `json:"-"`
 }
 
@@ -207,14 +207,7 @@ func (r *SurfaceResult) Validate() error {
 // members kept.
 func (r ActionResult) MarshalJSON() ([]byte, error) { return marshal(&r) }
 
-func (r *ActionResult) wire(e *encoder) error {
-	if r.Effects == nil {
-		p := *r
-		p.Effects = []Effect{}
-		r = &p
-	}
-	return e.object(r, r.Extra)
-}
+func (r *ActionResult) wire(e *encoder) error { return e.object(r, r.Extra) }
 
 // UnmarshalJSON decodes a result, keeping unknown members. It does not validate: call Validate.
 func (r *ActionResult) UnmarshalJSON(data []byte) error {
@@ -245,7 +238,6 @@ func (s ReplaySafety) MarshalJSON() ([]byte, error) { return marshal(&s) }
 
 func (s *ReplaySafety) wire(e *encoder) error {
 	p := *s
-	p.DedupeKeys = nonNil(p.DedupeKeys)
 	p.StableExternalIDsRequired = boolOr(p.StableExternalIDsRequired, true)
 	p.StrictlyIdempotentResponse = boolOr(p.StrictlyIdempotentResponse, false)
 	p.Convergent = boolOr(p.Convergent, true)
@@ -279,14 +271,7 @@ func (e *ResultError) UnmarshalJSON(data []byte) error {
 // MarshalJSON writes the draft; suggestions as [] when empty.
 func (d FieldDraft) MarshalJSON() ([]byte, error) { return marshal(&d) }
 
-func (d *FieldDraft) wire(e *encoder) error {
-	if d.Suggestions == nil {
-		p := *d
-		p.Suggestions = []Suggestion{}
-		d = &p
-	}
-	return e.object(d, d.Extra)
-}
+func (d *FieldDraft) wire(e *encoder) error { return e.object(d, d.Extra) }
 
 // UnmarshalJSON decodes the draft, keeping unknown members.
 func (d *FieldDraft) UnmarshalJSON(data []byte) error {

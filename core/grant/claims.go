@@ -1,10 +1,11 @@
 package grant
 
 import (
-	"encoding/json"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/supervaize/svz/core/internal/wirejson"
 )
 
 // claims are the workspace-grant token claims (WorkspaceAuthorizationClaims) once typed. A value
@@ -30,16 +31,18 @@ type claims struct {
 
 // parseClaims performs step 7 of spec §4.3. It is stricter than the reference's pydantic model on
 // purpose: numbers must be JSON numbers with an integral value (no "123" strings, no booleans),
-// identity claims and scopes must be non-empty strings. Extra claims are allowed. The message
-// names every faulty claim and what is wrong with it, never the values.
-func parseClaims(m map[string]json.RawMessage) (*claims, *Error) {
+// identity claims and scopes must be non-empty strings. Extra claims are allowed. An absent
+// scopes claim is an empty list, as in the reference (whose validator only judges a scopes claim
+// that is present): the call is then refused for its missing scopes (step 17). The message names
+// every faulty claim and what is wrong with it, never the values.
+func parseClaims(m *object) (*claims, *Error) {
 	var c claims
 	var problems []string
 	bad := func(name, what string) { problems = append(problems, name+": "+what) }
 
 	required := func(name string, dst *string) {
-		raw, ok := m[name]
-		switch s, isStr := jsonString(raw); {
+		raw, ok := m.get(name)
+		switch s, isStr := m.String(raw); {
 		case !ok:
 			bad(name, "field required")
 		case !isStr:
@@ -51,11 +54,11 @@ func parseClaims(m map[string]json.RawMessage) (*claims, *Error) {
 		}
 	}
 	optional := func(name string, dst *string, present *bool) {
-		raw, ok := m[name]
+		raw, ok := m.get(name)
 		if !ok || string(raw) == "null" {
 			return
 		}
-		s, isStr := jsonString(raw)
+		s, isStr := m.String(raw)
 		if !isStr {
 			bad(name, "must be a string")
 			return
@@ -66,7 +69,7 @@ func parseClaims(m map[string]json.RawMessage) (*claims, *Error) {
 		}
 	}
 	number := func(name string, dst *int64, present *bool) {
-		raw, ok := m[name]
+		raw, ok := m.get(name)
 		if !ok || (present != nil && string(raw) == "null") {
 			if present == nil {
 				bad(name, "field required")
@@ -85,13 +88,13 @@ func parseClaims(m map[string]json.RawMessage) (*claims, *Error) {
 	}
 
 	required("iss", &c.iss)
-	switch raw, ok := m["aud"]; {
+	switch raw, ok := m.get("aud"); {
 	case !ok:
 		bad("aud", "field required")
 	default:
-		if s, isStr := jsonString(raw); isStr {
+		if s, isStr := m.String(raw); isStr {
 			c.aud = []string{s}
-		} else if list, isList := stringList(raw); isList {
+		} else if list, isList := stringList(m, raw); isList {
 			c.aud = list
 		} else {
 			bad("aud", "must be a string or a list of strings")
@@ -105,11 +108,10 @@ func parseClaims(m map[string]json.RawMessage) (*claims, *Error) {
 	required("agent_id", &c.agentID)
 	required("agent_slug", &c.agentSlug)
 	required("server_id", &c.serverID)
-	switch raw, ok := m["scopes"]; {
-	case !ok:
-		bad("scopes", "workspace authorization token must include scopes")
+	switch raw, ok := m.get("scopes"); {
+	case !ok: // no scope at all: refused at step 17, naming the scopes the call needs
 	default:
-		list, isList := stringList(raw)
+		list, isList := stringList(m, raw)
 		switch {
 		case !isList:
 			bad("scopes", "must be a list of strings")
@@ -134,7 +136,7 @@ func parseClaims(m map[string]json.RawMessage) (*claims, *Error) {
 }
 
 // jsonInt reads a JSON number with an integral value that fits an int64 (1779100600, 1.7791006e9).
-func jsonInt(raw json.RawMessage) (int64, bool) {
+func jsonInt(raw []byte) (int64, bool) {
 	if len(raw) == 0 || !(raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
 		return 0, false
 	}
@@ -148,18 +150,14 @@ func jsonInt(raw json.RawMessage) (int64, bool) {
 	return int64(f), true
 }
 
-// stringList reads a JSON array of strings.
-func stringList(raw json.RawMessage) ([]string, bool) {
-	if len(raw) == 0 || raw[0] != '[' {
+// stringList reads a JSON array of strings, a member of o.
+func stringList(o *object, raw []byte) ([]string, bool) {
+	if wirejson.Kind(raw) != '[' {
 		return nil, false
 	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, false
-	}
-	out := make([]string, 0, len(items))
-	for _, it := range items {
-		s, ok := jsonString(it)
+	out := make([]string, 0, 8)
+	for it := range wirejson.Elements(raw) {
+		s, ok := o.String(it)
 		if !ok {
 			return nil, false
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/supervaize/svz/core/grant/granttest"
+	"github.com/supervaize/svz/core/internal/wirejson"
 )
 
 // fuzzIssuer is fixed so that seeds signed with it stay valid across runs.
@@ -36,7 +37,8 @@ func tokenSeeds() []string {
 }
 
 // FuzzParseToken: the compact parser never panics, and whatever it accepts is canonical: three
-// base64url segments that re-encode to themselves, JSON objects inside.
+// base64url segments that re-encode to themselves (with or without their "=" padding), JSON
+// objects inside, no critical extension.
 func FuzzParseToken(f *testing.F) {
 	for _, s := range tokenSeeds() {
 		f.Add(s)
@@ -56,17 +58,23 @@ func FuzzParseToken(f *testing.F) {
 		if p.signed != parts[0]+"."+parts[1] {
 			t.Fatalf("signed part %q, want %q", p.signed, parts[0]+"."+parts[1])
 		}
-		if base64.RawURLEncoding.EncodeToString(p.signature) != parts[2] {
-			t.Fatal("signature segment is not canonical base64url")
-		}
-		for _, seg := range parts[:2] {
-			b, derr := base64.RawURLEncoding.Strict().DecodeString(seg)
-			if derr != nil || base64.RawURLEncoding.EncodeToString(b) != seg || firstByte(b) != '{' {
+		for i, seg := range parts {
+			raw := strings.TrimRight(seg, "=")
+			b, derr := base64.RawURLEncoding.Strict().DecodeString(raw)
+			canonical := derr == nil && base64.RawURLEncoding.EncodeToString(b) == raw &&
+				(seg == raw || base64.URLEncoding.EncodeToString(b) == seg)
+			if !canonical || i < 2 && wirejson.Kind(b) != '{' {
 				t.Fatalf("segment %q accepted", seg)
+			}
+			if i == 2 && string(b) != string(p.signature) {
+				t.Fatal("signature differs from its segment")
 			}
 		}
 		if p.claims == nil {
 			t.Fatal("nil claims")
+		}
+		if _, crit := p.header.get("crit"); crit {
+			t.Fatal("a critical extension was accepted")
 		}
 	})
 }
@@ -88,7 +96,7 @@ func FuzzAuthorizeHeader(f *testing.F) {
 			// Only a token Studio's key really signed can pass (checked here with crypto/ed25519).
 			tok := extractToken(header)
 			i := strings.LastIndex(tok, ".")
-			sig, derr := base64.RawURLEncoding.DecodeString(tok[i+1:])
+			sig, derr := base64.RawURLEncoding.DecodeString(strings.TrimRight(tok[i+1:], "="))
 			if derr != nil || !ed25519.Verify(iss.PublicKey(), []byte(tok[:i]), sig) {
 				t.Fatalf("accepted a token Studio did not sign: %q", header)
 			}

@@ -3,7 +3,6 @@ package grant
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/supervaize/svz/core/internal/wirejson"
 )
 
 // JWKS fetching bounds.
@@ -290,30 +291,30 @@ func (s *jwksSource) download(ctx context.Context) (*keySet, *Error) {
 // invalid_jwks; an entry that is not an object → invalid_jwks (the whole set). Entries are indexed
 // by kid (the first one wins); each is judged on its own (invalid_jwk only for tokens naming it).
 func parseJWKS(body []byte) (map[string]jwkEntry, *Error) {
-	if !isJSON(body) {
+	if !wirejson.Valid(body) {
 		return nil, refuse(CodeJWKSUnavailable, msgJWKSDown)
 	}
-	if firstByte(body) != '{' {
+	if wirejson.Kind(body) != '{' {
 		return nil, refuse(CodeInvalidJWKS, msgJWKSNoKeys)
 	}
-	top, err := objectMembers(body)
-	if err != nil {
+	top, ok := parseObject(body)
+	if !ok {
 		return nil, refuse(CodeInvalidJWKS, msgJWKSNoKeys)
 	}
-	var items []json.RawMessage
-	if raw := top["keys"]; firstByte(raw) != '[' || json.Unmarshal(raw, &items) != nil {
+	list, ok := top.get("keys")
+	if !ok || wirejson.Kind(list) != '[' {
 		return nil, refuse(CodeInvalidJWKS, msgJWKSNoKeys)
 	}
-	keys := make(map[string]jwkEntry, len(items))
-	for _, it := range items {
-		if firstByte(it) != '{' {
+	keys := map[string]jwkEntry{}
+	for it := range wirejson.Elements(list) {
+		if wirejson.Kind(it) != '{' {
 			return nil, refuse(CodeInvalidJWKS, msgJWKSNotObjects)
 		}
-		m, err := objectMembers(it)
-		if err != nil {
+		m, ok := parseObject(it)
+		if !ok {
 			return nil, refuse(CodeInvalidJWKS, msgJWKSNotObjects)
 		}
-		kid, ok := jsonString(m["kid"])
+		kid, ok := m.str("kid")
 		if !ok || kid == "" {
 			continue // no token can name it
 		}
@@ -326,20 +327,20 @@ func parseJWKS(body []byte) (map[string]jwkEntry, *Error) {
 
 // parseJWK accepts only an OKP/Ed25519 public key with a 32-byte x. alg and use are ignored, as in
 // the reference: the key is only ever used for Ed25519 whatever it says.
-func parseJWK(m map[string]json.RawMessage) jwkEntry {
-	kty, _ := jsonString(m["kty"])
-	crv, _ := jsonString(m["crv"])
+func parseJWK(m *object) jwkEntry {
+	kty, _ := m.str("kty")
+	crv, _ := m.str("crv")
 	if kty != "OKP" || crv != "Ed25519" {
 		return jwkEntry{err: refuse(CodeInvalidJWK, msgJWKNotOKP)}
 	}
-	if _, private := m["d"]; private {
+	if _, private := m.get("d"); private {
 		return jwkEntry{err: refuse(CodeInvalidJWK, msgJWKPrivate)}
 	}
-	x, ok := jsonString(m["x"])
+	x, ok := m.str("x")
 	if !ok || x == "" {
 		return jwkEntry{err: refuse(CodeInvalidJWK, msgJWKNoX)}
 	}
-	b, err := decodeJWKCoordinate(x)
+	b, err := decodeSegment(x) // padding tolerated: Python encoders often pad
 	if err != nil || len(b) != ed25519.PublicKeySize {
 		return jwkEntry{err: refuse(CodeInvalidJWK, msgJWKBadX)}
 	}

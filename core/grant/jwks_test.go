@@ -3,8 +3,11 @@ package grant
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -437,3 +440,155 @@ func TestPEMIgnoresKID(t *testing.T) {
 		t.Fatal("want a refusal")
 	}
 }
+
+// TestJWKSURLIPLiterals: plain http is allowed to loopback IP addresses only. Every other host
+// written as an IP literal (or in a form some resolvers read as one) is refused at start-up.
+func TestJWKSURLIPLiterals(t *testing.T) {
+	for _, tc := range []struct {
+		url string
+		ok  bool
+	}{
+		{"http://127.0.0.1:8080/jwks/", true},
+		{"http://127.9.8.7/jwks/", true},
+		{"http://[::1]:8080/jwks/", true},
+		{"http://[::ffff:127.0.0.1]/jwks/", true},
+		{"https://10.0.0.5/jwks/", true}, // https anywhere
+		{"http://10.0.0.5/", false},
+		{"http://10.0.0.5:80/jwks/", false},
+		{"http://192.168.1.10/jwks/", false},
+		{"http://169.254.169.254/latest/meta-data/", false},
+		{"http://0.0.0.0/jwks/", false},
+		{"http://[::]/jwks/", false},
+		{"http://[fe80::1]/jwks/", false},
+		{"http://[::ffff:10.0.0.5]/jwks/", false},
+		{"http://2130706433/jwks/", false}, // 127.0.0.1 as one decimal number: not an IP literal here
+		{"http://0x7f.0.0.1/jwks/", false},
+		{"http://127.1/jwks/", false},
+		{"http://127.0.0.1.nip.io/jwks/", false},
+		{"http://localhost/jwks/", false},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			s := jwksSettings(tc.url)
+			_, err := NewVerifier(context.Background(), s, "SRV", WithLogger(quietLog()), WithJWKSFetchTimeout(time.Millisecond))
+			if tc.ok != (err == nil) {
+				t.Fatalf("NewVerifier(%s) error = %v, want allowed=%v", tc.url, err, tc.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "plain http is allowed only for loopback addresses") {
+				t.Fatalf("error does not name the rule: %v", err)
+			}
+		})
+	}
+}
+
+// routeTransport answers requests in-process by host, recording each host asked.
+type routeTransport struct {
+	mu     sync.Mutex
+	asked  []string
+	routes map[string]http.HandlerFunc
+}
+
+func (rt *routeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rt.mu.Lock()
+	rt.asked = append(rt.asked, r.URL.Scheme+"://"+r.URL.Host)
+	h := rt.routes[r.URL.Scheme+"://"+r.URL.Host]
+	rt.mu.Unlock()
+	if h == nil {
+		return nil, errors.New("no route")
+	}
+	rec := httptest.NewRecorder()
+	h(rec, r)
+	return rec.Result(), nil
+}
+
+// TestJWKSRedirectToPlainHTTPIP: a JWKS endpoint that redirects to plain http on a private IP
+// is not followed, even when that address would answer with a key set. Here it would: the
+// transport serves an attacker's key set there, and the attacker's token would pass if the
+// redirect were followed.
+func TestJWKSRedirectToPlainHTTPIP(t *testing.T) {
+	studio, attacker := granttest.NewIssuer("k1"), granttest.NewIssuer("k1")
+	rt := &routeTransport{routes: map[string]http.HandlerFunc{
+		"https://studio.example": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://10.0.0.5/jwks/", http.StatusFound)
+		},
+		"http://10.0.0.5": func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(granttest.JWKS(attacker.JWK()))
+		},
+		"https://good.example": func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write(granttest.JWKS(studio.JWK()))
+		},
+	}}
+	client := &http.Client{Transport: rt}
+	v := newJWKSVerifier(t, "https://studio.example/jwks/", newClock(), WithHTTPClient(client))
+	_, err := v.Authorize(context.Background(), jobStart(attacker.Token(granttest.Valid(t0, testIssuer, fullScopes...))))
+	wantRefusal(t, err, CodeJWKSUnavailable, msgJWKSDown)
+	rt.mu.Lock()
+	asked := slices.Clone(rt.asked)
+	rt.mu.Unlock()
+	if slices.Contains(asked, "http://10.0.0.5") {
+		t.Fatalf("the redirect to plain http on 10.0.0.5 was followed (hosts asked: %v)", asked)
+	}
+	// The same transport serves a genuine https endpoint: the refusal is the redirect's.
+	good := newJWKSVerifier(t, "https://good.example/jwks/", newClock(), WithHTTPClient(client))
+	if _, err := good.Authorize(context.Background(), jobStart(studio.Token(granttest.Valid(t0, testIssuer, fullScopes...)))); err != nil {
+		t.Fatalf("https endpoint through the same transport: %v", err)
+	}
+}
+
+// TestJWKSChunkedBodyOverLimit: a body sent without Content-Length (chunked) is cut at
+// MaxJWKSBytes like any other, and one that never ends does not hold the fetch until its timeout.
+func TestJWKSChunkedBodyOverLimit(t *testing.T) {
+	studio := granttest.NewIssuer("k1")
+	tok := studio.Token(granttest.Valid(t0, testIssuer, fullScopes...))
+	for _, endless := range []bool{false, true} {
+		t.Run(fmt.Sprintf("endless=%v", endless), func(t *testing.T) {
+			chunked := make(chan bool, 16)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"keys":[`+string(mustMarshal(studio.JWK()))+`],"padding":"`)
+				w.(http.Flusher).Flush() // headers out without a Content-Length: chunked from here
+				chunk := strings.Repeat("x", 4096)
+				for written := 0; endless || written <= MaxJWKSBytes; written += len(chunk) {
+					if _, err := io.WriteString(w, chunk); err != nil {
+						return // the client hung up
+					}
+					w.(http.Flusher).Flush()
+				}
+				_, _ = io.WriteString(w, `"}`)
+			}))
+			defer srv.Close()
+			client := &http.Client{Transport: &http.Transport{}}
+			client.Transport = observeChunked(client.Transport, chunked)
+			done := make(chan error, 1)
+			go func() {
+				v := newJWKSVerifier(t, srv.URL+"/jwks/", newClock(), WithHTTPClient(client), WithJWKSFetchTimeout(10*time.Minute))
+				_, err := v.Authorize(context.Background(), jobStart(tok))
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				wantRefusal(t, err, CodeJWKSUnavailable, msgJWKSDown)
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the fetch did not stop at the size limit")
+			}
+			if !<-chunked {
+				t.Fatal("the response was not chunked: the test does not test what it says")
+			}
+		})
+	}
+}
+
+// observeChunked reports, for each response, whether it came without a Content-Length.
+func observeChunked(next http.RoundTripper, chunked chan<- bool) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := next.RoundTrip(r)
+		if err == nil {
+			chunked <- resp.ContentLength == -1 && len(resp.TransferEncoding) > 0 && resp.TransferEncoding[0] == "chunked"
+		}
+		return resp, err
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -1,13 +1,11 @@
 package grant
 
 import (
-	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
-	"io"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/supervaize/svz/core/internal/wirejson"
 )
 
 // MaxTokenBytes bounds the token the verifier reads. Studio's tokens are well under 2 KiB and the
@@ -27,16 +25,17 @@ func extractToken(v string) string {
 
 // parsedToken is a compact JWS split and decoded, not yet trusted.
 type parsedToken struct {
-	alg       json.RawMessage // the header's alg member as sent; nil when absent
-	kid       json.RawMessage // the header's kid member as sent; nil when absent
-	claims    map[string]json.RawMessage
-	signed    string // base64url(header) "." base64url(payload): the bytes the signature covers
+	header    *object
+	claims    *object
+	signed    string // base64url(header) "." base64url(payload) as sent: the bytes the signature covers
 	signature []byte
 }
 
-// parseToken performs step 3 of spec §4.3: exactly three base64url segments (strict alphabet, no
-// padding, canonical), a header and a payload that are UTF-8 JSON objects without duplicate
-// members. It reads nothing else: what the header claims (alg, kid) is judged by the caller.
+// parseToken performs step 3 of spec §4.3: exactly three base64url segments (strict alphabet,
+// canonical, "=" padding optional), a header and a payload that are UTF-8 JSON objects without
+// duplicate members, and no critical extension: this verifier understands none, so a header
+// listing any under "crit" is refused (RFC 7515 §4.1.11). It reads nothing else: what the header
+// claims (alg, kid) is judged by the caller.
 func parseToken(tok string) (*parsedToken, *Error) {
 	if len(tok) > MaxTokenBytes {
 		return nil, refuse(CodeMalformed, msgMalformed)
@@ -49,33 +48,36 @@ func parseToken(tok string) (*parsedToken, *Error) {
 	header, err1 := decodeSegment(h)
 	payload, err2 := decodeSegment(p)
 	sig, err3 := decodeSegment(s)
-	if err1 != nil || err2 != nil || err3 != nil || !isJSON(header) || !isJSON(payload) {
+	if err1 != nil || err2 != nil || err3 != nil || !wirejson.Valid(header) || !wirejson.Valid(payload) {
 		return nil, refuse(CodeMalformed, msgMalformed)
 	}
-	if firstByte(header) != '{' || firstByte(payload) != '{' {
+	if wirejson.Kind(header) != '{' || wirejson.Kind(payload) != '{' {
 		return nil, refuse(CodeMalformed, msgNotObjects)
 	}
-	hdr, err := objectMembers(header)
-	if err != nil {
+	hdr, ok := parseObject(header)
+	if !ok {
 		return nil, refuse(CodeMalformed, msgMalformed)
 	}
-	claims, err := objectMembers(payload)
-	if err != nil {
+	if _, crit := hdr.get("crit"); crit {
 		return nil, refuse(CodeMalformed, msgMalformed)
 	}
-	return &parsedToken{
-		alg:       hdr["alg"],
-		kid:       hdr["kid"],
-		claims:    claims,
-		signed:    tok[:len(h)+1+len(p)],
-		signature: sig,
-	}, nil
+	claims, ok := parseObject(payload)
+	if !ok {
+		return nil, refuse(CodeMalformed, msgMalformed)
+	}
+	return &parsedToken{header: hdr, claims: claims, signed: tok[:len(h)+1+len(p)], signature: sig}, nil
 }
 
-// decodeSegment decodes unpadded base64url (RFC 7515 §2). The alphabet is checked first because
-// Go's decoder silently skips CR and LF; Strict rejects non-canonical trailing bits, so one token
-// has exactly one spelling.
+// decodeSegment decodes base64url (RFC 7515 §2): the URL-safe alphabet only, checked first
+// because Go's decoder silently skips CR and LF; "=" padding accepted when it is exactly what the
+// length calls for (spec §4.3: "padding optional"); Strict rejects non-canonical trailing bits.
 func decodeSegment(s string) ([]byte, error) {
+	if trimmed := strings.TrimRight(s, "="); trimmed != s {
+		if len(s)%4 != 0 || len(s)-len(trimmed) > 2 {
+			return nil, errors.New("bad padding")
+		}
+		s = trimmed
+	}
 	for i := 0; i < len(s); i++ {
 		if !isB64URL(s[i]) {
 			return nil, errors.New("not base64url")
@@ -84,78 +86,52 @@ func decodeSegment(s string) ([]byte, error) {
 	return base64.RawURLEncoding.Strict().DecodeString(s)
 }
 
-// decodeJWKCoordinate decodes a JWK member such as x: base64url, canonical, padding tolerated
-// (the JWKS is configuration from Studio, not attacker input, and Python encoders often pad).
-func decodeJWKCoordinate(s string) ([]byte, error) {
-	if trimmed := strings.TrimRight(s, "="); trimmed != s {
-		if len(s)%4 != 0 || len(s)-len(trimmed) > 2 {
-			return nil, errors.New("bad padding")
-		}
-		s = trimmed
-	}
-	return decodeSegment(s)
-}
-
 func isB64URL(c byte) bool {
 	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_'
 }
 
-// isJSON reports whether b is one valid UTF-8 JSON value (Go's parser alone would let invalid UTF-8
-// through as U+FFFD, so two different byte strings could read as the same text).
-func isJSON(b []byte) bool { return utf8.Valid(b) && json.Valid(b) }
-
-func firstByte(b []byte) byte {
-	b = bytes.TrimLeft(b, " \t\r\n")
-	if len(b) == 0 {
-		return 0
-	}
-	return b[0]
+// object is a JSON object read once: its members in order, names unique, strings read as slices
+// of one text (wirejson.Text).
+type object struct {
+	wirejson.Text
+	members []objectMember
 }
 
-// objectMembers returns the members of a JSON object (already checked valid), refusing duplicate
-// names: with duplicates, which value counts depends on the parser (RFC 7515 §5.2 allows refusing).
-func objectMembers(b []byte) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, errors.New("not a JSON object")
-	}
-	members := make(map[string]json.RawMessage)
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		name, ok := t.(string)
-		if !ok {
-			return nil, errors.New("object member name is not a string")
-		}
-		if _, dup := members[name]; dup {
-			return nil, errors.New("duplicate object member")
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		members[name] = v
-	}
-	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
-		return nil, errors.New("unterminated JSON object")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("data after the JSON object")
-	}
-	return members, nil
+type objectMember struct {
+	name  string
+	value []byte
 }
 
-// jsonString returns the value of a JSON string member; ok is false when raw is absent or is not
-// a string (null, a number, an object...).
-func jsonString(raw json.RawMessage) (string, bool) {
-	if len(raw) == 0 || raw[0] != '"' {
+// parseObject reads a valid JSON object, refusing duplicate names: with duplicates, which value
+// counts depends on the parser (RFC 7515 §5.2 allows refusing).
+func parseObject(b []byte) (*object, bool) {
+	o := &object{Text: wirejson.NewText(b), members: make([]objectMember, 0, 16)}
+	for name, v := range wirejson.Members(b) {
+		n, _ := o.String(name)
+		if _, dup := o.get(n); dup {
+			return nil, false
+		}
+		o.members = append(o.members, objectMember{name: n, value: v})
+	}
+	return o, true
+}
+
+// get returns the raw value of the member name.
+func (o *object) get(name string) ([]byte, bool) {
+	for _, m := range o.members {
+		if m.name == name {
+			return m.value, true
+		}
+	}
+	return nil, false
+}
+
+// str returns the value of a string member; ok is false when it is absent or not a string (null,
+// a number, an object...).
+func (o *object) str(name string) (string, bool) {
+	v, ok := o.get(name)
+	if !ok {
 		return "", false
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", false
-	}
-	return s, true
+	return o.String(v)
 }

@@ -181,10 +181,10 @@ func (v *verifier) verify(ctx context.Context, tok string, now int64) (*claims, 
 	if perr != nil {
 		return nil, perr
 	}
-	if alg, ok := jsonString(t.alg); !ok || alg != "EdDSA" { // step 4: nothing else, ever
+	if alg, ok := t.header.str("alg"); !ok || alg != "EdDSA" { // step 4: nothing else, ever
 		return nil, refuse(CodeUnsupportedAlg, msgUnsupportedAlg)
 	}
-	kid, _ := jsonString(t.kid)
+	kid, _ := t.header.str("kid")
 	key, kerr := v.keys.key(ctx, kid) // step 5
 	if kerr != nil {
 		return nil, kerr
@@ -258,10 +258,11 @@ func (v *verifier) authorize(c *claims, call Call) (*contract.VerifiedWorkspaceC
 	if len(missing) > 0 {
 		return nil, refuse(CodeMissingScope, msgMissingScopePfx+strings.Join(missing, ", "))
 	}
-	// One allocation for the context and the strings its pointers name.
+	// One allocation for the context, the strings its pointers name and (usually) its scopes.
 	blk := &struct {
 		ctx       contract.VerifiedWorkspaceContext
 		slug, ref string
+		scopes    [4]string
 	}{slug: c.workspaceSlug, ref: c.agentWorkspaceRef}
 	blk.ctx = contract.VerifiedWorkspaceContext{
 		GrantID:     c.grantID,
@@ -269,7 +270,7 @@ func (v *verifier) authorize(c *claims, call Call) (*contract.VerifiedWorkspaceC
 		AgentID:     c.agentID,
 		AgentSlug:   c.agentSlug,
 		ServerID:    c.serverID,
-		Scopes:      slices.Clone(c.scopes),
+		Scopes:      append(blk.scopes[:0:len(blk.scopes)], c.scopes...),
 	}
 	if c.hasWorkspaceSlug {
 		blk.ctx.WorkspaceSlug = &blk.slug

@@ -103,7 +103,7 @@ func TestRefusals(t *testing.T) {
 		{"claims missing", func() Call { return jobStart(tok(granttest.Claims{})) }, CodeInvalidClaims,
 			msgInvalidClaims + "iss: field required; aud: field required; grant_id: field required; workspace_id: field required; " +
 				"agent_id: field required; agent_slug: field required; server_id: field required; " +
-				"scopes: workspace authorization token must include scopes; exp: field required"},
+				"exp: field required"},
 		{"claims mistyped", func() Call {
 			return jobStart(tok(valid.With("iss", 1, "aud", []any{"x", 2}, "workspace_slug", 3, "scopes", "job.start", "iat", "1", "exp", true)))
 		}, CodeInvalidClaims,

@@ -9,6 +9,7 @@
 package wirejson
 
 import (
+	"bytes"
 	"errors"
 	"iter"
 	"unicode/utf16"
@@ -442,6 +443,33 @@ func skipSpace(data []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// Text is a valid JSON document together with the same bytes as one string, so that the strings
+// read from it are slices of that string: one allocation for the whole document instead of one
+// per string.
+type Text struct {
+	raw  []byte
+	text string
+}
+
+// NewText returns the Text of raw, which must be valid JSON and must not change afterwards.
+func NewText(raw []byte) Text { return Text{raw: raw, text: string(raw)} }
+
+// Raw is the document.
+func (t Text) Raw() []byte { return t.raw }
+
+// String returns the text of v, a string literal that is a slice of the document; ok is false
+// when v is not a string.
+func (t Text) String(v []byte) (s string, ok bool) {
+	if Kind(v) != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(v, '\\') >= 0 {
+		return Unquote(v)
+	}
+	at := cap(t.raw) - cap(v) // where v starts in raw: they share one array
+	return t.text[at+1 : at+len(v)-1], true
 }
 
 // Name returns the text of a member name as Members yields it (a valid string literal): a slice

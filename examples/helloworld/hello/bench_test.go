@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/supervaize/svz/internal/callbench"
 )
@@ -67,5 +68,72 @@ func BenchmarkCall(b *testing.B) {
 				b.Fatal("signature refused")
 			}
 		}
+	})
+}
+
+// BenchmarkCallRatio measures the same calls as BenchmarkCall, each interleaved with the floor
+// (or, for a first-seen token, with a seen one and a bare signature check) in the same loop, so
+// that a busy machine slows both sides alike. It reports the ratios, which is what
+// docs/performance.md quotes (make bench-calls):
+//
+//	x-floor          time of the call / time of the floor call
+//	first-token-us   what a never-seen token adds to surface.load, in µs
+//	x-verify         that addition / one Ed25519 verification
+func BenchmarkCallRatio(b *testing.B) {
+	cb, err := callbench.New(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cb.Controller.Close() })
+	call := func(b *testing.B, h http.Handler, body []byte, token string) time.Duration {
+		rec := httptest.NewRecorder()
+		req := cb.Request(body, token)
+		start := time.Now()
+		h.ServeHTTP(rec, req)
+		d := time.Since(start)
+		if rec.Code != http.StatusOK || rec.Body.Len() < 200 {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+		return d
+	}
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{{"surface.load", cb.SurfaceLoadBody}, {"job.start", cb.JobStartBody}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var floor, ctl time.Duration
+			for b.Loop() {
+				floor += call(b, cb.Floor, cb.SurfaceLoadBody, cb.Token)
+				ctl += call(b, cb.Controller, tc.body, cb.Token)
+			}
+			b.ReportMetric(float64(ctl)/float64(floor), "x-floor")
+		})
+	}
+	b.Run("first-token", func(b *testing.B) {
+		pub, priv, _ := ed25519.GenerateKey(nil)
+		msg := []byte(cb.Token)
+		sig := ed25519.Sign(priv, msg)
+		tokens := make([]string, 256)
+		var seen, first, verify time.Duration
+		i := 0
+		for b.Loop() {
+			if i%len(tokens) == 0 {
+				b.StopTimer()
+				for n := range tokens {
+					tokens[n] = cb.NewToken(i + n + 1)
+				}
+				b.StartTimer()
+			}
+			seen += call(b, cb.Controller, cb.SurfaceLoadBody, cb.Token)
+			first += call(b, cb.Controller, cb.SurfaceLoadBody, tokens[i%len(tokens)])
+			start := time.Now()
+			if !ed25519.Verify(pub, msg, sig) {
+				b.Fatal("signature refused")
+			}
+			verify += time.Since(start)
+			i++
+		}
+		b.ReportMetric(float64(first-seen)/float64(i)/1e3, "first-token-us")
+		b.ReportMetric(float64(first-seen)/float64(verify), "x-verify")
 	})
 }
