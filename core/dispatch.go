@@ -248,10 +248,19 @@ func (c *Controller) authorizeCall(ctx context.Context, env envelope, method, ta
 	return vctx, rpcResponse{}, true
 }
 
-// runAction runs an action handler, turning a panic or an invalid result into an error.
+// runAction runs an action handler, turning a panic or an invalid result into an error. A draft
+// must also fit the setup field it targets in the agent's registration.
 func (c *Controller) runAction(ctx context.Context, h ActionHandler, req *contract.ActionRequest) (*contract.ActionResult, error) {
 	return runHandler(ctx, func(ctx context.Context) (*contract.ActionResult, error) { return h.ServeAction(ctx, req) },
-		(*contract.ActionResult).Validate)
+		func(res *contract.ActionResult) error {
+			if err := res.Validate(); err != nil {
+				return err
+			}
+			if a := c.bySlug[req.AgentSlug]; a != nil && res.Draft != nil {
+				return a.cfg.Registration.CheckDraft(res.Draft)
+			}
+			return nil
+		})
 }
 
 // runSurface runs a surface handler, turning a panic or an invalid result into an error.

@@ -21,6 +21,8 @@ func FuzzHandleRPC(f *testing.F) {
 		`{"id":"x","method":"supervaizer/surface.load","params":{"surface_request":{"request_id":"r","actor":{"user_id":"u"},"workspace":{"id":"w","slug":null},"mission_id":"m","agent_slug":"s","surface":"job.start","mission":{"id":"m","metadata":{}}}}}`,
 		`{"jsonrpc":"1.0","id":5,"method":"supervaizer/action.invoke","params":[1,2]}`,
 		`[{"method":"x"}]`, `42`, `"str"`, `{`, ``, `{"id":7.0,"method":"m"}`, `{"id":1e400,"method":null}`,
+		`{"id":9223372036854775808,"method":"m"}`, `{"id":-0,"method":"m"}`, `{"id":9.2233720368547748e18,"method":"m"}`,
+		"{\"id\":\"\xff\",\"method\":\"m\"}", `{"id":1,"id":"two","method":"m","params":{"action_request":5}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -57,8 +57,9 @@ func marshal(v wirer) ([]byte, error) {
 }
 
 // object writes the struct *ptr (its json-tagged fields in declaration order) followed by the
-// members of extra that no field declares, sorted by name. Each extra value must be valid JSON;
-// it is written compact.
+// members of extra that no field declares, sorted by name. A member of extra named like a field
+// that is left out (zero, with omitzero) is written in that field's place. Each extra value must
+// be valid JSON; it is written compact.
 func (e *encoder) object(ptr any, extra Extra) error {
 	v := reflect.ValueOf(ptr).Elem()
 	p := planOf(v.Type())
@@ -68,6 +69,18 @@ func (e *encoder) object(ptr any, extra Extra) error {
 		f := &p.fields[i]
 		fv := v.Field(f.index)
 		if f.omit != nil && f.omit(fv) {
+			// Left out: Extra may hold what the Go zero value cannot say (an explicit "").
+			if raw, ok := extra[f.name]; ok {
+				if n > 0 {
+					e.buf = append(e.buf, ',')
+				}
+				n++
+				e.buf = append(e.buf, f.key...)
+				var err error
+				if e.buf, err = wirejson.AppendCompact(e.buf, raw, true); err != nil {
+					return fmt.Errorf("extra member %q is not valid JSON", f.name)
+				}
+			}
 			continue
 		}
 		if n > 0 {
@@ -113,6 +126,16 @@ type encodeFunc func(e *encoder, v reflect.Value) error
 type structPlan struct {
 	fields []fieldPlan
 	names  map[string]struct{} // every declared member name, to keep Extra from repeating one
+}
+
+// field returns the plan of the member name, nil when no field declares it.
+func (p *structPlan) field(name string) *fieldPlan {
+	for i := range p.fields {
+		if p.fields[i].name == name {
+			return &p.fields[i]
+		}
+	}
+	return nil
 }
 
 type fieldPlan struct {

@@ -12,8 +12,10 @@ import (
 // Extra holds the members of a JSON object that its Go type does not declare. The reference
 // models accept and keep unknown members (pydantic extra="allow"), so every contract type here
 // keeps them too: they survive a decode/encode round trip and are written after the declared
-// members, sorted by name. A member of Extra whose name a declared field already uses is ignored
-// on output, so Extra can never override a declared value.
+// members, sorted by name. A member of Extra whose name a declared field uses never overrides
+// that field: it is written, in the field's place, only when the field itself is left out (a
+// zero value with omitzero). That is how a member the Go zero value cannot express is sent, such
+// as an explicitly empty id in an effect (see Effect.SetIDs).
 type Extra map[string]json.RawMessage
 
 // decodeObject decodes the JSON object data into known (a pointer to a struct whose exported

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/supervaize/svz/core/internal/wirejson"
 )
 
 // Field types Studio knows how to render. Unknown types are rendered as string.
@@ -237,7 +240,7 @@ func (f *FieldDefinition) Validate() error {
 	return validateField(fieldView{
 		id: f.ID, label: f.Label, typ: f.Type, itemFields: f.ItemFields, description: f.Description,
 		multiline: f.Multiline, minRows: f.MinRows, options: f.Options, optionsSource: f.OptionsSource,
-		dependsOn: f.DependsOn, validation: f.Validation, accept: f.Accept, maxBytes: f.MaxBytes, storage: f.Storage,
+		dependsOn: f.DependsOn, validation: f.Validation, accept: f.Accept, maxBytes: f.MaxBytes, storage: f.Storage, defaultValue: f.Default,
 	}, false)
 }
 
@@ -246,7 +249,7 @@ func (f *ResourceFieldDefinition) Validate() error {
 	return validateField(fieldView{
 		id: f.ID, label: f.Label, typ: f.Type, itemFields: f.ItemFields, description: f.Description,
 		multiline: f.Multiline, minRows: f.MinRows, options: f.Options, optionsSource: f.OptionsSource,
-		dependsOn: f.DependsOn, validation: f.Validation, accept: f.Accept, maxBytes: f.MaxBytes, storage: f.Storage,
+		dependsOn: f.DependsOn, validation: f.Validation, accept: f.Accept, maxBytes: f.MaxBytes, storage: f.Storage, defaultValue: f.Default,
 	}, false)
 }
 
@@ -262,6 +265,7 @@ type fieldView struct {
 	validation                  *FieldValidation
 	accept, storage             string
 	maxBytes                    int64
+	defaultValue                any
 }
 
 func validateField(f fieldView, isItem bool) error {
@@ -297,7 +301,7 @@ func validateField(f fieldView, isItem bool) error {
 			if err := validateField(fieldView{
 				id: it.ID, label: it.Label, typ: it.Type, itemFields: it.ItemFields, description: it.Description,
 				multiline: it.Multiline, minRows: it.MinRows, options: it.Options, optionsSource: it.OptionsSource,
-				dependsOn: it.DependsOn, validation: it.Validation, accept: it.Accept, maxBytes: it.MaxBytes, storage: it.Storage,
+				dependsOn: it.DependsOn, validation: it.Validation, accept: it.Accept, maxBytes: it.MaxBytes, storage: it.Storage, defaultValue: it.Default,
 			}, true); err != nil {
 				errs = append(errs, fmt.Errorf("field %q: item_fields: %w", name, err))
 			}
@@ -314,9 +318,14 @@ func validateField(f fieldView, isItem bool) error {
 			errs = append(errs, fmt.Errorf("field %q: min_rows must be at least 1", name))
 		}
 	}
+	if typ == FieldList && !isItem && f.defaultValue != nil {
+		if err := checkListValue(f.defaultValue, f.itemFields); err != nil {
+			errs = append(errs, fmt.Errorf("field %q: default: %w", name, err))
+		}
+	}
 	for i, o := range f.options {
-		if o.Value == "" && o.Label == "" {
-			errs = append(errs, fmt.Errorf("field %q: options[%d] needs value and label", name, i))
+		if o.Value == "" || o.Label == "" {
+			errs = append(errs, fmt.Errorf("field %q: options[%d] needs both value and label (an option is {\"value\", \"label\"})", name, i))
 		}
 	}
 	if s := f.optionsSource; s != nil {
@@ -354,6 +363,37 @@ func validateField(f fieldView, isItem bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkListValue reports why v is not the value of a list field with the given item fields: a
+// list of objects keyed by item field ids, never free text.
+func checkListValue(v any, items []FieldDefinition) error {
+	b, err := AppendJSON(nil, v)
+	if err != nil {
+		return err
+	}
+	if wirejson.IsNull(b) {
+		return nil
+	}
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.ID
+	}
+	want := fmt.Errorf("a list field's value must be a list of objects keyed by its item fields (%s), never free text", strings.Join(ids, ", "))
+	if wirejson.Kind(b) != '[' {
+		return want
+	}
+	for el := range wirejson.Elements(b) {
+		if wirejson.Kind(el) != '{' {
+			return want
+		}
+		for name := range wirejson.Members(el) {
+			if key := string(wirejson.Name(name)); !slices.Contains(ids, key) {
+				return fmt.Errorf("%q is not one of the item fields (%s)", key, strings.Join(ids, ", "))
+			}
+		}
+	}
+	return nil
 }
 
 // check rejects rules that do not suit the field type, and empty ranges.

@@ -3,6 +3,7 @@ package contract
 import (
 	"encoding/json"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzDecodeActionRequest: a decoded request re-encodes and decodes to the same request, and a
@@ -12,11 +13,17 @@ func FuzzDecodeActionRequest(f *testing.F) {
 		`{"request_id":"r","actor":{"user_id":"u","x":1},"workspace":{"id":"w","slug":"s"},"mission_id":"m","agent_slug":"a","surface":"s","action":"job.start","input":{"count":2},"idempotency_key":"k","extra":[1]}`,
 		`{"request_id":"r","actor":{"user_id":"u"},"workspace":{"id":"w"},"mission_id":"m","agent_slug":"a","surface":"s","action":"x","mission":{"id":"m","name":null,"metadata":{"a":"b"}},"workspace_authorization":{"grant_id":"g"}}`,
 		`{"request_id":1}`, `[]`, `null`, `{"actor":[]}`, `{"input":"{}"}`,
+		`{"request_id":"r","actor":{"user_id":"u"},"workspace":{"id":"w"},"mission_id":"m","agent_slug":"a","surface":"s","action":"x","workspace_authorization":"tok"}`,
+		`{"request_id":"r","actor":{"user_id":"u"},"workspace":{"id":"w"},"mission_id":"m","agent_slug":"a","surface":"s","action":"x","workspace_authorization":{"grant_id":"g","workspace_id":"w","agent_id":"a","agent_slug":"a","server_id":"s","scopes":["x",1]}}`,
+		"{\"request_id\":\"r\xff\"}", `{"request_id":"\u00e9\ud800","request_id":"again","job_id":""}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		req, err := DecodeActionRequest(data)
+		if err == nil && !utf8.Valid(data) {
+			t.Fatal("a request that is not valid UTF-8 was accepted")
+		}
 		if err != nil {
 			fe, ok := err.(FieldErrors)
 			if !ok || len(fe) == 0 {

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+
+	"github.com/supervaize/svz/core/internal/wirejson"
 )
 
 // Action result statuses. A status of "error" is a normal result, not a JSON-RPC error.
@@ -166,6 +169,9 @@ func (r *ActionResult) Validate() error {
 			errs = append(errs, errors.New("draft.field is required"))
 		}
 		for i, s := range r.Draft.Suggestions {
+			if s.Message == "" {
+				errs = append(errs, fmt.Errorf("draft.suggestions[%d].message is required", i))
+			}
 			switch s.Severity {
 			case SeverityInfo, SeverityWarning, SeverityError:
 			default:
@@ -192,7 +198,10 @@ func (r *SurfaceResult) Validate() error {
 	if r.Surface == "" {
 		errs = append(errs, errors.New("surface is required"))
 	}
-	if len(r.Document) > 0 && !isObjectJSON(r.Document) { // absent is written as {}
+	switch { // seed 000: "a surface result needs surface and document" (the reference defaults it to {})
+	case len(r.Document) == 0:
+		errs = append(errs, errors.New("document is required: the A2UI document of the surface, a JSON object"))
+	case !isObjectJSON(r.Document):
 		errs = append(errs, errors.New("document must be a JSON object"))
 	}
 	for i, e := range r.Errors {
@@ -227,10 +236,49 @@ func (e *Effect) wire(enc *encoder) error {
 	return enc.object(e, e.Extra)
 }
 
-// UnmarshalJSON decodes an effect, keeping unknown members.
+// UnmarshalJSON decodes an effect, keeping unknown members. A member given as "" whose field
+// leaves out the empty string (job_id, case_id...) is also kept in Extra, so that the effect is
+// written back with it, as received.
 func (e *Effect) UnmarshalJSON(data []byte) error {
 	type plain Effect
-	return decodeInto(data, "effect", (*plain)(e), &e.Extra)
+	if err := decodeInto(data, "effect", (*plain)(e), &e.Extra); err != nil {
+		return err
+	}
+	p := planOf(reflect.TypeFor[Effect]())
+	for name, v := range wirejson.Members(data) {
+		if string(v) != `""` {
+			continue
+		}
+		if f := p.field(string(wirejson.Name(name))); f != nil && f.omit != nil {
+			if e.Extra == nil {
+				e.Extra = Extra{}
+			}
+			e.Extra[f.name] = json.RawMessage(`""`)
+		}
+	}
+	return nil
+}
+
+// SetIDs copies a request's job, case and step ids into the effect as the reference does: an
+// absent (nil) id stays absent, an empty one is written "" (through Extra: a Go string cannot
+// tell empty from absent).
+func (e *Effect) SetIDs(jobID, caseID, stepID *string) {
+	for _, id := range [...]struct {
+		name string
+		v    *string
+		dst  *string
+	}{{"job_id", jobID, &e.JobID}, {"case_id", caseID, &e.CaseID}, {"step_id", stepID, &e.StepID}} {
+		switch {
+		case id.v == nil:
+		case *id.v == "":
+			if e.Extra == nil {
+				e.Extra = Extra{}
+			}
+			e.Extra[id.name] = json.RawMessage(`""`)
+		default:
+			*id.dst = *id.v
+		}
+	}
 }
 
 // MarshalJSON writes the metadata with the reference defaults filled in.

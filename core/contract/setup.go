@@ -307,3 +307,39 @@ func splitJoined(err error) []error {
 	}
 	return []error{err}
 }
+
+// SetupField returns the field id of the registration's setup plan (job_policy.setup.plan).
+func (r *Registration) SetupField(id string) (FieldDefinition, bool) {
+	if r == nil || r.JobPolicy.Setup == nil {
+		return FieldDefinition{}, false
+	}
+	plan, err := r.JobPolicy.Setup.TypedPlan()
+	if err != nil || plan == nil {
+		return FieldDefinition{}, false
+	}
+	for _, st := range plan.Steps {
+		for _, f := range st.Fields {
+			if f.ID == id {
+				return f, true
+			}
+		}
+	}
+	return FieldDefinition{}, false
+}
+
+// CheckDraft reports why the draft of a help action does not fit the setup field it targets, or
+// nil: the value of a list field must be a list of objects keyed by its item fields, never free
+// text (seed 000). A draft for a field the setup plan does not declare is not judged here.
+func (r *Registration) CheckDraft(d *FieldDraft) error {
+	if d == nil || d.Value == nil {
+		return nil
+	}
+	f, ok := r.SetupField(d.Field)
+	if !ok || f.Type != FieldList {
+		return nil
+	}
+	if err := checkListValue(d.Value, f.ItemFields); err != nil {
+		return fmt.Errorf("draft.value for list field %q: %w", f.ID, err)
+	}
+	return nil
+}

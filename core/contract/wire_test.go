@@ -200,3 +200,37 @@ func FuzzAppendJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestEmptyIDsInEffects: an explicitly empty id survives (the reference keeps "" and drops only
+// None): set from a request with SetIDs, decoded from JSON, written back.
+func TestEmptyIDsInEffects(t *testing.T) {
+	empty, id := "", "job-1"
+	e := Effect{Type: "step.awaiting.submitted", Status: "completed"}
+	e.SetIDs(&empty, nil, &id)
+	got, err := AppendJSON(nil, &e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"type":"step.awaiting.submitted","job_id":"","step_id":"job-1","status":"completed"}`; string(got) != want {
+		t.Fatalf("SetIDs\n got %s\nwant %s", got, want)
+	}
+	for _, in := range []string{
+		`{"type":"t","job_id":"","case_id":"","message":"","count":0}`,
+		`{"type":"t","job_id":"j"}`,
+		`{"type":"t","step_id":"","x":""}`,
+	} {
+		var back Effect
+		if err := json.Unmarshal([]byte(in), &back); err != nil {
+			t.Fatal(err)
+		}
+		out, err := json.Marshal(back)
+		if err != nil || string(out) != in {
+			t.Errorf("round trip of %s gave %s (%v)", in, out, err)
+		}
+	}
+	// A declared field that is written is never overridden by Extra.
+	over := Effect{Type: "t", JobID: "real", Extra: Extra{"job_id": json.RawMessage(`"forged"`), "type": json.RawMessage(`"x"`)}}
+	if out, _ := AppendJSON(nil, &over); string(out) != `{"type":"t","job_id":"real"}` {
+		t.Errorf("Extra overrode a field: %s", out)
+	}
+}

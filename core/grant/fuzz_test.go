@@ -32,7 +32,8 @@ func tokenSeeds() []string {
 		iss.Sign(map[string]any{"alg": "EdDSA", "kid": 1}, valid),
 		iss.SignRaw([]byte(`{"alg":"EdDSA","alg":"EdDSA"}`), []byte(`{}`)),
 		iss.SignRaw([]byte(`{"alg":"EdDSA"}`), []byte("[\xff]")),
-		good + "=", strings.Replace(good, ".", "..", 1), good[:len(good)-1] + "B",
+		good + "=", good + "==", strings.Replace(good, ".", "..", 1), good[:len(good)-1] + "B",
+		iss.Sign(map[string]any{"alg": "EdDSA", "crit": []string{"b64"}, "b64": false}, valid),
 	}
 }
 

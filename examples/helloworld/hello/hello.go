@@ -199,19 +199,15 @@ func jobStart(_ context.Context, req *contract.ActionRequest) (*contract.ActionR
 
 func jobSync(_ context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
 	in := inputMembers(req.Input)
-	jobID := orDefault(req.JobID, "")
+	synced := contract.Effect{Type: "job.synced", Status: "completed", Message: "Completed"}
+	var state *contract.JobState
 	if reviewEnabled(in) {
-		return &contract.ActionResult{
-			Status:   contract.StatusOK,
-			Effects:  []contract.Effect{{Type: "job.synced", JobID: jobID, Status: "awaiting", Message: "Awaiting human review"}},
-			JobState: awaitingState(req),
-		}, nil
+		synced.Status, synced.Message, state = "awaiting", "Awaiting human review", awaitingState(req)
+	} else {
+		state = completedState(req, boundedCount(in))
 	}
-	return &contract.ActionResult{
-		Status:   contract.StatusOK,
-		Effects:  []contract.Effect{{Type: "job.synced", JobID: jobID, Status: "completed", Message: "Completed"}},
-		JobState: completedState(req, boundedCount(in)),
-	}, nil
+	synced.SetIDs(req.JobID, nil, nil) // the request's job_id as sent: absent stays absent, "" stays ""
+	return &contract.ActionResult{Status: contract.StatusOK, Effects: []contract.Effect{synced}, JobState: state}, nil
 }
 
 func submitReview(_ context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
@@ -228,14 +224,9 @@ func submitReview(_ context.Context, req *contract.ActionRequest) (*contract.Act
 			Outputs:  []contract.ArtifactRef{{ID: "review-decision", Type: "decision", Title: "Review decision"}},
 		}},
 	}})
-	return &contract.ActionResult{
-		Status: contract.StatusOK,
-		Effects: []contract.Effect{{
-			Type: "step.awaiting.submitted", JobID: orDefault(req.JobID, ""), CaseID: orDefault(req.CaseID, ""),
-			StepID: orDefault(req.StepID, ""), Status: "completed",
-		}},
-		JobState: state,
-	}, nil
+	submitted := contract.Effect{Type: "step.awaiting.submitted", Status: "completed"}
+	submitted.SetIDs(req.JobID, req.CaseID, req.StepID)
+	return &contract.ActionResult{Status: contract.StatusOK, Effects: []contract.Effect{submitted}, JobState: state}, nil
 }
 
 func listMessages(context.Context, *contract.ActionRequest) (*contract.ActionResult, error) {

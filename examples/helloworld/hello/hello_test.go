@@ -277,3 +277,40 @@ func benchCall(b *testing.B, method string, params map[string]any) {
 		}
 	}
 }
+
+// TestEmptyIDsKept: ids sent empty come back empty in the effect, as the reference copies them
+// (request.job_id...), while the job state falls back to its defaults ("" is falsy there too).
+func TestEmptyIDsKept(t *testing.T) {
+	h := localController(t, nil)
+	for _, tc := range []struct {
+		params map[string]any
+		want   string
+	}{
+		{request(map[string]any{"action": "step.awaiting.submit", "job_id": "", "case_id": "", "step_id": ""}),
+			`{"type":"step.awaiting.submitted","job_id":"","case_id":"","step_id":"","status":"completed"}`},
+		{request(map[string]any{"action": "step.awaiting.submit", "job_id": "j", "step_id": ""}),
+			`{"type":"step.awaiting.submitted","job_id":"j","step_id":"","status":"completed"}`},
+		{request(map[string]any{"action": "job.sync", "job_id": ""}),
+			`{"type":"job.synced","job_id":"","status":"completed","message":"Completed"}`},
+		{request(map[string]any{"action": "job.sync"}),
+			`{"type":"job.synced","status":"completed","message":"Completed"}`},
+	} {
+		var res struct {
+			Effects  []json.RawMessage `json:"effects"`
+			JobState struct {
+				Job struct {
+					ID string `json:"id"`
+				} `json:"job"`
+			} `json:"job_state"`
+		}
+		if err := json.Unmarshal(result(t, call(t, h, "supervaizer/action.invoke", tc.params)), &res); err != nil || len(res.Effects) != 1 {
+			t.Fatalf("%v: %v", tc.params, err)
+		}
+		if string(res.Effects[0]) != tc.want {
+			t.Errorf("%v\n got %s\nwant %s", tc.params, res.Effects[0], tc.want)
+		}
+		if res.JobState.Job.ID != "local-v2-job" && tc.params["job_id"] != "j" {
+			t.Errorf("job id %q, want the default", res.JobState.Job.ID)
+		}
+	}
+}
