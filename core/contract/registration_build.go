@@ -3,7 +3,6 @@ package contract
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -76,8 +75,17 @@ type SurfaceID string
 func (SurfaceID) surfaceSpec()         {}
 func (SurfaceDefinition) surfaceSpec() {}
 
-// agentMethodKey is what agent custom method keys may contain.
-const agentMethodKey = `^[A-Za-z0-9_-]+$`
+// isAgentMethodKey reports whether k may name an agent custom method: letters, digits,
+// underscores and hyphens, at least one ([A-Za-z0-9_-]+; a loop rather than a regexp, which
+// would link the regexp engine into every binary for this one check).
+func isAgentMethodKey(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return k != ""
+}
 
 // DefaultAgentCardURL is the unversioned, relative Agent Card route of the slug.
 func DefaultAgentCardURL(slug string) string {
@@ -174,14 +182,13 @@ func BuildRegistration(spec RegistrationSpec) (*Registration, error) {
 		r.WorkspaceBinding = cloneWorkspaceBinding(*wb)
 	}
 	if m := spec.AgentMethods; m != nil {
-		re := regexp.MustCompile(agentMethodKey)
 		keys := make([]string, 0, len(m.Custom))
 		for k := range m.Custom {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			if !re.MatchString(k) {
+			if !isAgentMethodKey(k) {
 				p.add("agent_methods.custom", "agent custom method keys may only contain letters, numbers, underscores, and hyphens")
 				break
 			}

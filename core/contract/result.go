@@ -198,10 +198,12 @@ func (r *SurfaceResult) Validate() error {
 	if r.Surface == "" {
 		errs = append(errs, errors.New("surface is required"))
 	}
-	switch { // seed 000: "a surface result needs surface and document" (the reference defaults it to {})
-	case len(r.Document) == 0:
+	// Seed 000: "a surface result needs surface and document" (the reference defaults it to {}).
+	// A result that only reports why the surface cannot be shown (Errors) goes without one.
+	switch {
+	case len(r.Document) == 0 && len(r.Errors) == 0:
 		errs = append(errs, errors.New("document is required: the A2UI document of the surface, a JSON object"))
-	case !isObjectJSON(r.Document):
+	case len(r.Document) > 0 && !isObjectJSON(r.Document):
 		errs = append(errs, errors.New("document must be a JSON object"))
 	}
 	for i, e := range r.Errors {

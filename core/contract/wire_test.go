@@ -3,7 +3,12 @@ package contract
 import (
 	"bytes"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"math"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/supervaize/svz/internal/golden"
@@ -232,5 +237,52 @@ func TestEmptyIDsInEffects(t *testing.T) {
 	over := Effect{Type: "t", JobID: "real", Extra: Extra{"job_id": json.RawMessage(`"forged"`), "type": json.RawMessage(`"x"`)}}
 	if out, _ := AppendJSON(nil, &over); string(out) != `{"type":"t","job_id":"real"}` {
 		t.Errorf("Extra overrode a field: %s", out)
+	}
+}
+
+// TestPlansCoverWireTypes: every type that writes itself (a wire method) has its plan built at
+// start-up, so that no call builds one (a type the roots of plans do not reach would be planned
+// on every call: add it to the roots in encode.go).
+func TestPlansCoverWireTypes(t *testing.T) {
+	planned := map[string]bool{}
+	for typ := range plans {
+		planned[typ.Name()] = true
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var parsed []*ast.File
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed = append(parsed, f)
+	}
+	found := 0
+	for _, f := range parsed {
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv == nil || fn.Name.Name != "wire" {
+				continue
+			}
+			star, ok := fn.Recv.List[0].Type.(*ast.StarExpr)
+			if !ok {
+				t.Errorf("%s: wire must have a pointer receiver", fset.Position(fn.Pos()))
+				continue
+			}
+			found++
+			if typ := star.X.(*ast.Ident).Name; !planned[typ] {
+				t.Errorf("%s has a wire method but no plan built at start-up: add it to the roots of plans", typ)
+			}
+		}
+	}
+	if found < 25 {
+		t.Fatalf("found %d wire methods: the test does not see the package", found)
 	}
 }

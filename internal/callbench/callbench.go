@@ -73,13 +73,17 @@ func New(ctx context.Context) (*Bench, error) {
 	b.SurfaceLoadBody = rpcBody(grant.MethodSurfaceLoad, nil)
 	b.JobStartBody = rpcBody(grant.MethodActionInvoke, map[string]any{"action": "job.start", "job_id": "job-1", "input": map[string]any{"count": 3}})
 
-	// The floor answers with a document as large as the controller's surface.load answer.
-	rec := httptest.NewRecorder()
-	c.ServeHTTP(rec, b.Request(b.SurfaceLoadBody, b.Token))
+	// Both calls must succeed (a JSON-RPC error is an HTTP 200 too); the floor answers with a
+	// document as large as the controller's surface.load answer.
 	var answer map[string]any
-	if err := json.Unmarshal(rec.Body.Bytes(), &answer); err != nil || answer["result"] == nil {
-		_ = c.Close()
-		return nil, fmt.Errorf("callbench: surface.load did not answer a result: %s", rec.Body)
+	for _, body := range [][]byte{b.JobStartBody, b.SurfaceLoadBody} {
+		rec := httptest.NewRecorder()
+		c.ServeHTTP(rec, b.Request(body, b.Token))
+		answer = nil
+		if err := json.Unmarshal(rec.Body.Bytes(), &answer); err != nil || answer["result"] == nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("callbench: the controller did not answer a result: %s", rec.Body)
+		}
 	}
 	b.Floor = floor(answer["result"])
 	return b, nil

@@ -255,29 +255,6 @@ func TestInputCoercion(t *testing.T) {
 	}
 }
 
-func BenchmarkSurfaceLoad(b *testing.B) {
-	benchCall(b, "supervaizer/surface.load", request(nil))
-}
-
-func BenchmarkJobStart(b *testing.B) {
-	benchCall(b, "supervaizer/action.invoke", request(map[string]any{"input": map[string]any{"count": 3}, "job_id": "job-1"}))
-}
-
-func benchCall(b *testing.B, method string, params map[string]any) {
-	h := localController(b, nil)
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-	b.ReportAllocs()
-	for b.Loop() {
-		req := httptest.NewRequest(http.MethodPost, "/a2a", bytes.NewReader(body))
-		req.Header.Set("X-API-Key", key)
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code != 200 {
-			b.Fatal(rec.Code)
-		}
-	}
-}
-
 // TestEmptyIDsKept: ids sent empty come back empty in the effect, as the reference copies them
 // (request.job_id...), while the job state falls back to its defaults ("" is falsy there too).
 func TestEmptyIDsKept(t *testing.T) {
