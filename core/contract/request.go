@@ -205,7 +205,7 @@ func decodeRequest(params json.RawMessage, req *ActionRequest, action bool) erro
 		return FieldErrors{{Type: errModel, Loc: []any{}, Msg: msgModel(model)}}
 	}
 	d := &document{Text: wirejson.NewText(doc)}
-	r := d.reader(doc)
+	r := d.reader(doc, 16)
 	req.RequestID = r.str("request_id")
 	req.Actor = r.actor()
 	req.Workspace = r.workspace()
@@ -253,8 +253,8 @@ type member struct {
 	taken bool
 }
 
-func (d *document) reader(obj []byte) fieldReader {
-	r := fieldReader{doc: d, members: make([]member, 0, 16)}
+func (d *document) reader(obj []byte, size int) fieldReader {
+	r := fieldReader{doc: d, members: make([]member, 0, size)}
 	for name, v := range wirejson.Members(obj) {
 		r.members = append(r.members, member{name: wirejson.Name(name), value: v})
 	}
@@ -362,7 +362,7 @@ func (r *fieldReader) model(name string, v []byte, model string) (fieldReader, b
 		r.fail(errModel, msgModel(model), name)
 		return fieldReader{}, false
 	}
-	s := r.doc.reader(v)
+	s := r.doc.reader(v, 4) // actor, workspace...: a few members
 	s.parent, s.name = r, name
 	return s, true
 }
