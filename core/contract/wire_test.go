@@ -37,7 +37,7 @@ func wireSamples() map[string]any {
 					Status: "ok", Message: html, Count: &count,
 					Item:    map[string]any{"b": 1.5, "a": json.Number("12345678901234567890"), "z": nil, "nested": map[string]any{"x": []any{true, false, "&"}}},
 					Items:   []map[string]any{{"id": "1"}, {}},
-					Rows:    []map[string]any{{"n": 1e-7, "big": 1e21, "neg": -0.0, "int": 42}},
+					Rows:    []map[string]any{{"n": 1e-7, "big": 1e21, "neg": 0.0, "int": 42}},
 					Errors:  []map[string]any{{"code": "x"}},
 					Gaps:    []map[string]any{},
 					Summary: map[string]any{"row": userRow{Name: html, Notes: []byte("hi")}},
@@ -139,7 +139,7 @@ func TestWireGoldens(t *testing.T) {
 func TestAppendJSONFreeForm(t *testing.T) {
 	type private struct{ A int }
 	for _, v := range []any{
-		nil, "s", "<&>\u2028", 1.0, -0.0, 1e21, 1e-7, 123456789.0, float32(3.4e38), int8(-3), uint64(1 << 63), true,
+		nil, "s", "<&>\u2028", 1.0, math.Copysign(0, -1), 1e21, 1e-7, 123456789.0, float32(3.4e38), int8(-3), uint64(1 << 63), true,
 		json.Number("1e400"), json.Number(""), json.RawMessage(`[ 1 , "<" ]`), json.RawMessage(nil),
 		map[string]any{"b": map[string]any{}, "a": []any{}, "": nil}, []any{nil, map[string]any(nil), []any(nil)},
 		map[string]string{"z": "1", "a": "<"}, map[int]string{2: "b", 1: "a"}, []byte("bytes"), [2]int{1, 2},
