@@ -112,6 +112,28 @@ func (r *SurfaceRequest) DecodeInput(v any) error {
 	return nil
 }
 
+// InputMember returns the JSON of the member name of the request's input (the last one when the
+// name repeats), without decoding the rest; ok is false when the input has no such member. The
+// input of a decoded request is valid JSON: nothing is validated again.
+func (r *ActionRequest) InputMember(name string) (json.RawMessage, bool) {
+	return memberOf(r.Input, name)
+}
+
+// InputMember returns the JSON of the member name of the request's input, like
+// ActionRequest.InputMember.
+func (r *SurfaceRequest) InputMember(name string) (json.RawMessage, bool) {
+	return memberOf(r.Input, name)
+}
+
+func memberOf(obj json.RawMessage, name string) (v json.RawMessage, ok bool) {
+	for n, raw := range wirejson.Members(obj) {
+		if string(wirejson.Name(n)) == name {
+			v, ok = raw, true
+		}
+	}
+	return v, ok
+}
+
 func inputOrEmpty(in json.RawMessage) json.RawMessage {
 	if len(in) == 0 {
 		return json.RawMessage("{}")

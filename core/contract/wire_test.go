@@ -286,3 +286,28 @@ func TestPlansCoverWireTypes(t *testing.T) {
 		t.Fatalf("found %d wire methods: the test does not see the package", found)
 	}
 }
+
+// TestInputMember reads one member of a decoded request's input, the last one of a repeated name.
+func TestInputMember(t *testing.T) {
+	params := []byte(`{"request_id":"r","actor":{"user_id":"u"},"workspace":{"id":"w"},"mission_id":"m","agent_slug":"a",` +
+		`"surface":"s","action":"x","input":{ "count" : 2, "n\u0061me":"<x>", "count":[3] }}`)
+	req, err := DecodeActionRequest(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sreq, err := DecodeSurfaceRequest(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, get := range []func(string) (json.RawMessage, bool){req.InputMember, sreq.InputMember} {
+		if v, ok := get("count"); !ok || string(v) != `[3]` {
+			t.Errorf("count = %s, %v", v, ok)
+		}
+		if v, ok := get("name"); !ok || string(v) != `"<x>"` {
+			t.Errorf("name = %s, %v", v, ok)
+		}
+		if v, ok := get("missing"); ok {
+			t.Errorf("missing = %s", v)
+		}
+	}
+}

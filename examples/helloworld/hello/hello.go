@@ -180,7 +180,7 @@ func preview(_ context.Context, req *contract.ActionRequest) (*contract.ActionRe
 }
 
 func jobStart(_ context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	in := inputMembers(req.Input)
+	in := inputMember(req.InputMember)
 	jobID := orDefault(req.JobID, "local-v2-job")
 	if reviewEnabled(in) {
 		return &contract.ActionResult{
@@ -198,7 +198,7 @@ func jobStart(_ context.Context, req *contract.ActionRequest) (*contract.ActionR
 }
 
 func jobSync(_ context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	in := inputMembers(req.Input)
+	in := inputMember(req.InputMember)
 	synced := contract.Effect{Type: "job.synced", Status: "completed", Message: "Completed"}
 	var state *contract.JobState
 	if reviewEnabled(in) {
@@ -312,16 +312,18 @@ func orDefault(p *string, def string) string {
 	return *p
 }
 
-func inputMembers(in json.RawMessage) map[string]json.RawMessage {
-	var m map[string]json.RawMessage
-	_ = json.Unmarshal(in, &m) // input was validated as a JSON object
-	return m
+// inputMember reads one member of a request's input (ActionRequest.InputMember).
+type inputMember func(name string) (json.RawMessage, bool)
+
+// inputMembers reads the members of an input, a JSON object already validated.
+func inputMembers(in json.RawMessage) inputMember {
+	return (&contract.ActionRequest{Input: in}).InputMember
 }
 
 // reviewEnabled is the reference's str(input.get("enable_human_review", False)).lower() in
 // ("true", "on", "1", "yes"), over JSON values.
-func reviewEnabled(in map[string]json.RawMessage) bool {
-	v, ok := in["enable_human_review"]
+func reviewEnabled(in inputMember) bool {
+	v, ok := in("enable_human_review")
 	if !ok {
 		return false
 	}
@@ -344,8 +346,8 @@ func reviewEnabled(in map[string]json.RawMessage) bool {
 // boundedCount is the reference's int(input.get("count", 1)), 1 when that fails, clamped to
 // 0..100, over JSON values: numbers truncate toward zero, booleans count as 0 and 1, strings
 // parse like Python's int() (surrounding spaces, a sign, digits with single underscores).
-func boundedCount(in map[string]json.RawMessage) int {
-	v, ok := in["count"]
+func boundedCount(in inputMember) int {
+	v, ok := in("count")
 	if !ok {
 		return 1
 	}
