@@ -2,6 +2,7 @@ package grant
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"testing"
 
@@ -109,4 +110,36 @@ func BenchmarkRefusal(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkFirstTokenParts splits a first verification into its parts, beside one Ed25519
+// verification in the same run: what a never-seen token costs beyond its signature.
+func BenchmarkFirstTokenParts(b *testing.B) {
+	iss := granttest.NewIssuer("k1")
+	tok := iss.Token(granttest.Valid(t0, testIssuer, fullScopes...))
+	b.Run("parse+claims", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			t, err := parseToken(tok)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := parseClaims(t.claims); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sha256", func(b *testing.B) {
+		for b.Loop() {
+			_ = hashToken(tok)
+		}
+	})
+	b.Run("ed25519-verify", func(b *testing.B) {
+		t, _ := parseToken(tok)
+		for b.Loop() {
+			if !ed25519.Verify(iss.PublicKey(), []byte(t.signed), t.signature) {
+				b.Fatal("refused")
+			}
+		}
+	})
 }
