@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/supervaize/svz/core/internal/wirejson"
 )
@@ -146,21 +147,24 @@ type fieldPlan struct {
 	enc   encodeFunc
 }
 
-// plans holds the plan of every contract struct type the encoder meets on the hot path, built
-// once at start-up from the types alone and never modified (a type it does not hold gets a plan
-// built on the spot; TestPlansCoverWireTypes keeps the list complete).
-var plans map[reflect.Type]*structPlan
+// plans returns the plan of every contract struct type the encoder meets on the hot path, built
+// once, from the types alone, on first use (not at start-up: a cold start that serves discovery
+// first does not pay for it), and never modified afterwards. A type it does not hold gets a plan
+// built on the spot; TestPlansCoverWireTypes keeps the list complete.
+var plans func() map[reflect.Type]*structPlan
 
 func init() { // not a var initializer: plans are built by code that reads plans
-	plans = buildPlans(
-		reflect.TypeFor[ActionResult](), reflect.TypeFor[SurfaceResult](),
-		reflect.TypeFor[ActionRequest](), reflect.TypeFor[SurfaceRequest](),
-		reflect.TypeFor[ResourceFieldDefinition](), reflect.TypeFor[EffectEvent](),
-	)
+	plans = sync.OnceValue(func() map[reflect.Type]*structPlan {
+		return buildPlans(
+			reflect.TypeFor[ActionResult](), reflect.TypeFor[SurfaceResult](),
+			reflect.TypeFor[ActionRequest](), reflect.TypeFor[SurfaceRequest](),
+			reflect.TypeFor[ResourceFieldDefinition](), reflect.TypeFor[EffectEvent](),
+		)
+	})
 }
 
 func planOf(t reflect.Type) *structPlan {
-	if p := plans[t]; p != nil {
+	if p := plans()[t]; p != nil {
 		return p
 	}
 	return newPlan(t)
@@ -297,7 +301,10 @@ func isEmpty(v reflect.Value) bool {
 
 // encoderOf returns how values of type t are written.
 func encoderOf(t reflect.Type) encodeFunc {
+	// Only named types and pointers can have methods: the others skip the method checks.
+	named := t.Name() != "" && t.PkgPath() != "" || t.Kind() == reflect.Pointer
 	switch {
+	case !named:
 	case t == rawMessageType:
 		return encodeRaw
 	case t == numberType:

@@ -245,7 +245,7 @@ func TestEmptyIDsInEffects(t *testing.T) {
 // on every call: add it to the roots in encode.go).
 func TestPlansCoverWireTypes(t *testing.T) {
 	planned := map[string]bool{}
-	for typ := range plans {
+	for typ := range plans() {
 		planned[typ.Name()] = true
 	}
 	files, err := filepath.Glob("*.go")
