@@ -5,7 +5,7 @@ export GOTOOLCHAIN := local
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: help run test lint unit bench fuzz bench-controller bench-grant bench-store bench-adapters sizes example-lines
+.PHONY: help run test lint unit bench fuzz bench-controller bench-http bench-grant bench-store bench-adapters sizes example-lines
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-24s %s\n", $$1, $$2}'
@@ -29,8 +29,11 @@ bench: ## benchmarks (compare runs with benchstat)
 
 # The figures of docs/: each is reproduced by one of these (see docs/performance.md).
 BENCH_COUNT ?= 8
-bench-controller: ## surface.load and job.start through the controller (docs/performance.md)
-	go test -run '^$$' -bench 'SurfaceLoad|JobStart' -benchmem -count $(BENCH_COUNT) ./examples/helloworld/hello
+bench-controller: ## per-call cost in-process: ratios to a floor handler, first-seen token vs Ed25519 (docs/performance.md)
+	go test -run '^$$' -bench 'CallRatio' -count 6 ./examples/helloworld/hello | tee bench-controller.txt | go run ./scripts/benchratio
+
+bench-http: ## requests/s over HTTP (wrk): the controller vs a floor handler (docs/performance.md)
+	go run ./scripts/bench-http
 
 bench-grant: ## workspace-grant token verification (docs/grants.md#cost)
 	go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./core/grant

@@ -1,6 +1,6 @@
 // Command benchratio reads `go test -bench` output on stdin and prints, for every benchmark, the
 // median of each ratio metric it reported (units starting with "x-", and first-token-us) over the
-// runs: the figures docs/performance.md quotes. `make bench-calls` pipes into it.
+// runs: the figures docs/performance.md quotes. `make bench-controller` pipes into it.
 package main
 
 import (

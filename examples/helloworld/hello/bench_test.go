@@ -13,7 +13,7 @@ import (
 
 // BenchmarkCall measures what one /a2a call costs through the controller's http.Handler (normal
 // mode, Ed25519 key, memory store) beside the floor: a handler that only decodes the body into a
-// map and encodes an answer of the same size. Compare them with `make bench-calls`, which prints
+// map and encodes an answer of the same size. Compare them with `make bench-controller`, which prints
 // each call's time as a multiple of the floor's, measured in the same run (see docs/performance.md).
 //
 // "seen-token" calls carry a token the controller verified before; "first-token" calls carry one
@@ -74,7 +74,7 @@ func BenchmarkCall(b *testing.B) {
 // BenchmarkCallRatio measures the same calls as BenchmarkCall, each interleaved with the floor
 // (or, for a first-seen token, with a seen one and a bare signature check) in the same loop, so
 // that a busy machine slows both sides alike. It reports the ratios, which is what
-// docs/performance.md quotes (make bench-calls):
+// docs/performance.md quotes (make bench-controller):
 //
 //	x-floor          time of the call / time of the floor call
 //	first-token-us   what a never-seen token adds to surface.load, in µs
