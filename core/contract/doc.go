@@ -7,6 +7,7 @@
 // SDK's models and vice versa. Where the reference omits absent members (action results) the types
 // omit zero values; where it writes nulls (surface results, registrations) they write nulls.
 // Unknown members are kept in each type's Extra and written back, as the reference allows extras.
-// Beyond the standard library it depends on golang.org/x/text (Unicode normalization) and
-// github.com/mozillazg/go-unidecode (MIT; transliteration for slugs, corrected to text-unidecode).
+// Beyond the standard library it depends on golang.org/x/text (Unicode normalization); the
+// transliteration of slugs is github.com/mozillazg/go-unidecode's table (MIT), corrected to
+// text-unidecode and packed into translit_table.go by go generate.
 package contract

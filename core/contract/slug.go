@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/mozillazg/go-unidecode/table"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -215,10 +214,29 @@ func translitRune(r rune) string {
 	if i < len(translitOverrides) && translitOverrides[i].lo <= r {
 		return translitOverrides[i].s
 	}
-	if t := table.Tables[r>>8]; int(r&0xFF) < len(t) && t[r&0xFF] != "" {
-		return t[r&0xFF]
+	if s := translitEntry(r); s != "" {
+		return s
 	}
 	return " " // unknown to both tables: text-unidecode writes "[?]"
+}
+
+//go:generate go run ./internal/gentranslit
+
+// translitEntry returns go-unidecode's spelling of r, a character of the BMP ("" when it has
+// none), from the packed translitBlocks.
+func translitEntry(r rune) string {
+	blk := translitBlocks[r>>8]
+	for range r & 0xFF {
+		i := strings.IndexByte(blk, 0xFF)
+		if i < 0 {
+			return ""
+		}
+		blk = blk[i+1:]
+	}
+	if i := strings.IndexByte(blk, 0xFF); i >= 0 {
+		return blk[:i]
+	}
+	return blk
 }
 
 // entityRune returns the character of an HTML 4 entity name (Python's html.entities.name2codepoint).

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/mozillazg/go-unidecode/table"
 )
 
 // testdata/slugify_vectors.json holds the outputs of python-slugify 8.0.4's algorithm with
@@ -169,5 +171,19 @@ func BenchmarkDeterministicAgentID(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		DeterministicAgentID("Hello World AI Agent")
+	}
+}
+
+// TestTranslitTable: the packed table holds go-unidecode's spelling of every non-ASCII code point
+// of the BMP (go generate ./core/contract rewrites it).
+func TestTranslitTable(t *testing.T) {
+	for r := rune(0x80); r <= 0xFFFF; r++ {
+		var want string
+		if blk := table.Tables[r>>8]; int(r&0xFF) < len(blk) {
+			want = blk[r&0xFF]
+		}
+		if got := translitEntry(r); got != want {
+			t.Fatalf("U+%04X: %q, go-unidecode has %q (run go generate ./core/contract)", r, got, want)
+		}
 	}
 }
