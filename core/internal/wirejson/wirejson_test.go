@@ -73,12 +73,20 @@ func checkReaders(t *testing.T, data []byte) {
 			t.Fatal(err)
 		}
 		got := map[string]json.RawMessage{}
+		text := NewText(data)
 		for name, v := range Members(data) {
 			s, ok := Unquote(name)
-			if !ok {
-				t.Fatalf("member name %q is not a string", name)
+			if !ok || string(Name(name)) != s {
+				t.Fatalf("member name %q: Unquote %q, Name %q", name, s, Name(name))
 			}
 			got[s] = v
+			if Kind(v) == '"' { // a string read as a slice of the document's text
+				var want string
+				_ = json.Unmarshal(v, &want)
+				if str, ok := text.String(v); !ok || str != want {
+					t.Fatalf("Text.String(%q) = %q, want %q", v, str, want)
+				}
+			}
 		}
 		if len(got) != len(want) {
 			t.Fatalf("Members(%q): %d members, want %d", trunc(data), len(got), len(want))
