@@ -251,18 +251,26 @@ func (w *trackedWriter) start(code int) {
 	}
 }
 
-// refusedBodyGrace is how long the connection of a refused request may still deliver its unread
-// body. net/http would otherwise wait for that body until the read timeout before closing the
-// connection; cutting it at once instead resets a client still sending (a too-large body) before
-// it can read the answer.
-const refusedBodyGrace = time.Second
+// Lingering close of a refused request whose body was not read (nginx's lingering_close): the
+// body still on its way is read and dropped for at most refusedBodyGrace and refusedBodyLinger
+// bytes, then the connection closes. net/http alone would either wait for the body until the read
+// timeout (a caller promising a body it never sends holds the connection) or, for a large body,
+// close with unread data, which resets a client still sending before it can read the answer.
+const (
+	refusedBodyGrace  = time.Second
+	refusedBodyLinger = 8 << 20
+)
 
-// closeIfRefusedUnread bounds the end of the connection of a refused request whose body was not
-// read, once the response is written (refusedBodyGrace).
+// closeIfRefusedUnread drops what is left of a refused request's body, within the bounds above,
+// once the response is written.
 func (w *trackedWriter) closeIfRefusedUnread() {
-	if w.refusedUnread() {
-		_ = http.NewResponseController(w.ResponseWriter).SetReadDeadline(time.Now().Add(refusedBodyGrace))
+	if !w.refusedUnread() {
+		return
 	}
+	rc := http.NewResponseController(w.ResponseWriter)
+	_ = rc.Flush() // the answer goes out before the lingering read
+	_ = rc.SetReadDeadline(time.Now().Add(refusedBodyGrace))
+	_, _ = io.CopyN(io.Discard, w.body, refusedBodyLinger)
 }
 
 func (w *trackedWriter) WriteHeader(code int) {
