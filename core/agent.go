@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -65,6 +66,9 @@ type AgentConfig struct {
 	Introduction    *contract.Introduction
 	FullDescription *contract.FullDescription
 	BillingCatalog  []contract.BillingCatalogItem
+	// Parameters are the settings the operator configures for the agent in Studio (its
+	// parameters_setup); handlers read their values with Parameter.
+	Parameters []contract.Parameter
 }
 
 // Agent is one agent a controller serves: its identity, its v2 registration and its handlers.
@@ -116,6 +120,9 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	}
 	if err := contract.ValidateBillingCatalog(cfg.BillingCatalog); err != nil {
 		errs = append(errs, fmt.Errorf("billing_catalog: %w", err))
+	}
+	if err := contract.ValidateParameters(cfg.Parameters); err != nil {
+		errs = append(errs, fmt.Errorf("parameters: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("agent %q: %w", cfg.Name, err)
@@ -229,6 +236,11 @@ func (a *Agent) registrationContract(studioID string) contract.AgentRegistration
 		return &s
 	}
 	instructions := "supervaize_instructions.html"
+	var params json.RawMessage
+	if len(a.cfg.Parameters) > 0 {
+		// A []contract.Parameter always encodes: its members are strings and booleans.
+		params, _ = json.Marshal(a.cfg.Parameters)
+	}
 	return contract.AgentRegistrationContract{
 		Name:             a.cfg.Name,
 		ID:               a.id,
@@ -240,6 +252,7 @@ func (a *Agent) registrationContract(studioID string) contract.AgentRegistration
 		APIPath:          "/agents/" + a.slug,
 		Slug:             a.slug,
 		Tags:             a.cfg.Tags,
+		ParametersSetup:  params,
 		ServerAgentID:    studioID,
 		InstructionsPath: &instructions,
 		DataResources:    a.dataResourcesJSON(),
@@ -248,4 +261,10 @@ func (a *Agent) registrationContract(studioID string) contract.AgentRegistration
 		FullDescription:  a.cfg.FullDescription,
 		BillingCatalog:   a.cfg.BillingCatalog,
 	}
+}
+
+// RegistrationPayload is the agent's entry of Studio's server.register payload, with studioID as
+// its Studio agent id ("" when the agent is not linked to Studio yet).
+func (a *Agent) RegistrationPayload(studioID string) contract.AgentRegistrationContract {
+	return a.registrationContract(studioID)
 }

@@ -62,6 +62,9 @@ type Config struct {
 	StudioAgentIDs map[string]string
 	// Gate, when set, makes retried mutating actions idempotent.
 	Gate ActionGate
+	// Parameters gives the values of the agents' declared parameters (package core/studio); nil
+	// without a Studio connection.
+	Parameters ParameterSource
 	// Store is the controller's store (package config opens the one SUPERVAIZER_STORE names): the
 	// one place where state that outlives a request lives. Nil serves without one.
 	Store store.Store

@@ -132,11 +132,12 @@ func (b *boundAgent) checkInput(req *contract.ActionRequest) (*contract.ActionRe
 }
 
 // handlerContext is the context a handler runs with: the state scope of the agent and the
-// verified workspace (package state), and the agent's A2UI versions (package a2ui).
+// verified workspace (package state), the agent's A2UI versions (package a2ui) and its parameters
+// (Parameter).
 func (c *Controller) handlerContext(ctx context.Context, b *boundAgent, v *contract.VerifiedWorkspaceContext) context.Context {
 	workspace := ""
 	if v != nil {
 		workspace = v.WorkspaceID
 	}
-	return a2ui.NewContext(state.NewContext(ctx, c.cfg.Store, b.slug, workspace), b.versions)
+	return c.withParameters(a2ui.NewContext(state.NewContext(ctx, c.cfg.Store, b.slug, workspace), b.versions), b.Agent)
 }

@@ -158,12 +158,21 @@ func Load(ctx context.Context, getenv func(string) string, log *slog.Logger) (co
 	return cfg, nil
 }
 
-// NewController loads the settings and builds the controller for agents.
+// NewController loads the settings and builds the controller for agents. A Studio-connected
+// long-running server registers with Studio first (see connectStudio).
 func NewController(ctx context.Context, getenv func(string) string, log *slog.Logger, agents ...*core.Agent) (*core.Controller, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	getenv, params, err := connectStudio(ctx, getenv, log, agents)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := Load(ctx, getenv, log)
 	if err != nil {
 		return nil, err
 	}
+	cfg.Parameters = params
 	c, err := core.New(cfg, agents...)
 	if err != nil {
 		if cfg.OnClose != nil {

@@ -49,27 +49,47 @@ func Registration() (*contract.Registration, error) {
 	})
 }
 
-// NewAgent returns the Hello World agent with its handlers.
-func NewAgent() (*core.Agent, error) {
+// GreetingParameter is the parameter the Studio-connected Hello World declares: the operator
+// sets it in Studio, Studio sends it encrypted, and job.start reports it as the greeting member of
+// its job.started effect.
+var GreetingParameter = contract.Parameter{
+	Name:        "HELLO_GREETING",
+	Description: "Greeting reported by job.start (set in Studio)",
+}
+
+// NewAgent returns the Hello World agent with its handlers, exactly the reference's.
+func NewAgent() (*core.Agent, error) { return newAgent(false) }
+
+// NewStudioAgent returns the Hello World agent of a Studio-connected controller: it also declares
+// GreetingParameter. The local-mode agent does not, so its wire output stays the reference's.
+func NewStudioAgent() (*core.Agent, error) { return newAgent(true) }
+
+func newAgent(greeting bool) (*core.Agent, error) {
 	reg, err := Registration()
 	if err != nil {
 		return nil, err
 	}
-	a, err := core.NewAgent(core.AgentConfig{
+	cfg := core.AgentConfig{
 		Name:         Name,
 		Version:      Version,
 		Author:       "Supervaizer (local test)",
 		Description:  "Built-in Hello World agent for local testing without Studio.",
 		Tags:         []string{"hello world", "ai agent", "local"},
 		Registration: reg,
-	})
+	}
+	start := jobStart
+	if greeting {
+		cfg.Parameters = []contract.Parameter{GreetingParameter}
+		start = jobStartWithGreeting
+	}
+	a, err := core.NewAgent(cfg)
 	if err != nil {
 		return nil, err
 	}
 	a.HandleSurface("job.start", core.SurfaceFunc(jobStartSurface))
 	a.HandleSurface("case.step.awaiting", core.SurfaceFunc(awaitingSurface))
 	a.HandleAction("job.start.preview", core.ActionFunc(preview))
-	a.HandleAction("job.start", core.ActionFunc(jobStart))
+	a.HandleAction("job.start", core.ActionFunc(start))
 	a.HandleAction("job.sync", core.ActionFunc(jobSync))
 	a.HandleAction("step.awaiting.submit", core.ActionFunc(submitReview))
 	a.HandleAction("resource.hello_messages.list", core.ActionFunc(listMessages))
@@ -80,7 +100,11 @@ func NewAgent() (*core.Agent, error) {
 // Build is the Hello World controller configured from the environment (package config); its
 // signature is the one adapters/platform runs.
 func Build(ctx context.Context, getenv func(string) string, log *slog.Logger) (http.Handler, error) {
-	a, err := NewAgent()
+	newAgent := NewAgent
+	if config.StudioConnected(getenv) {
+		newAgent = NewStudioAgent
+	}
+	a, err := newAgent()
 	if err != nil {
 		return nil, err
 	}
@@ -195,6 +219,25 @@ func jobStart(_ context.Context, req *contract.ActionRequest) (*contract.ActionR
 		Effects:  []contract.Effect{{Type: "job.started", JobID: jobID, Status: "completed", Message: "Completed " + strconv.Itoa(n) + " cases"}},
 		JobState: completedState(req, n),
 	}, nil
+}
+
+// jobStartWithGreeting is jobStart with the greeting the operator configured in Studio, when
+// there is one, in the job.started effect.
+func jobStartWithGreeting(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+	greeting, ok, err := core.Parameter(ctx, GreetingParameter.Name)
+	if err != nil {
+		return nil, err
+	}
+	res, err := jobStart(ctx, req)
+	if err != nil || !ok {
+		return res, err
+	}
+	g, err := json.Marshal(greeting)
+	if err != nil {
+		return nil, err
+	}
+	res.Effects[0].Extra = contract.Extra{"greeting": g}
+	return res, nil
 }
 
 func jobSync(_ context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
