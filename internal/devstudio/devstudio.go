@@ -127,6 +127,7 @@ type Server struct {
 	done       chan struct{}
 
 	mu        sync.Mutex
+	lookups   int
 	handshake string
 	servers   map[string]*registered // by workspace slug + "/" + server id
 	events    []Recorded
@@ -338,10 +339,10 @@ func (s *Server) Registrations() []Registration {
 
 func (r *registered) registration() Registration {
 	return Registration{Workspace: r.ws, ServerID: r.serverID, URL: r.url, Audience: audience(r.studioServerID),
-		StudioServerID: r.studioServerID, AgentIDs: maps(r.agentIDs)}
+		StudioServerID: r.studioServerID, AgentIDs: cloneMap(r.agentIDs)}
 }
 
-func maps(m map[string]string) map[string]string {
+func cloneMap(m map[string]string) map[string]string {
 	out := make(map[string]string, len(m))
 	for k, v := range m {
 		out[k] = v
@@ -648,9 +649,19 @@ func (s *Server) serveAgentByID(w http.ResponseWriter, r *http.Request) {
 	s.writeAgent(w, reg, slug)
 }
 
+// AgentLookups counts the agent lookups answered.
+func (s *Server) AgentLookups() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lookups
+}
+
 // writeAgent answers the agent lookup; configured agents carry their parameters encrypted to
 // the key their controller registered.
 func (s *Server) writeAgent(w http.ResponseWriter, reg *registered, slug string) {
+	s.mu.Lock()
+	s.lookups++
+	s.mu.Unlock()
 	out := map[string]any{"id": reg.agentIDs[slug], "slug": slug, "name": reg.names[slug], "status": "active",
 		"onboarding_status": "pending", "parameters_encrypted": nil}
 	if params := s.cfg.Parameters[slug]; len(params) > 0 {
