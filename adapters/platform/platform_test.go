@@ -309,19 +309,22 @@ const (
 )
 
 func TestResolveSecrets(t *testing.T) {
-	arns, env := motoSecrets(t, apiKey, privateKey)
+	const studioKey = "studio-key-for-platform-tests"
+	arns, env := motoSecrets(t, apiKey, privateKey, studioKey)
 	env["SUPERVAIZER_API_KEY_SECRET_ARN"] = arns[0]
 	env["SUPERVAIZER_PRIVATE_KEY_SECRET_ARN"] = arns[1]
+	env["SUPERVAIZE_API_KEY_SECRET_ARN"] = arns[2]
 	env["SUPERVAIZER_SERVER_ID"] = "srv-1"
 	log, logs := testkit.Logger()
 	getenv, err := resolveSecrets(context.Background(), envOf(env), log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if getenv("SUPERVAIZER_API_KEY") != apiKey || getenv("SUPERVAIZER_PRIVATE_KEY") != privateKey || getenv("SUPERVAIZER_SERVER_ID") != "srv-1" {
+	if getenv("SUPERVAIZER_API_KEY") != apiKey || getenv("SUPERVAIZER_PRIVATE_KEY") != privateKey || getenv("SUPERVAIZER_SERVER_ID") != "srv-1" ||
+		getenv("SUPERVAIZE_API_KEY") != studioKey {
 		t.Fatalf("resolved %q %q %q", getenv("SUPERVAIZER_API_KEY"), getenv("SUPERVAIZER_PRIVATE_KEY"), getenv("SUPERVAIZER_SERVER_ID"))
 	}
-	if strings.Contains(logs.String(), apiKey) || strings.Contains(logs.String(), "MC4CAQAw") {
+	if strings.Contains(logs.String(), apiKey) || strings.Contains(logs.String(), "MC4CAQAw") || strings.Contains(logs.String(), studioKey) {
 		t.Fatalf("a secret value was logged: %s", logs)
 	}
 	for _, want := range []string{

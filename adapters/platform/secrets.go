@@ -14,7 +14,7 @@ import (
 const secretRefSuffix = "_SECRET_ARN"
 
 // resolveSecrets returns getenv with the secret references (SUPERVAIZER_API_KEY_SECRET_ARN,
-// SUPERVAIZER_PRIVATE_KEY_SECRET_ARN) replaced by their values. Secrets are read concurrently: a
+// SUPERVAIZER_PRIVATE_KEY_SECRET_ARN, SUPERVAIZE_API_KEY_SECRET_ARN) replaced by their values. Secrets are read concurrently: a
 // cold start waits for one round trip, not one per secret.
 func resolveSecrets(ctx context.Context, getenv func(string) string, log *slog.Logger) (func(string) string, error) {
 	type ref struct {
@@ -22,7 +22,7 @@ func resolveSecrets(ctx context.Context, getenv func(string) string, log *slog.L
 		err             error
 	}
 	var refs []*ref
-	for _, name := range [...]string{"SUPERVAIZER_API_KEY", "SUPERVAIZER_PRIVATE_KEY"} {
+	for _, name := range [...]string{"SUPERVAIZER_API_KEY", "SUPERVAIZER_PRIVATE_KEY", "SUPERVAIZE_API_KEY"} {
 		id := getenv(name + secretRefSuffix)
 		if id == "" {
 			continue

@@ -378,6 +378,10 @@ func printText(w io.Writer, doc any) {
 		if d.RolledBack {
 			fmt.Fprintln(w, "rolled back to the previous version")
 		}
+		if d.Studio != nil {
+			fmt.Fprintf(w, "studio: workspace %s, audience %s, agents %v (configuration updated: %v)\n",
+				d.Studio.Workspace, d.Studio.Audience, d.Studio.AgentIDs, d.Studio.Changed)
+		}
 		if d.APIKey != "" {
 			fmt.Fprintln(w, "API key (shown once; enter it in Studio):", d.APIKey)
 		}

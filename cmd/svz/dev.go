@@ -34,16 +34,19 @@ const (
 func newDevCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Local development tools: a stand-in for Studio's workspace-grant signer",
+		Short: "Local development tools: stand-ins for Studio (grant signer, local Studio)",
 		Long: `Studio signs a short-lived EdDSA token (X-Supervaize-Workspace-Authorization) for every call it
 makes to a controller. These commands play Studio's part locally:
 
   svz dev keygen                 writes an Ed25519 key pair and the controller settings that trust it
   svz dev token --agent ...      signs a token the controller will accept
+  svz dev studio                 runs a local Studio stand-in (registration, tokens, parameters,
+                                 context, rule checkpoints) and prints the controller settings
+  svz dev rsakey                 writes the controller's RSA key (SUPERVAIZER_PRIVATE_KEY)
 
 The keys are for development only.`,
 	}
-	cmd.AddCommand(newDevKeygenCmd(), newDevTokenCmd())
+	cmd.AddCommand(newDevKeygenCmd(), newDevTokenCmd(), newDevStudioCmd(), newDevRSAKeyCmd())
 	return cmd
 }
 

@@ -1,7 +1,8 @@
 // Command svz is the svz command-line tool: `svz init` writes a new agent module, `svz deploy`
-// builds, deploys and checks a controller on Lambda, App Runner or Cloud Run, `svz dev` holds local
-// development tools (workspace-grant keys and tokens), `svz version` says which svz this is and
-// `svz completion` writes shell completion scripts.
+// builds, deploys and checks a controller on Lambda, App Runner or Cloud Run, `svz studio register`
+// links a controller to Studio, `svz dev` holds local development tools (workspace-grant keys and
+// tokens, a local Studio stand-in), `svz version` says which svz this is and `svz completion`
+// writes shell completion scripts.
 //
 //	go install github.com/supervaize/svz/cmd/svz@latest
 package main
@@ -33,6 +34,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDeployCmd(), newDevCmd(), newInitCmd(), newVersionCmd())
+	root.AddCommand(newDeployCmd(), newDevCmd(), newInitCmd(), newVersionCmd(), newStudioCmd())
 	return root
 }

@@ -47,8 +47,9 @@ const (
 	EnvInvokeMode = "SUPERVAIZER_LAMBDA_INVOKE_MODE"
 )
 
-// SecretVars are the secrets the controller resolves from *_SECRET_ARN at init on Lambda.
-var SecretVars = []string{deploy.EnvAPIKey, deploy.EnvPrivateKey}
+// SecretVars are the secrets the controller resolves from *_SECRET_ARN at init on Lambda (the
+// Studio key lets an instance look its agents' parameters up).
+var SecretVars = []string{deploy.EnvAPIKey, deploy.EnvPrivateKey, deploy.EnvStudioAPIKey}
 
 // Statement ids of the Function URL permissions.
 const (

@@ -1008,3 +1008,41 @@ func (s *Server) Env(ws, controllerURL string) map[string]string {
 		"SUPERVAIZER_PUBLIC_URL":              controllerURL,
 	}
 }
+
+// DevControllerKey is the controller API key the printed environment suggests: well known, for
+// this machine only.
+const DevControllerKey = "svz-dev-controller-key"
+
+// EnvBlock is the shell environment that makes a controller serving at controllerURL
+// Studio-connected to this stand-in for workspace ws (the first one when empty).
+func (s *Server) EnvBlock(ws, controllerURL, privateKeyFile string) string {
+	env := s.Env(ws, controllerURL)
+	var b strings.Builder
+	line := func(k string) { fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(env[k])) }
+	fmt.Fprintf(&b, "# svz dev studio: a local stand-in for Supervaize Studio at %s — development and tests only.\n", s.url)
+	b.WriteString("# Controller → Studio (the stand-in's well-known key; never a real Studio key):\n")
+	for _, k := range []string{"SUPERVAIZE_API_URL", "SUPERVAIZE_WORKSPACE_ID", "SUPERVAIZE_API_KEY"} {
+		line(k)
+	}
+	b.WriteString("# Workspace-grant tokens, signed by the stand-in (mint one: svz dev studio token --agent SLUG --scopes ...):\n")
+	for _, k := range []string{"SUPERVAIZER_WORKSPACE_AUTH_REQUIRED", "SUPERVAIZER_WORKSPACE_AUTH_ISSUER", "SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL"} {
+		line(k)
+	}
+	b.WriteString("# The controller itself: it registers with the stand-in at start (server.register).\n")
+	line("SUPERVAIZER_PUBLIC_URL")
+	fmt.Fprintf(&b, "export SUPERVAIZER_HOST=127.0.0.1\nexport SUPERVAIZER_SERVER_ID=dev-server-1\nexport SUPERVAIZER_API_KEY=%s\n", DevControllerKey)
+	fmt.Fprintf(&b, "# Studio encrypts parameters to the controller's RSA key (create it once: svz dev rsakey --out %s):\n", privateKeyFile)
+	fmt.Fprintf(&b, "export SUPERVAIZER_PRIVATE_KEY=\"$(cat %s)\"\n", shellQuote(privateKeyFile))
+	return b.String()
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '-' || r == '_' || r == '.' || r == '/' || r == ':' || r == '=' || r == ',' ||
+			('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9'))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
