@@ -30,8 +30,8 @@ const (
 
 type devStudioFlags struct {
 	addr, apiKey, handshake, params, context, controllerURL, keyFile string
-	workspaces                                                      []string
-	checkpoints                                                     map[string]string
+	workspaces                                                       []string
+	checkpoints                                                      map[string]string
 }
 
 // newDevStudioCmd is `svz dev studio`: the local Studio stand-in, and its token and events
