@@ -41,48 +41,60 @@ func (c *Client) Agent(ctx context.Context, studioID, slug string) (*AgentRecord
 	if err != nil {
 		return nil, err
 	}
-	var body map[string]json.RawMessage
-	if err := decodeJSON(k, resp, &body); err != nil {
+	if err := decodeJSON(k, resp, new(json.RawMessage)); err != nil {
 		return nil, err
 	}
-	// Studio may nest the agent in object, agent or data.
+	rec, err := DecodeAgent(resp.body, studioID)
+	if err != nil {
+		return nil, k.fail(resp.status, err)
+	}
+	return rec, nil
+}
+
+// DecodeAgent reads Studio's answer to an agent lookup: an object, possibly nested in object,
+// agent or data, whose id must be studioID when that is given.
+func DecodeAgent(body []byte, studioID string) (*AgentRecord, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil || m == nil {
+		return nil, errors.New("the agent Studio returned is not an object")
+	}
 	for _, wrap := range [...]string{"object", "agent", "data"} {
-		if inner, ok := body[wrap]; ok {
-			var m map[string]json.RawMessage
-			if json.Unmarshal(inner, &m) == nil && m != nil {
-				body = m
+		if inner, ok := m[wrap]; ok {
+			var n map[string]json.RawMessage
+			if json.Unmarshal(inner, &n) == nil && n != nil {
+				m = n
 				break
 			}
 		}
 	}
 	str := func(name string) (string, error) {
-		v, ok := body[name]
+		v, ok := m[name]
 		if !ok || string(v) == "null" {
 			return "", nil
 		}
 		var s string
 		if err := json.Unmarshal(v, &s); err != nil {
-			return "", fmt.Errorf("member %s of Studio's agent is not a string", name)
+			return "", fmt.Errorf("member %s of the agent Studio returned is not a string", name)
 		}
 		return s, nil
 	}
 	rec := &AgentRecord{}
-	var errs []error
-	for name, dst := range map[string]*string{"id": &rec.ID, "slug": &rec.Slug, "status": &rec.Status,
-		"onboarding_status": &rec.OnboardingStatus, "parameters_encrypted": &rec.ParametersEncrypted} {
-		v, err := str(name)
-		errs = append(errs, err)
-		*dst = v
+	for _, f := range [...]struct {
+		name string
+		dst  *string
+	}{{"id", &rec.ID}, {"slug", &rec.Slug}, {"status", &rec.Status}, {"onboarding_status", &rec.OnboardingStatus},
+		{"parameters_encrypted", &rec.ParametersEncrypted}} {
+		v, err := str(f.name)
+		if err != nil {
+			return nil, err
+		}
+		*f.dst = v
 	}
 	if rec.ID == "" {
-		errs = append(errs, errors.New("the agent Studio returned has no id"))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, k.fail(resp.status, err)
+		return nil, errors.New("the agent Studio returned has no id")
 	}
 	if studioID != "" && rec.ID != studioID {
-		mismatch := fmt.Errorf("Agent ID mismatch: %s != %s", studioID, rec.ID)
-		return nil, k.fail(resp.status, mismatch)
+		return nil, fmt.Errorf("Agent ID mismatch: %s != %s", studioID, printable(rec.ID, 100))
 	}
 	return rec, nil
 }

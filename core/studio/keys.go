@@ -7,6 +7,8 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
@@ -41,15 +43,15 @@ func ParsePrivateKey(v string) (*rsa.PrivateKey, error) {
 	var key *rsa.PrivateKey
 	switch block.Type {
 	case "PRIVATE KEY":
-		k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+		inner, err := pkcs8RSA(block.Bytes)
 		if err != nil {
-			return nil, fmt.Errorf("%s (fingerprint %s) is not a valid PKCS#8 private key", EnvPrivateKey, fp)
+			return nil, fmt.Errorf("%s (fingerprint %s) %w", EnvPrivateKey, fp, err)
 		}
-		rk, ok := k.(*rsa.PrivateKey)
-		if !ok {
-			return nil, fmt.Errorf("%s (fingerprint %s) is a %T key: Studio encrypts to an RSA key", EnvPrivateKey, fp, k)
+		k, err := x509.ParsePKCS1PrivateKey(inner)
+		if err != nil {
+			return nil, fmt.Errorf("%s (fingerprint %s) is not a valid PKCS#8 RSA private key", EnvPrivateKey, fp)
 		}
-		key = rk
+		key = k
 	case "RSA PRIVATE KEY":
 		k, err := x509.ParsePKCS1PrivateKey(block.Bytes)
 		if err != nil {
@@ -65,9 +67,39 @@ func ParsePrivateKey(v string) (*rsa.PrivateKey, error) {
 	return key, nil
 }
 
+// oidRSA is rsaEncryption (RFC 8017), the algorithm of RSA keys in PKCS#8 and SubjectPublicKeyInfo.
+var oidRSA = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 1, 1}
+
+// pkcs8RSA returns the PKCS#1 key inside a PKCS#8 PrivateKeyInfo, refusing any algorithm but RSA.
+// It is written here rather than calling x509.ParsePKCS8PrivateKey, which links the parsers of
+// every key type into serverless bootstraps.
+func pkcs8RSA(der []byte) ([]byte, error) {
+	var info struct {
+		Version    int
+		Algorithm  pkix.AlgorithmIdentifier
+		PrivateKey []byte
+	}
+	rest, err := asn1.Unmarshal(der, &info)
+	switch {
+	case err != nil || len(rest) != 0:
+		return nil, errors.New("is not a valid PKCS#8 private key")
+	case !info.Algorithm.Algorithm.Equal(oidRSA):
+		return nil, fmt.Errorf("is not an RSA key (algorithm %s): Studio encrypts to an RSA key", info.Algorithm.Algorithm)
+	}
+	return info.PrivateKey, nil
+}
+
 // PublicKeyPEM is the public half of key as server.register sends it (SubjectPublicKeyInfo PEM).
 func PublicKeyPEM(key *rsa.PublicKey) (string, error) {
-	der, err := x509.MarshalPKIXPublicKey(key)
+	spki := struct {
+		Algorithm pkix.AlgorithmIdentifier
+		PublicKey asn1.BitString
+	}{
+		Algorithm: pkix.AlgorithmIdentifier{Algorithm: oidRSA, Parameters: asn1.NullRawValue},
+		PublicKey: asn1.BitString{Bytes: x509.MarshalPKCS1PublicKey(key), BitLength: 0},
+	}
+	spki.PublicKey.BitLength = 8 * len(spki.PublicKey.Bytes)
+	der, err := asn1.Marshal(spki)
 	if err != nil {
 		return "", fmt.Errorf("encode the RSA public key: %w", err)
 	}

@@ -145,6 +145,12 @@ func TestParsePrivateKey(t *testing.T) {
 	if _, err := studio.ParsePrivateKey(pkcs1); err != nil {
 		t.Errorf("PKCS#1: %v", err)
 	}
+	// The public key server.register sends is the standard SubjectPublicKeyInfo.
+	got, err := studio.PublicKeyPEM(&k.PublicKey)
+	std, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil || got != string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: std})) {
+		t.Errorf("public key PEM %v:\n%s", err, got)
+	}
 	small, _ := rsa.GenerateKey(rand.Reader, 1024)
 	smallDER, _ := x509.MarshalPKCS8PrivateKey(small)
 	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -154,7 +160,8 @@ func TestParsePrivateKey(t *testing.T) {
 		{"garbage", "not a key", "is not one PEM block"},
 		{"public key", string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})), `is a PEM "PUBLIC KEY" block`},
 		{"small", string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: smallDER})), "is a 1024-bit RSA key"},
-		{"ecdsa", string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: ecDER})), "*ecdsa.PrivateKey key"},
+		{"ecdsa", string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: ecDER})), "is not an RSA key (algorithm 1.2.840.10045.2.1)"},
+		{"pkcs8 garbage", string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte{0x30, 0x03, 0x02, 0x01, 0x00}})), "is not a valid PKCS#8 private key"},
 		{"truncated", good[:len(good)/2] + "\n-----END PRIVATE KEY-----", "PEM"},
 		{"two blocks", good + good, "is not one PEM block"},
 	} {

@@ -166,3 +166,38 @@ func otherKey(t *testing.T) *rsa.PrivateKey {
 	}
 	return k
 }
+
+func TestDecodeAgent(t *testing.T) {
+	for _, body := range []string{`{"id":"a1","onboarding_status":"configured","parameters_encrypted":"x"}`,
+		`{"object":{"id":"a1","onboarding_status":"configured","parameters_encrypted":"x"}}`, `{"data":{"id":"a1","onboarding_status":"configured","parameters_encrypted":"x"}}`} {
+		rec, err := studio.DecodeAgent([]byte(body), "a1")
+		if err != nil || rec.ID != "a1" || rec.OnboardingStatus != "configured" || rec.ParametersEncrypted != "x" {
+			t.Errorf("%s: %+v %v", body, rec, err)
+		}
+	}
+	for body, want := range map[string]string{
+		`[]`:                     "is not an object",
+		`{"slug":"s"}`:           "has no id",
+		`{"id":7}`:               "member id of the agent Studio returned is not a string",
+		`{"id":"a2"}`:            "Agent ID mismatch: a1 != a2",
+		`{"id":"a1","status":1}`: "member status",
+	} {
+		if _, err := studio.DecodeAgent([]byte(body), "a1"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+}
+
+func FuzzDecodeAgent(f *testing.F) {
+	f.Add([]byte(`{"object":{"id":"a1","onboarding_status":"configured","parameters_encrypted":"x"}}`))
+	f.Add([]byte(`{"data":null,"id":"a1"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rec, err := studio.DecodeAgent(body, "a1")
+		if err == nil && rec.ID != "a1" {
+			t.Fatalf("accepted id %q", rec.ID)
+		}
+		if err != nil && strings.ContainsAny(err.Error(), "\n\r") {
+			t.Fatalf("error breaks lines: %q", err)
+		}
+	})
+}
