@@ -216,7 +216,9 @@ func TestStudioSettingsRefusals(t *testing.T) {
 		mod  func(map[string]string)
 		want string
 	}{
-		{"bad private key", func(m map[string]string) { m["SUPERVAIZER_PRIVATE_KEY"] = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----" },
+		{"bad private key", func(m map[string]string) {
+			m["SUPERVAIZER_PRIVATE_KEY"] = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"
+		},
 			"SUPERVAIZER_PRIVATE_KEY (fingerprint "},
 		{"no private key", func(m map[string]string) { delete(m, "SUPERVAIZER_PRIVATE_KEY") }, "SUPERVAIZER_PRIVATE_KEY is required to register with Studio"},
 		{"no public url", func(m map[string]string) { delete(m, "SUPERVAIZER_PUBLIC_URL") }, "SUPERVAIZER_PUBLIC_URL is required to register with Studio"},
@@ -248,5 +250,3 @@ func TestStudioSettingsRefusals(t *testing.T) {
 		t.Errorf("bad key without Studio: %v", err)
 	}
 }
-
-
