@@ -2,4 +2,4 @@
 .PHONY: bench-studio
 
 bench-studio: ## first-need parameters lookup (agent lookup + RSA-OAEP/AES decryption) vs a loopback GET floor, cached reads
-	go test -run '^$$' -bench 'LoopbackGET|Parameters|Decrypt' -benchmem -count 6 ./core/studio/ | tee bench-studio.txt
+	go test -run '^$$' -bench 'LoopbackGET|Parameters|Decrypt|ParsePrivateKey' -benchmem -count 6 ./core/studio/ | tee bench-studio.txt

@@ -55,6 +55,12 @@ func connectStudio(ctx context.Context, getenv func(string) string, log *slog.Lo
 	if LocalMode(getenv) {
 		return getenv, nil, nil
 	}
+	settings, connected, err := studio.SettingsFromEnv(getenv)
+	if err != nil || !connected {
+		return getenv, nil, err
+	}
+	// Read only by a Studio-connected controller, the one that uses it (parsing an RSA key costs
+	// a fraction of a millisecond of cold start).
 	var key *rsa.PrivateKey
 	if v := getenv(EnvPrivateKey); strings.TrimSpace(v) != "" {
 		k, err := studio.ParsePrivateKey(v)
@@ -62,10 +68,6 @@ func connectStudio(ctx context.Context, getenv func(string) string, log *slog.Lo
 			return nil, nil, err
 		}
 		key = k
-	}
-	settings, connected, err := studio.SettingsFromEnv(getenv)
-	if err != nil || !connected {
-		return getenv, nil, err
 	}
 	mode, err := envvar.Enum(getenv, EnvStudioRegister, StudioRegisterAuto, StudioRegisterAuto, StudioRegisterOff)
 	if err != nil {

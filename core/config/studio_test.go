@@ -244,9 +244,9 @@ func TestStudioSettingsRefusals(t *testing.T) {
 			}
 		})
 	}
-	// A bad key is refused even without Studio.
-	_, _, err := build(t, map[string]string{"SUPERVAIZER_PRIVATE_KEY": "nope", "SUPERVAIZER_STORE": "memory"})
-	if err == nil || !strings.Contains(err.Error(), "SUPERVAIZER_PRIVATE_KEY") {
-		t.Errorf("bad key without Studio: %v", err)
+	// Without Studio the key is not used, so not read: a controller that is not Studio-connected
+	// pays nothing for it at cold start.
+	if _, _, err := build(t, map[string]string{"SUPERVAIZER_PRIVATE_KEY": "nope", "SUPERVAIZER_STORE": "memory"}); err != nil {
+		t.Errorf("unused key without Studio: %v", err)
 	}
 }

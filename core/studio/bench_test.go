@@ -84,3 +84,14 @@ func BenchmarkDecrypt(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParsePrivateKey is what a Studio-connected instance adds to its cold start: reading
+// SUPERVAIZER_PRIVATE_KEY (the lookup itself waits for the first need).
+func BenchmarkParsePrivateKey(b *testing.B) {
+	pem := vectors(b).Keys["2048"]
+	for b.Loop() {
+		if _, err := studio.ParsePrivateKey(pem); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
