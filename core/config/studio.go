@@ -3,7 +3,6 @@ package config
 import (
 	"context"
 	"crypto/rsa"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -83,7 +82,7 @@ func connectStudio(ctx context.Context, getenv func(string) string, log *slog.Lo
 	}
 	if !auth.Required || auth.Issuer == "" || !auth.HasKeySource() {
 		// Checked here too so that Studio is not called by a controller that cannot start.
-		return nil, nil, errors.New(grant.StudioRequiresAuthMessage)
+		return nil, nil, fmt.Errorf("%s", grant.StudioRequiresAuthMessage)
 	}
 	client, err := studio.New(settings, studio.WithLogger(log))
 	if err != nil {
