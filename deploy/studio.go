@@ -324,3 +324,33 @@ func (d *Deployer) checkStudioIDs(ctx context.Context, base string, ids map[stri
 	}
 	return nil
 }
+
+// checkStudio refuses, before anything changes, a Studio connection that up could not complete
+// or that the controller would refuse at start: the account's settings are incomplete, or
+// workspace authorization is not configured. (The private key the registration needs is a
+// required secret: planSecrets already refuses its absence.)
+func (d *Deployer) checkStudio(plans []secretPlan) error {
+	on := false
+	for _, p := range plans {
+		on = on || (!p.skip && p.spec.Var == EnvStudioAPIKey)
+	}
+	if !on {
+		return nil
+	}
+	_, _, err := studio.SettingsFromEnv(func(k string) string {
+		if k == EnvStudioAPIKey {
+			return "stored" // the value is the secret's; only the other settings are checked here
+		}
+		return d.getenv(k)
+	})
+	errs := []error{err}
+	auth, err := grant.SettingsFromEnv(d.getenv)
+	errs = append(errs, err)
+	if err == nil && (!auth.Required || auth.Issuer == "" || !auth.HasKeySource()) {
+		errs = append(errs, fmt.Errorf("%s", grant.StudioRequiresAuthMessage))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return &StepError{Step: StepStudio, Err: err}
+	}
+	return nil
+}

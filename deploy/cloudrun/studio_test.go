@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log"
 	"net/http"
@@ -123,5 +124,41 @@ func TestCloudRunStudioRegistration(t *testing.T) {
 	_, after, _ := fake.ServingRevision(svcName)
 	if after["SUPERVAIZER_STUDIO_AGENT_IDS"] != vars["SUPERVAIZER_STUDIO_AGENT_IDS"] || after["SUPERVAIZER_WORKSPACE_AUTH_AUDIENCE"] != vars["SUPERVAIZER_WORKSPACE_AUTH_AUDIENCE"] {
 		t.Fatalf("the outcome changed: %q %q", after["SUPERVAIZER_STUDIO_AGENT_IDS"], after["SUPERVAIZER_WORKSPACE_AUTH_AUDIENCE"])
+	}
+}
+
+// TestCloudRunStudioPrecheck: a Studio connection up could not complete is refused before any
+// secret or service is written.
+func TestCloudRunStudioPrecheck(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		host map[string]string
+		gen  bool
+		want string
+	}{
+		{"no workspace", map[string]string{"SUPERVAIZE_API_KEY": "k", "SUPERVAIZER_WORKSPACE_AUTH_REQUIRED": "true",
+			"SUPERVAIZER_WORKSPACE_AUTH_ISSUER": "https://studio.example", "SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL": "https://studio.example/jwks"}, true,
+			"SUPERVAIZE_WORKSPACE_ID is required"},
+		{"no verification", map[string]string{"SUPERVAIZE_API_KEY": "k", "SUPERVAIZE_WORKSPACE_ID": "team"}, true,
+			"Studio-registered Supervaizer v2 A2A requires workspace authorization"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := e.deployer("v1", func(c *deploy.Config) { c.GenerateAPIKey, c.GeneratePrivateKey = true, tc.gen })
+			d.Getenv = func(k string) string { return tc.host[k] }
+			for _, run := range []func(context.Context) (deploy.Result, error){d.Plan, d.Up} {
+				_, err := run(ctx)
+				if deploy.FailedStep(err) != deploy.StepStudio || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("step %q: %v, want %q", deploy.FailedStep(err), err, tc.want)
+				}
+			}
+			if e.fake.Serving(svcName) != "" {
+				t.Fatal("a service was deployed")
+			}
+			if _, err := d.Platform.Secrets.Get(ctx, "hello-dev-api-key"); !errors.Is(err, deploy.ErrNotFound) {
+				t.Fatalf("a secret was written: %v", err)
+			}
+		})
 	}
 }
