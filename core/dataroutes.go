@@ -219,6 +219,7 @@ func (c *Controller) serveDataOp(w http.ResponseWriter, r *http.Request, rt data
 	if !ok {
 		return
 	}
+	ctx = c.withParameters(ctx, rt.agent.Agent) // callbacks read the agent's parameters too
 	mission, err := missionFromHeaders(r.Header)
 	if err != nil {
 		writeDetail(w, http.StatusBadRequest, err.Error())

@@ -6,25 +6,30 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
+	"github.com/supervaize/svz/core/grant/granttest"
+	"github.com/supervaize/svz/core/store/memory"
 )
 
 // fakeParams counts lookups and answers values or err.
 type fakeParams struct {
 	calls  atomic.Int32
+	slug   string // the agent it serves, p when empty
 	values map[string]string
 	err    error
 }
 
 func (f *fakeParams) AgentParameters(_ context.Context, slug string) (map[string]string, error) {
 	f.calls.Add(1)
-	if slug != "p" {
+	if want := f.slug; slug != want && (want != "" || slug != "p") {
 		return nil, errors.New("wrong agent " + slug)
 	}
 	return f.values, f.err
@@ -131,5 +136,34 @@ func TestParametersDeclaration(t *testing.T) {
 	want := `[{"description":"shown","is_environment":false,"is_required":false,"is_secret":false,"name":"GREETING"},{"description":null,"is_environment":true,"is_required":false,"is_secret":true,"name":"TOKEN"}]`
 	if ps, _ := json.Marshal(got["parameters_setup"]); string(ps) != want || got["server_agent_id"] != "studio-1" {
 		t.Errorf("parameters_setup %s server_agent_id %v", ps, got["server_agent_id"])
+	}
+}
+
+// TestParameterInDataResource: DataResource callbacks read the agent's parameters like handlers.
+func TestParameterInDataResource(t *testing.T) {
+	studio := granttest.NewIssuer("k1")
+	authz, err := grant.New(context.Background(), grant.Config{ServerID: "SRV",
+		Settings: grant.Settings{Required: true, Issuer: dataIssuer, PublicKeyPEM: studio.PublicKeyPEM(), Leeway: grant.DefaultLeeway},
+		Options:  []grant.Option{grant.WithClock(func() time.Time { return dataNow })}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := core.NewAgent(core.AgentConfig{Name: agentName, Registration: testRegistration(t), Parameters: []contract.Parameter{{Name: "GREETING"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.AddDataResource(core.DataResource[map[string]any]{Name: "things", List: func(ctx context.Context, _ *core.DataContext) ([]map[string]any, error) {
+		v, ok, err := core.Parameter(ctx, "GREETING")
+		return []map[string]any{{"id": "1", "greeting": v, "ok": ok}}, err
+	}})
+	c, err := core.New(core.Config{APIKey: testKey, ServerID: "SRV", Authorizer: authz, StudioAgentIDs: map[string]string{"s": studioAgent},
+		Parameters: &fakeParams{slug: "s", values: map[string]string{"GREETING": "Hi"}}, Logger: slog.New(slog.DiscardHandler), Store: memory.New()}, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rec := dreq{method: http.MethodGet, path: "/api/agents/s/data/things/"}.do(t, c, studio.Token(granttest.Valid(dataNow, dataIssuer, "resource.things.list")))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"greeting":"Hi","id":"1","ok":true`) {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 }
