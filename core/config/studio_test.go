@@ -1,3 +1,5 @@
+//go:build !svz_nostudioregister
+
 package config_test
 
 import (
