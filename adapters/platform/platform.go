@@ -12,7 +12,8 @@
 //
 // Secret references: SUPERVAIZER_API_KEY, SUPERVAIZER_PRIVATE_KEY and SUPERVAIZE_API_KEY may be
 // given directly or as AWS Secrets Manager references (SUPERVAIZER_API_KEY_SECRET_ARN,
-// SUPERVAIZER_PRIVATE_KEY_SECRET_ARN, SUPERVAIZE_API_KEY_SECRET_ARN), read once at start with the environment's AWS credentials.
+// SUPERVAIZER_PRIVATE_KEY_SECRET_ARN, SUPERVAIZE_API_KEY_SECRET_ARN), read once at start with the
+// environment's AWS credentials.
 // A reference that cannot be read fails the start, naming the variable and the secret, never its
 // value; setting both a value and its reference is refused as ambiguous.
 package platform

@@ -14,8 +14,8 @@ import (
 const secretRefSuffix = "_SECRET_ARN"
 
 // resolveSecrets returns getenv with the secret references (SUPERVAIZER_API_KEY_SECRET_ARN,
-// SUPERVAIZER_PRIVATE_KEY_SECRET_ARN, SUPERVAIZE_API_KEY_SECRET_ARN) replaced by their values. Secrets are read concurrently: a
-// cold start waits for one round trip, not one per secret.
+// SUPERVAIZER_PRIVATE_KEY_SECRET_ARN, SUPERVAIZE_API_KEY_SECRET_ARN) replaced by their values.
+// Secrets are read concurrently: a cold start waits for one round trip, not one per secret.
 func resolveSecrets(ctx context.Context, getenv func(string) string, log *slog.Logger) (func(string) string, error) {
 	type ref struct {
 		name, id, value string
