@@ -126,4 +126,3 @@ func connectStudio(ctx context.Context, getenv func(string) string, log *slog.Lo
 	}
 	return env, params, nil
 }
-
