@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"crypto/rsa"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/studio"
 	"github.com/supervaize/svz/internal/envvar"
+	"github.com/supervaize/svz/internal/localmode"
 )
 
 // Settings of the Studio connection read here (the account's are in package studio).
@@ -30,15 +32,11 @@ const (
 )
 
 // StudioConnected reports whether the environment connects the controller to Studio
-// (SUPERVAIZE_API_KEY is set) outside local mode.
+// (SUPERVAIZE_API_KEY is set) outside local mode. An invalid SUPERVAIZER_LOCAL_MODE counts as not
+// connected: Load reports it.
 func StudioConnected(getenv func(string) string) bool {
-	return !LocalMode(getenv) && strings.TrimSpace(getenv(EnvStudioAPIKey)) != ""
-}
-
-// onServerless reports whether the process runs on AWS Lambda or Cloud Run, where an instance
-// does not register with Studio at cold start.
-func onServerless(getenv func(string) string) bool {
-	return getenv("AWS_LAMBDA_RUNTIME_API") != "" || getenv("K_SERVICE") != "" || getenv("FUNCTION_TARGET") != ""
+	local, err := LocalMode(getenv)
+	return err == nil && !local && strings.TrimSpace(getenv(EnvStudioAPIKey)) != ""
 }
 
 // connectStudio links a Studio-connected controller to Studio before it serves. A long-running
@@ -49,8 +47,15 @@ func onServerless(getenv func(string) string) bool {
 // getenv with the outcome (and any generated API key or server id) laid over it, and the agents'
 // parameter source (nil when no agent declares parameters). Local mode never calls Studio.
 func connectStudio(ctx context.Context, getenv func(string) string, log *slog.Logger, agents []*core.Agent) (func(string) string, core.ParameterSource, error) {
-	if LocalMode(getenv) {
-		return getenv, nil, nil
+	// The Studio settings are parsed strictly even where they are not used: a misspelt one is an
+	// error, never silently ignored.
+	mode, merr := envvar.Enum(getenv, EnvStudioRegister, StudioRegisterAuto, StudioRegisterAuto, StudioRegisterOff)
+	ttl, terr := envvar.Duration(getenv, studio.EnvParametersTTL, studio.DefaultParametersTTL, 10*time.Second, 24*time.Hour)
+	if err := errors.Join(merr, terr, studio.CheckTuning(getenv)); err != nil {
+		return nil, nil, err
+	}
+	if local, err := LocalMode(getenv); err != nil || local {
+		return getenv, nil, err
 	}
 	settings, connected, err := studio.SettingsFromEnv(getenv)
 	if err != nil || !connected {
@@ -65,14 +70,6 @@ func connectStudio(ctx context.Context, getenv func(string) string, log *slog.Lo
 			return nil, nil, err
 		}
 		key = k
-	}
-	mode, err := envvar.Enum(getenv, EnvStudioRegister, StudioRegisterAuto, StudioRegisterAuto, StudioRegisterOff)
-	if err != nil {
-		return nil, nil, err
-	}
-	ttl, err := envvar.Duration(getenv, studio.EnvParametersTTL, studio.DefaultParametersTTL, 10*time.Second, 24*time.Hour)
-	if err != nil {
-		return nil, nil, err
 	}
 	auth, err := grant.SettingsFromEnv(getenv)
 	if err != nil {
@@ -93,7 +90,7 @@ func connectStudio(ctx context.Context, getenv func(string) string, log *slog.Lo
 		}
 		return getenv(k)
 	}
-	register := mode == StudioRegisterAuto && !onServerless(getenv)
+	register := mode == StudioRegisterAuto && localmode.ServerlessPlatform(getenv) == ""
 	if register {
 		if err := registerAtStart(ctx, env, overlay, log, client, key, agents); err != nil {
 			return nil, nil, err

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
@@ -39,13 +41,13 @@ func registerAtStart(ctx context.Context, env func(string) string, overlay map[s
 	}
 	serverID := strings.TrimSpace(env(EnvServerID))
 	if serverID == "" {
-		id, err := newUUID()
+		id, err := uuid.NewRandom()
 		if err != nil {
 			return fmt.Errorf("%s is unset and an id could not be generated: %w", EnvServerID, err)
 		}
-		serverID, overlay[EnvServerID] = id, id
+		serverID, overlay[EnvServerID] = id.String(), id.String()
 		log.Warn(EnvServerID+" is not set: generated an id for this process; Studio registers a new server at every start until you set it",
-			"server_id", id)
+			"server_id", serverID)
 	}
 	ids, err := grant.ParseStudioAgentIDs(env(EnvStudioAgentIDs))
 	if err != nil {

@@ -226,7 +226,12 @@ func TestStudioSettingsRefusals(t *testing.T) {
 		{"no public url", func(m map[string]string) { delete(m, "SUPERVAIZER_PUBLIC_URL") }, "SUPERVAIZER_PUBLIC_URL is required to register with Studio"},
 		{"no workspace", func(m map[string]string) { delete(m, "SUPERVAIZE_WORKSPACE_ID") }, "SUPERVAIZE_WORKSPACE_ID is required"},
 		{"register setting", func(m map[string]string) { m["SUPERVAIZER_STUDIO_REGISTER"] = "sometimes" }, `SUPERVAIZER_STUDIO_REGISTER="sometimes": must be one of auto, off`},
-		{"no verification", func(m map[string]string) { delete(m, "SUPERVAIZER_WORKSPACE_AUTH_REQUIRED") }, "Studio-registered Supervaizer v2 A2A requires workspace authorization"},
+		{"no verification", func(m map[string]string) {
+			for _, k := range []string{"SUPERVAIZER_WORKSPACE_AUTH_REQUIRED", "SUPERVAIZER_WORKSPACE_AUTH_ISSUER", "SUPERVAIZER_WORKSPACE_AUTH_JWKS_URL"} {
+				delete(m, k)
+			}
+		}, "Studio-registered Supervaizer v2 A2A requires workspace authorization"},
+		{"half-configured verification", func(m map[string]string) { delete(m, "SUPERVAIZER_WORKSPACE_AUTH_REQUIRED") }, "workspace authorization is half configured"},
 		{"serverless without key, agent with parameters", func(m map[string]string) {
 			delete(m, "SUPERVAIZER_PRIVATE_KEY")
 			m["K_SERVICE"] = "svc"

@@ -66,7 +66,8 @@ type Settings struct {
 }
 
 // SettingsFromEnv reads the Studio settings. connected is false when SUPERVAIZE_API_KEY is unset
-// (the controller is not connected to Studio; the other settings are then not checked). Values
+// (the controller is not connected to Studio; the account's other settings are then not checked,
+// the timeout and retries are). Values
 // are trimmed, as the reference does. Every bad value is reported, naming its variable.
 func SettingsFromEnv(getenv func(string) string) (s Settings, connected bool, err error) {
 	s = Settings{
@@ -74,23 +75,32 @@ func SettingsFromEnv(getenv func(string) string) (s Settings, connected bool, er
 		WorkspaceID: strings.TrimSpace(getenv(EnvWorkspaceID)),
 		APIKey:      strings.TrimSpace(getenv(EnvAPIKey)),
 	}
+	var errs []error
+	s.Timeout, s.MaxRetries, errs = tuningFromEnv(getenv)
 	if s.APIKey == "" {
-		return Settings{}, false, nil
+		return Settings{}, false, errors.Join(errs...)
 	}
 	if s.APIURL == "" {
 		s.APIURL = DefaultAPIURL
 	}
-	var errs []error
-	t, err := envvar.Duration(getenv, EnvTimeout, DefaultTimeout, 100*time.Millisecond, 5*time.Minute)
-	errs = append(errs, err)
-	n, err := envvar.Int(getenv, EnvMaxRetries, DefaultMaxRetries, 0, maxRetries)
-	errs = append(errs, err)
-	s.Timeout, s.MaxRetries = t, int(n)
 	errs = append(errs, s.Validate())
 	if err := errors.Join(errs...); err != nil {
 		return Settings{}, true, err
 	}
 	return s, true, nil
+}
+
+// CheckTuning parses SUPERVAIZER_STUDIO_TIMEOUT and SUPERVAIZE_HTTP_MAX_RETRIES, strictly, whether
+// or not the controller is connected to Studio (a misspelt setting is never silently ignored).
+func CheckTuning(getenv func(string) string) error {
+	_, _, errs := tuningFromEnv(getenv)
+	return errors.Join(errs...)
+}
+
+func tuningFromEnv(getenv func(string) string) (time.Duration, int, []error) {
+	t, terr := envvar.Duration(getenv, EnvTimeout, DefaultTimeout, 100*time.Millisecond, 5*time.Minute)
+	n, nerr := envvar.Int(getenv, EnvMaxRetries, DefaultMaxRetries, 0, maxRetries)
+	return t, int(n), []error{terr, nerr}
 }
 
 // Validate reports every reason s cannot be used, naming the variables.

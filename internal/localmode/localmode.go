@@ -29,7 +29,7 @@ func FromEnv(getenv func(string) string) (bool, error) {
 	if err != nil || !local {
 		return false, err
 	}
-	platform := serverlessPlatform(getenv)
+	platform := ServerlessPlatform(getenv)
 	if platform == "" {
 		return true, nil
 	}
@@ -47,8 +47,9 @@ func FromEnv(getenv func(string) string) (bool, error) {
 		Env, platform, Env, EnvEmulator)
 }
 
-// serverlessPlatform names the serverless platform the environment shows, or "".
-func serverlessPlatform(getenv func(string) string) string {
+// ServerlessPlatform names the serverless platform the environment shows, or "" on a plain
+// server (core/config also uses it: a serverless instance never registers with Studio at start).
+func ServerlessPlatform(getenv func(string) string) string {
 	for _, p := range [...]struct{ env, name string }{
 		{"AWS_LAMBDA_RUNTIME_API", "AWS Lambda"}, {"K_SERVICE", "Cloud Run"}, {"FUNCTION_TARGET", "Cloud Run functions"},
 	} {
