@@ -10,14 +10,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/supervaize/svz/examples/helloworld/hello"
 	"github.com/supervaize/svz/internal/devstudio"
 	"github.com/supervaize/svz/internal/syncbuf"
+	"github.com/supervaize/svz/internal/testenv"
 )
 
 // TestMain lets the test binary run as svz (SVZ_TEST_AS_SVZ=1), so the walkthrough starts
@@ -132,28 +135,6 @@ func startController(t *testing.T, env []string) *controllerProcess {
 	return p
 }
 
-// waitHealthy polls the health route until it answers, the process exits, or a minute passes.
-func (p *controllerProcess) waitHealthy(t *testing.T, url string) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-p.exited:
-			p.exited <- err
-			t.Fatalf("the controller exited: %v\n%s", err, p.out.String())
-		default:
-		}
-		if resp, err := http.Get(url + "/.well-known/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("the controller did not serve within a minute\n%s", p.out.String())
-}
-
 // envList runs the printed block in bash and returns every variable it exports.
 func envList(t *testing.T, block string, extra ...string) []string {
 	t.Helper()
@@ -171,76 +152,95 @@ func envList(t *testing.T, block string, extra ...string) []string {
 	return append(out, extra...)
 }
 
-// TestDevStudioWalkthrough is docs/studio.md: `svz dev studio` in one process, the Hello World
+// studioDocBlock returns the sh block of docs/studio.md's walkthrough.
+func studioDocBlock(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "studio.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "## Try it: a local Studio")
+	if start < 0 {
+		t.Fatal(`docs/studio.md has no "## Try it: a local Studio" section`)
+	}
+	section := doc[start:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	blocks := regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1)
+	if len(blocks) != 1 {
+		t.Fatalf("the walkthrough section has %d sh blocks, want 1", len(blocks))
+	}
+	return blocks[0][1]
+}
+
+// TestDevStudioWalkthrough runs docs/studio.md's walkthrough as a user pastes it (go run replaced
+// by the same programs, ports by free ones): `svz dev studio` in one process, the Hello World
 // binary Studio-connected to it in another. The controller registers before it serves, its agent
 // gets its Studio id, a token the stand-in mints opens job.start, and the agent reads the
-// parameter the stand-in encrypted. A refused handshake stops the controller before it serves.
+// parameter the stand-in encrypted. Then a stand-in that refuses the handshake: the controller
+// does not start.
 func TestDevStudioWalkthrough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the programs")
+	}
+	for _, tool := range []string{"bash", "curl", "grep"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if testenv.InCI() {
+				t.Fatalf("%s is not installed", tool)
+			}
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	block := studioDocBlock(t)
+	helloBin, err := buildHelloWorld()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
-	params := filepath.Join(dir, "parameters.json")
-	if err := os.WriteFile(params, []byte(`{"hello-world-ai-agent": {"HELLO_GREETING": "Bonjour"}}`), 0o600); err != nil {
+	// svz is this test binary, run as svz.
+	svz := filepath.Join(dir, "svz")
+	if err := os.WriteFile(svz, []byte("#!/bin/sh\nSVZ_TEST_AS_SVZ=1 exec '"+self+"' \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	keyFile := filepath.Join(dir, "dev-controller.key")
-	if _, _, err := runSvz(t, nil, "dev", "rsakey", "--out", keyFile); err != nil {
-		t.Fatal(err)
+	port, studioPort := freeLoopbackPort(t), freeLoopbackPort(t)
+	script := strings.ReplaceAll(block, "go run ./cmd/svz", `"$SVZ"`)
+	script = strings.ReplaceAll(script, "go run ./examples/helloworld", `"$HELLO"`)
+	script = strings.ReplaceAll(script, "127.0.0.1:8000", "127.0.0.1:"+port)
+	script = strings.ReplaceAll(script, "127.0.0.1:8800", "127.0.0.1:"+studioPort)
+	script = "set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	// Its own process group, so that a timeout also stops what it started in the background.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "SVZ=" + svz, "HELLO=" + helloBin, "SUPERVAIZER_PORT=" + port}
+	outb, err := cmd.CombinedOutput()
+	out := string(outb)
+	if err != nil {
+		t.Fatalf("the walkthrough failed: %v\n%s", err, out)
 	}
-	port := freeLoopbackPort(t)
-	controllerURL := "http://127.0.0.1:" + port
-	block := startDevStudio(t, "--parameters", params, "--controller-url", controllerURL, "--controller-key", keyFile)
-	env := envList(t, block, "PORT="+port, "SUPERVAIZER_STORE=memory")
-	studioURL := sourceExports(t, block, "SUPERVAIZE_API_URL")["SUPERVAIZE_API_URL"]
-
-	ctrl := startController(t, env)
-	ctrl.waitHealthy(t, controllerURL)
-
-	// Registered: the stand-in knows the server, the controller reports its Studio agent id.
-	var regs struct {
-		Registrations []devstudio.Registration `json:"registrations"`
+	for _, want := range []string{`"agent_server_id":"studio-agent-`, `"message":"Completed 1 cases","greeting":"Bonjour"`,
+		`"event_type": "server.register"`, "Studio registration handshake verified", "registered with Studio"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the walkthrough's output lacks %s:\n%s", want, out)
+		}
 	}
-	getJSON(t, studioURL+"/registrations", &regs)
-	if len(regs.Registrations) != 1 || regs.Registrations[0].URL != controllerURL || regs.Registrations[0].ServerID != "dev-server-1" {
-		t.Fatalf("registrations %+v", regs)
-	}
-	studioID := regs.Registrations[0].AgentIDs[hello.Slug]
-	var health struct {
-		Agents map[string]struct {
-			AgentServerID *string `json:"agent_server_id"`
-		} `json:"agents"`
-	}
-	getJSON(t, controllerURL+"/.well-known/health", &health)
-	for _, a := range health.Agents {
-		if a.AgentServerID == nil || *a.AgentServerID != studioID {
-			t.Fatalf("health does not report the Studio id %s: %+v", studioID, health)
+	for _, secret := range []string{devstudio.DevControllerKey, "BEGIN PRIVATE KEY"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the walkthrough's output shows %q", secret)
 		}
 	}
 
-	// A token from `svz dev studio token` opens job.start; the greeting is the encrypted parameter.
-	tok, stderr, err := runSvz(t, map[string]string{"SUPERVAIZE_API_URL": studioURL, "SUPERVAIZE_WORKSPACE_ID": ""},
-		"dev", "studio", "token", "--agent", hello.Slug, "--scopes", "supervaizer/action.invoke,job.start")
-	if err != nil {
-		t.Fatalf("%v %s", err, stderr)
-	}
-	res := a2aJobStartKey(t, controllerURL, devstudio.DevControllerKey, strings.TrimSpace(tok), "ws-"+devstudio.DefaultWorkspace)
-	effect := res["result"].(map[string]any)["effects"].([]any)[0].(map[string]any)
-	if effect["greeting"] != "Bonjour" || effect["type"] != "job.started" {
-		t.Fatalf("job.start %v", res)
-	}
-	// Without the token the call is refused.
-	res = a2aJobStartKey(t, controllerURL, devstudio.DevControllerKey, "", "ws-"+devstudio.DefaultWorkspace)
-	if e, _ := res["error"].(map[string]any); e == nil || e["data"].(map[string]any)["code"] != "workspace_authorization_missing" {
-		t.Fatalf("no token: %v", res)
-	}
-	// svz dev studio events lists the registration, the controller's key as a fingerprint only.
-	events, _, err := runSvz(t, map[string]string{"SUPERVAIZE_API_URL": studioURL}, "dev", "studio", "events")
-	if err != nil || !strings.Contains(events, `"event_type": "server.register"`) || strings.Contains(events, devstudio.DevControllerKey) {
-		t.Fatalf("events %v\n%s", err, events)
-	}
-	if out := ctrl.out.String(); strings.Contains(out, devstudio.DevControllerKey) || strings.Contains(out, devstudio.DefaultAPIKey) || strings.Contains(out, "Bonjour") {
-		t.Errorf("the controller logged a secret or a parameter value:\n%s", out)
-	}
-
 	// A stand-in that refuses the handshake: the controller does not start.
+	keyFile := filepath.Join(dir, "dev-controller.key")
 	port2 := freeLoopbackPort(t)
 	url2 := "http://127.0.0.1:" + port2
 	block2 := startDevStudio(t, "--handshake", devstudio.HandshakeKeyMismatch, "--controller-url", url2, "--controller-key", keyFile)
@@ -258,18 +258,6 @@ func TestDevStudioWalkthrough(t *testing.T) {
 	if resp, err := http.Get(url2 + "/.well-known/health"); err == nil {
 		resp.Body.Close()
 		t.Fatal("the refused controller serves")
-	}
-}
-
-func getJSON(t *testing.T, url string, v any) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatalf("GET %s: %v", url, err)
 	}
 }
 
