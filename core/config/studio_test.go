@@ -20,6 +20,7 @@ import (
 
 	"github.com/supervaize/svz/examples/helloworld/hello"
 	"github.com/supervaize/svz/internal/devstudio"
+	"github.com/supervaize/svz/internal/syncbuf"
 )
 
 const (
@@ -58,7 +59,7 @@ func studioEnv(s *devstudio.Server, publicURL string) map[string]string {
 
 func build(t *testing.T, m map[string]string) (http.Handler, string, error) {
 	t.Helper()
-	var logs bytes.Buffer
+	var logs syncbuf.Buffer
 	h, err := hello.Build(context.Background(), func(k string) string { return m[k] }, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err == nil {
 		t.Cleanup(func() { _ = h.(io.Closer).Close() })

@@ -134,20 +134,22 @@ func (p *Parameters) Prefetch(ctx context.Context) error {
 
 func (p *Parameters) fetch(ctx context.Context, a AgentParameters, f *paramFlight) {
 	start := p.cfg.Now()
-	f.values, f.err = p.lookup(ctx, a)
+	values, err := p.lookup(ctx, a)
+	// Logged before the waiters are released: nothing of the lookup outlives the call that needed it.
+	if err != nil {
+		p.cfg.Logger.WarnContext(ctx, "Studio parameters lookup failed", "agent_slug", a.Slug, "error", err)
+	} else {
+		p.cfg.Logger.InfoContext(ctx, "Studio parameters looked up", "agent_slug", a.Slug, "parameters", len(values),
+			"duration", p.cfg.Now().Sub(start))
+	}
 	p.mu.Lock()
+	f.values, f.err = values, err
 	delete(p.inflight, a.Slug)
-	if f.err == nil {
-		p.cache[a.Slug] = paramEntry{values: f.values, fetched: start}
+	if err == nil {
+		p.cache[a.Slug] = paramEntry{values: values, fetched: start}
 	}
 	p.mu.Unlock()
 	close(f.done)
-	if f.err != nil {
-		p.cfg.Logger.WarnContext(ctx, "Studio parameters lookup failed", "agent_slug", a.Slug, "error", f.err)
-		return
-	}
-	p.cfg.Logger.InfoContext(ctx, "Studio parameters looked up", "agent_slug", a.Slug, "parameters", len(f.values),
-		"duration", p.cfg.Now().Sub(start))
 }
 
 // lookup asks Studio for the agent and decrypts its parameters when it is configured.
