@@ -219,7 +219,6 @@ func (c *Controller) serveDataOp(w http.ResponseWriter, r *http.Request, rt data
 	if !ok {
 		return
 	}
-	ctx = c.withParameters(ctx, rt.agent.Agent) // callbacks read the agent's parameters too
 	mission, err := missionFromHeaders(r.Header)
 	if err != nil {
 		writeDetail(w, http.StatusBadRequest, err.Error())
@@ -236,6 +235,7 @@ func (c *Controller) serveDataOp(w http.ResponseWriter, r *http.Request, rt data
 		Store:         c.cfg.Store,
 	}
 	ctx = state.NewContext(ctx, c.cfg.Store, rt.agent.slug, vctx.WorkspaceID) // callbacks may use package state
+	ctx = c.withParameters(ctx, rt.agent.Agent)                               // and read the agent's parameters
 
 	status := http.StatusOK
 	var out []byte
