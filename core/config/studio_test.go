@@ -1,4 +1,4 @@
-//go:build !svz_nostudioregister
+//go:build !svz_nostudio
 
 package config_test
 

@@ -1,4 +1,4 @@
-//go:build svz_nostudioregister
+//go:build svz_nostudio
 
 package config_test
 
@@ -13,9 +13,9 @@ import (
 	"github.com/supervaize/svz/internal/devstudio"
 )
 
-// TestRegistrationOmitted: a build without Studio registration (the Lambda build) refuses to
-// register at start, saying how to fix it, and serves as a serverless instance does.
-func TestRegistrationOmitted(t *testing.T) {
+// TestStudioOmitted: a build without the Studio client (the SAM Lambda build) refuses what needs
+// it, saying how to fix it, and calls no Studio.
+func TestStudioOmitted(t *testing.T) {
 	s, err := devstudio.Start(context.Background(), devstudio.Config{}, "")
 	if err != nil {
 		t.Fatal(err)
@@ -31,13 +31,12 @@ func TestRegistrationOmitted(t *testing.T) {
 		}
 		return err
 	}
-	if err := build(); err == nil || !strings.Contains(err.Error(), "built without Studio registration (build tag svz_nostudioregister): set SUPERVAIZER_STUDIO_REGISTER=off") {
+	if err := build(); err == nil || !strings.Contains(err.Error(), "built without the Studio client (build tag svz_nostudio): it cannot register with Studio at start") {
 		t.Fatalf("plain HTTP: %v", err)
 	}
 	env["AWS_LAMBDA_RUNTIME_API"] = "127.0.0.1:9001"
-	env["SUPERVAIZER_PRIVATE_KEY"] = ""
-	if err := build(); err == nil || !strings.Contains(err.Error(), "SUPERVAIZER_PRIVATE_KEY is required: agent") {
-		t.Fatalf("serverless without a key: %v", err)
+	if err := build(); err == nil || !strings.Contains(err.Error(), `agent "hello-world-ai-agent" declares parameters, which only the Studio client can look up`) {
+		t.Fatalf("serverless, an agent with parameters: %v", err)
 	}
 	if len(s.Events()) != 0 {
 		t.Error("Studio was called")
