@@ -12,9 +12,10 @@ LAMBDA_MAIN ?= ./examples/helloworld
 # The Lambda build leaves out what a function does not run: the RPC mode of aws-lambda-go
 # (go1.x runtime only), the Cloud Run adapter, local mode's HTTP server (and what it mounts), the
 # store backends other than DynamoDB and memory (a bbolt file does not survive an instance;
-# PostgreSQL and Redis are for servers), and the AWS SDK's default credential chain (Lambda always
-# gives static credentials).
-LAMBDA_TAGS ?= lambda.norpc,svz_nocloudrun,svz_nolocal,svz_nobolt,svz_nopostgres,svz_noredis,svz_noawschain
+# PostgreSQL and Redis are for servers), the AWS SDK's default credential chain (Lambda always
+# gives static credentials), and the Studio client (the template gives the function no Studio
+# account; svz deploy builds its Lambda images with it).
+LAMBDA_TAGS ?= lambda.norpc,svz_nocloudrun,svz_nolocal,svz_nobolt,svz_nopostgres,svz_noredis,svz_noawschain,svz_nostudio
 LAMBDA_ARCH ?= $(or $(GOARCH),arm64)
 LAMBDA_GO_BUILD = CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) go build -trimpath -tags '$(LAMBDA_TAGS)' -ldflags='-s -w'
 
