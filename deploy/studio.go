@@ -191,11 +191,22 @@ func (d *Deployer) studioEnv(env map[string]string, live *Live, refs map[string]
 	}
 }
 
-// planStudio adds the registration step to a plan.
-func (d *Deployer) planStudio(res *Result, live *Live, refs map[string]SecretRef) {
-	if !studioOn(refs) {
-		return
+// studioPlanned reports whether the plan gives the service the Studio key.
+func studioPlanned(plans []secretPlan) bool {
+	for _, p := range plans {
+		if !p.skip && p.spec.Var == EnvStudioAPIKey {
+			return true
+		}
 	}
+	return false
+}
+
+// planStudio (a planning stage) lists the registration step of up.
+func (d *Deployer) planStudio(_ context.Context, r *run) error {
+	if !studioPlanned(r.plans) {
+		return nil
+	}
+	res, live := &r.res, r.live
 	c := Change{Resource: "studio-registration", Name: strings.TrimSpace(d.getenv(EnvStudioWorkspace)), Action: Create,
 		Detail: "up registers the service with Studio (server.register) and writes " + grant.EnvAudience + " and " + grant.EnvStudioAgentIDs}
 	if live != nil && live.Env[grant.EnvStudioAgentIDs] != "" {
@@ -203,17 +214,19 @@ func (d *Deployer) planStudio(res *Result, live *Live, refs map[string]SecretRef
 		c.Detail = "up registers again; the configuration changes only if Studio's answer does"
 	}
 	res.Changes = append(res.Changes, c)
+	return nil
 }
 
-// upStudio is the last step of up for a Studio-connected service: it registers the healthy
-// service at res.URL and, when the outcome differs from the service's configuration, deploys it
+// upStudio is the last stage of up for a Studio-connected service: it registers the healthy
+// service at its URL and, when the outcome differs from the service's configuration, deploys it
 // (a new version or revision through the driver), gates it on health and checks that every agent
 // reports its Studio id, restoring the previous configuration on failure. A failed handshake
 // changes nothing.
-func (d *Deployer) upStudio(ctx context.Context, res *Result, live *Live, refs map[string]SecretRef, values map[string]Secret) error {
-	if !studioOn(refs) {
+func (d *Deployer) upStudio(ctx context.Context, r *run) error {
+	if !studioOn(r.refs) {
 		return nil
 	}
+	res, live, refs, values := &r.res, r.live, r.refs, r.values
 	svc := d.desired(res.Image, live, refs, res.URL)
 	var out *studio.Outcome
 	err := d.step(StepStudio, "registering "+res.URL+" with Studio", func() (string, error) {
@@ -329,12 +342,8 @@ func (d *Deployer) checkStudioIDs(ctx context.Context, base string, ids map[stri
 // or that the controller would refuse at start: the account's settings are incomplete, or
 // workspace authorization is not configured. (The private key the registration needs is a
 // required secret: planSecrets already refuses its absence.)
-func (d *Deployer) checkStudio(plans []secretPlan) error {
-	on := false
-	for _, p := range plans {
-		on = on || (!p.skip && p.spec.Var == EnvStudioAPIKey)
-	}
-	if !on {
+func (d *Deployer) checkStudio(_ context.Context, r *run) error {
+	if !studioPlanned(r.plans) {
 		return nil
 	}
 	_, _, err := studio.SettingsFromEnv(func(k string) string {
