@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/supervaize/svz/core/a2ui"
+	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
 )
@@ -81,6 +82,7 @@ type Agent struct {
 	surfaces map[string]SurfaceHandler
 	data     []*dataResource
 	inputs   map[string]inputSchema // DeclareInput
+	steps    *checkpoint.Registry   // guarded steps (checkpoint.Define)
 	errs     []error
 }
 
@@ -133,8 +135,13 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		id:       id,
 		actions:  map[string]ActionHandler{},
 		surfaces: map[string]SurfaceHandler{},
+		steps:    checkpoint.NewRegistry(cfg.Registration.Capabilities.RuleCheckpoints),
 	}, nil
 }
+
+// GuardedSteps is the registry of the agent's rule-checkpoint guarded steps: define them with
+// checkpoint.Define(agent, name, funcs) before passing the agent to New.
+func (a *Agent) GuardedSteps() *checkpoint.Registry { return a.steps }
 
 // Slug is the agent's slug, the agent_slug of its requests and the key of its routes.
 func (a *Agent) Slug() string { return a.slug }
@@ -199,6 +206,8 @@ type boundAgent struct {
 	// versions are the registration's A2UI versions, for a2ui.Result.
 	versions *a2ui.Versions
 	grant    grant.Agent // what the authorizer is told about the agent
+	// ruleCheckpoints: the agent declares rule checkpoints; its handlers get the checkpoint scope.
+	ruleCheckpoints bool
 }
 
 func gatedActions(reg *contract.Registration) map[string]bool {

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/supervaize/svz/core/a2ui"
+	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/store"
@@ -68,6 +69,10 @@ type Config struct {
 	// Store is the controller's store (package config opens the one SUPERVAIZER_STORE names): the
 	// one place where state that outlives a request lives. Nil serves without one.
 	Store store.Store
+	// RuleCheckpoints posts the rule checkpoints of governed jobs to Studio (package core/config
+	// adapts core/studio's client); nil without a Studio connection, when governed steps are
+	// refused (package checkpoint).
+	RuleCheckpoints checkpoint.Studio
 	// OnClose is called once by Close, after the effect streams have ended and the calls in flight
 	// have returned (e.g. to close a store).
 	OnClose func() error
@@ -110,6 +115,8 @@ type Controller struct {
 	calls     *calls
 	closeOnce sync.Once
 	closeErr  error
+	// checkpoints runs guarded steps; nil when no agent declares rule checkpoints.
+	checkpoints *checkpoint.Service
 }
 
 var (
@@ -189,6 +196,9 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 		}
 		for id, h := range a.surfaces {
 			b.surfaces[id] = h
+		}
+		if err := c.bindCheckpoints(b); err != nil {
+			errs = append(errs, err)
 		}
 		c.agents = append(c.agents, b)
 		c.bySlug[a.slug] = b

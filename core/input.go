@@ -139,5 +139,6 @@ func (c *Controller) handlerContext(ctx context.Context, b *boundAgent, v *contr
 	if v != nil {
 		workspace = v.WorkspaceID
 	}
+	ctx = c.withCheckpoints(ctx, b, workspace)
 	return c.withParameters(a2ui.NewContext(state.NewContext(ctx, c.cfg.Store, b.slug, workspace), b.versions), b.Agent)
 }

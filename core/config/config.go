@@ -164,7 +164,7 @@ func NewController(ctx context.Context, getenv func(string) string, log *slog.Lo
 	if log == nil {
 		log = slog.Default()
 	}
-	getenv, params, err := connectStudio(ctx, getenv, log, agents)
+	getenv, params, checkpoints, err := connectStudio(ctx, getenv, log, agents)
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +173,7 @@ func NewController(ctx context.Context, getenv func(string) string, log *slog.Lo
 		return nil, err
 	}
 	cfg.Parameters = params
+	cfg.RuleCheckpoints = checkpoints
 	c, err := core.New(cfg, agents...)
 	if err != nil {
 		if cfg.OnClose != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/studio"
@@ -24,19 +25,34 @@ import (
 // parameters up, like the reference, and does not start when any of it fails; a serverless
 // instance does neither at cold start: it gets the handshake's outcome from its settings (svz
 // deploy or svz studio register writes them) and looks parameters up on first need. It returns
-// getenv with the outcome (and any generated API key or server id) laid over it, and the agents'
-// parameter source (nil when no agent declares parameters). Local mode never calls Studio.
-func connectStudio(ctx context.Context, getenv func(string) string, log *slog.Logger, agents []*core.Agent) (func(string) string, core.ParameterSource, error) {
+// getenv with the outcome (and any generated API key or server id) laid over it, the agents'
+// parameter source (nil when no agent declares parameters) and the rule-checkpoint call (nil when
+// no agent declares rule checkpoints). Local mode never calls Studio.
+func connectStudio(ctx context.Context, getenv func(string) string, log *slog.Logger, agents []*core.Agent) (func(string) string, core.ParameterSource, checkpoint.Studio, error) {
+	env, params, client, err := connectStudioClient(ctx, getenv, log, agents)
+	if err != nil || client == nil {
+		return env, params, nil, err
+	}
+	for _, a := range agents {
+		if a != nil && a.Config().Registration.Capabilities.RuleCheckpoints != nil {
+			return env, params, client.RuleCheckpoints(), nil
+		}
+	}
+	return env, params, nil, nil
+}
+
+// connectStudioClient is connectStudio, returning the client it made (nil when not connected).
+func connectStudioClient(ctx context.Context, getenv func(string) string, log *slog.Logger, agents []*core.Agent) (func(string) string, core.ParameterSource, *studio.Client, error) {
 	mode, ttl, err := studioSettings(getenv)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if local, err := LocalMode(getenv); err != nil || local {
-		return getenv, nil, err
+		return getenv, nil, nil, err
 	}
 	settings, connected, err := studio.SettingsFromEnv(getenv)
 	if err != nil || !connected {
-		return getenv, nil, err
+		return getenv, nil, nil, err
 	}
 	// Read only by a Studio-connected controller, the one that uses it (parsing an RSA key costs
 	// a fraction of a millisecond of cold start).
@@ -44,21 +60,21 @@ func connectStudio(ctx context.Context, getenv func(string) string, log *slog.Lo
 	if v := getenv(EnvPrivateKey); strings.TrimSpace(v) != "" {
 		k, err := studio.ParsePrivateKey(v)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		key = k
 	}
 	auth, err := grant.SettingsFromEnv(getenv)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if !auth.Required || auth.Issuer == "" || !auth.HasKeySource() {
 		// Checked here too so that Studio is not called by a controller that cannot start.
-		return nil, nil, fmt.Errorf("%s", grant.StudioRequiresAuthMessage)
+		return nil, nil, nil, fmt.Errorf("%s", grant.StudioRequiresAuthMessage)
 	}
 	client, err := studio.New(settings, studio.WithLogger(log))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	overlay := map[string]string{}
 	env := func(k string) string {
@@ -70,13 +86,13 @@ func connectStudio(ctx context.Context, getenv func(string) string, log *slog.Lo
 	register := mode == StudioRegisterAuto && localmode.ServerlessPlatform(getenv) == ""
 	if register {
 		if err := registerAtStart(ctx, env, overlay, log, client, key, agents); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	var declaring []studio.AgentParameters
 	ids, err := grant.ParseStudioAgentIDs(env(EnvStudioAgentIDs))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for _, a := range agents {
 		if a != nil && len(a.Config().Parameters) > 0 {
@@ -84,21 +100,21 @@ func connectStudio(ctx context.Context, getenv func(string) string, log *slog.Lo
 		}
 	}
 	if len(declaring) == 0 {
-		return env, nil, nil
+		return env, nil, client, nil
 	}
 	if key == nil {
-		return nil, nil, fmt.Errorf("%s is required: agent %q declares parameters, which Studio sends encrypted to this controller's public key", EnvPrivateKey, declaring[0].Slug)
+		return nil, nil, nil, fmt.Errorf("%s is required: agent %q declares parameters, which Studio sends encrypted to this controller's public key", EnvPrivateKey, declaring[0].Slug)
 	}
 	params, err := studio.NewParameters(studio.ParametersConfig{Client: client, Key: key, Agents: declaring, TTL: ttl, Logger: log})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if register {
 		if err := params.Prefetch(ctx); err != nil {
-			return nil, nil, fmt.Errorf("agent parameters from Studio: %w", err)
+			return nil, nil, nil, fmt.Errorf("agent parameters from Studio: %w", err)
 		}
 	}
-	return env, params, nil
+	return env, params, client, nil
 }
 
 // registerAtStart performs the server.register handshake of a long-running server and lays its

@@ -3,21 +3,20 @@ package studio
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/supervaize/svz/core/checkpoint"
 )
 
 // StepRuleCheckpoint names the rule-checkpoint call in errors.
 const StepRuleCheckpoint = "rule checkpoint"
 
-// The reference's errors of a checkpoint call (spec §6.3). Errors returned by RuleCheckpoint
-// match one of them with errors.Is, and say why after it.
+// The reference's errors of a checkpoint call (spec §6.3), package checkpoint's own. Errors
+// returned by RuleCheckpoint match one of them with errors.Is, and say why after it.
 var (
-	//lint:ignore ST1005 the reference SDK's exact message
-	ErrCheckpointFailed = errors.New("Rule checkpoint request failed")
-	//lint:ignore ST1005 the reference SDK's exact message
-	ErrCheckpointHashMismatch = errors.New("Rule checkpoint response snapshot_hash does not match")
+	ErrCheckpointFailed       = checkpoint.ErrRequestFailed
+	ErrCheckpointHashMismatch = checkpoint.ErrResponseHash
 )
 
 // Rule-checkpoint phases and decisions.
@@ -85,3 +84,23 @@ func (c *Client) RuleCheckpoint(ctx context.Context, token string, r RuleCheckpo
 	}
 	return &out, nil
 }
+
+// RuleCheckpoints is the client as package checkpoint's Studio: the checkpoint call, and the
+// Studio key as the secret checkpoint tokens are sealed with in the store (every instance that
+// can post a checkpoint has it).
+func (c *Client) RuleCheckpoints() checkpoint.Studio { return ruleCheckpoints{c} }
+
+type ruleCheckpoints struct{ c *Client }
+
+func (r ruleCheckpoints) RuleCheckpoint(ctx context.Context, token string, req checkpoint.Request) (checkpoint.Response, error) {
+	resp, err := r.c.RuleCheckpoint(ctx, token, RuleCheckpointRequest{
+		OccurrenceID: req.OccurrenceID, Phase: req.Phase, SnapshotHash: req.SnapshotHash, JobID: req.JobID,
+		CaseID: req.CaseID, StepID: req.StepID, Context: req.Context, SecretRefs: req.SecretRefs,
+	})
+	if err != nil {
+		return checkpoint.Response{}, err
+	}
+	return checkpoint.Response{CheckpointID: resp.CheckpointID, Status: resp.Status, SnapshotHash: resp.SnapshotHash, InputHash: resp.InputHash}, nil
+}
+
+func (r ruleCheckpoints) TokenSecret() []byte { return []byte(r.c.s.APIKey) }

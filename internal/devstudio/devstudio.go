@@ -132,6 +132,11 @@ type Server struct {
 	servers   map[string]*registered // by workspace slug + "/" + server id
 	events    []Recorded
 	context   []ContextItem
+	// checkpoints are the scripted decisions per phase; answered are the checkpoints answered,
+	// by workspace, occurrence, phase and snapshot: Studio's checkpoints are idempotent, so the
+	// same checkpoint sent again gets the same answer.
+	checkpoints map[string]string
+	answered    map[string]Recorded
 }
 
 type workspace struct {
@@ -162,10 +167,13 @@ type Recorded struct {
 	ObjectType string          `json:"object_type,omitempty"`
 	Source     json.RawMessage `json:"source,omitempty"`
 	Details    json.RawMessage `json:"details,omitempty"`
-	// Checkpoint calls: the request body, the token's fingerprint and the decision answered.
+	// Checkpoint calls: the request body, the token's fingerprint, the decision answered and the
+	// checkpoint's id and input hash (what rule.checkpoint.resume names).
 	Request          json.RawMessage `json:"request,omitempty"`
 	TokenFingerprint string          `json:"token_fingerprint,omitempty"`
 	Decision         string          `json:"decision,omitempty"`
+	CheckpointID     string          `json:"checkpoint_id,omitempty"`
+	InputHash        string          `json:"input_hash,omitempty"`
 	Answer           string          `json:"answer,omitempty"` // the handshake answer given
 	ReceivedAt       time.Time       `json:"received_at"`
 }
@@ -187,13 +195,8 @@ func New(cfg Config) (*Server, error) {
 	if !slices.Contains(HandshakeAnswers, cfg.Handshake) {
 		return nil, fmt.Errorf("devstudio: handshake answer %q: want one of %s", cfg.Handshake, strings.Join(HandshakeAnswers, ", "))
 	}
-	for phase, d := range cfg.Checkpoints {
-		if phase != "before" && phase != "after" {
-			return nil, fmt.Errorf("devstudio: checkpoint phase %q: want before or after", phase)
-		}
-		if d != "allow" && d != "pause" && d != "stop" {
-			return nil, fmt.Errorf("devstudio: checkpoint decision %q for %s: want allow, pause or stop", d, phase)
-		}
+	if err := checkDecisions(cfg.Checkpoints); err != nil {
+		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -202,7 +205,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, workspaces: map[string]*workspace{}, log: cfg.Logger, now: cfg.Now, handshake: cfg.Handshake,
-		servers: map[string]*registered{}, context: slices.Clone(cfg.Context)}
+		servers: map[string]*registered{}, context: slices.Clone(cfg.Context), checkpoints: cloneMap(cfg.Checkpoints),
+		answered: map[string]Recorded{}}
 	for _, slug := range cfg.Workspaces {
 		if slug == "" || strings.ContainsAny(slug, "/?#% ") {
 			return nil, fmt.Errorf("devstudio: workspace slug %q: use letters, digits and hyphens", slug)
@@ -832,6 +836,7 @@ func (s *Server) serveCheckpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
+		OccurrenceID string          `json:"occurrence_id"`
 		Phase        string          `json:"phase"`
 		SnapshotHash string          `json:"snapshot_hash"`
 		Context      json.RawMessage `json:"context"`
@@ -840,14 +845,49 @@ func (s *Server) serveCheckpoint(w http.ResponseWriter, r *http.Request) {
 		detail(w, http.StatusBadRequest, "phase must be before or after")
 		return
 	}
-	decision := s.cfg.Checkpoints[req.Phase]
-	if decision == "" {
-		decision = "allow"
-	}
-	rec := s.record(Recorded{Kind: "rule-checkpoint", Workspace: ws, Request: raw, TokenFingerprint: fingerprint(token), Decision: decision})
 	sum := sha256.Sum256(req.Context)
-	writeJSON(w, http.StatusOK, map[string]any{"checkpoint_id": fmt.Sprintf("chk-%d", rec.Seq), "status": decision,
-		"snapshot_hash": req.SnapshotHash, "input_hash": hex.EncodeToString(sum[:])})
+	rec := Recorded{Kind: "rule-checkpoint", Workspace: ws, Request: raw, TokenFingerprint: fingerprint(token),
+		InputHash: hex.EncodeToString(sum[:])}
+	key := strings.Join([]string{ws, req.OccurrenceID, req.Phase, req.SnapshotHash}, "\x00")
+	s.mu.Lock()
+	if first, ok := s.answered[key]; ok {
+		rec.Decision, rec.CheckpointID, rec.InputHash = first.Decision, first.CheckpointID, first.InputHash
+	} else {
+		rec.Decision = s.checkpoints[req.Phase]
+		if rec.Decision == "" {
+			rec.Decision = "allow"
+		}
+		rec.CheckpointID = fmt.Sprintf("chk-%d", len(s.answered)+1)
+		s.answered[key] = rec
+	}
+	s.mu.Unlock()
+	rec = s.record(rec)
+	writeJSON(w, http.StatusOK, map[string]any{"checkpoint_id": rec.CheckpointID, "status": rec.Decision,
+		"snapshot_hash": req.SnapshotHash, "input_hash": rec.InputHash})
+}
+
+// SetCheckpoints replaces the scripted decisions per phase (before, after: allow, pause or
+// stop; allow when unset). Checkpoints answered already keep their answer.
+func (s *Server) SetCheckpoints(decisions map[string]string) error {
+	if err := checkDecisions(decisions); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checkpoints = cloneMap(decisions)
+	return nil
+}
+
+func checkDecisions(decisions map[string]string) error {
+	for phase, d := range decisions {
+		if phase != "before" && phase != "after" {
+			return fmt.Errorf("devstudio: checkpoint phase %q: want before or after", phase)
+		}
+		if d != "allow" && d != "pause" && d != "stop" {
+			return fmt.Errorf("devstudio: checkpoint decision %q for %s: want allow, pause or stop", d, phase)
+		}
+	}
+	return nil
 }
 
 func (s *Server) items() []ContextItem {

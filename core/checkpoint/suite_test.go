@@ -1,0 +1,714 @@
+package checkpoint_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/core/checkpoint"
+	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/store"
+)
+
+// suite runs every guarded-step scenario on the store s (shared by the subtests: each works in a
+// workspace of its own). Two instances on one store stand for two controllers.
+func suite(t *testing.T, s store.Store) {
+	for _, c := range []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"AllowAllow", testAllowAllow},
+		{"AllowStop", testAllowStop},
+		{"StopBefore", testStopBefore},
+		{"PauseThenResumeAllowOnAnotherInstance", testPauseResumeAllow},
+		{"PauseThenResumeStop", testPauseResumeStop},
+		{"AfterPauseThenResumeAllow", testAfterPauseResumeAllow},
+		{"ResumeRefusals", testResumeRefusals},
+		{"EarlyDecision", testEarlyDecision},
+		{"EarlyDecisionAfterLostAnswer", testEarlyDecisionLostAnswer},
+		{"RetryRules", testRetryRules},
+		{"CheckingResendsTheSameCheckpoint", testCheckingResends},
+		{"EffectFailureNeedsRecovery", testEffectFailure},
+		{"RecoveryChecksTheContext", testRecoveryContext},
+		{"AmbiguousAdvance", testAmbiguousAdvance},
+		{"ConcurrentOccurrence", testConcurrent},
+		{"LeaseRenewalAndTakeOver", testLease},
+		{"TokenSealedWithTheStudioKey", testSealed},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, s) })
+	}
+}
+
+func wantStatus[Out any](t *testing.T, o checkpoint.Outcome[Out], err error, status checkpoint.Status, phase string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("error %v, want %s", err, status)
+	}
+	if o.Status != status || o.Phase != phase {
+		t.Fatalf("outcome %+v, want %s at %q", o, status, phase)
+	}
+}
+
+func testAllowAllow(t *testing.T, s store.Store) {
+	w := newWorld(t, s, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	out, err := j.run(t, i)
+	wantStatus(t, out, err, checkpoint.Completed, "")
+	if !out.HasResult || out.Result != (receipt{Order: j.order.ID, Ref: "rcpt-" + j.order.ID}) || out.StepStatus() != "completed" || out.Err() != nil {
+		t.Errorf("outcome %+v", out)
+	}
+	j.wantCounts(t, 1, 1)
+	calls := w.studio.callsOf(j.occ.OccurrenceID)
+	if len(calls) != 2 {
+		t.Fatalf("%d checkpoint calls, want before and after", len(calls))
+	}
+	// The before context without the card (a context.* secret ref), the secret refs, the ids; the
+	// token only in its header; the snapshot's checkpoint_url (attacker.example) never used.
+	want := checkpointBody{OccurrenceID: j.occ.OccurrenceID, Phase: "before", SnapshotHash: snapshotHash, JobID: j.occ.JobID,
+		CaseID: "case-1", StepID: "step-charge", Context: map[string]any{"operation": "charge", "amount": 12.0, "customer": map[string]any{"name": "Ada"}},
+		SecretRefs: []string{"context.customer.card", "case.metadata.iban"}}
+	if !reflect.DeepEqual(calls[0].Body, want) || calls[0].Token != j.token {
+		t.Errorf("before checkpoint %+v (token ok: %v)\nwant %+v", calls[0].Body, calls[0].Token == j.token, want)
+	}
+	want.Phase, want.Context = "after", map[string]any{"operation": "charge", "order": j.order.ID, "receipt": "rcpt-" + j.order.ID}
+	if !reflect.DeepEqual(calls[1].Body, want) || calls[1].Token != j.token {
+		t.Errorf("after checkpoint %+v\nwant %+v", calls[1].Body, want)
+	}
+	// Run again: the completed occurrence answers its outcome; nothing is sent or run again.
+	again, err := j.run(t, i)
+	wantStatus(t, again, err, checkpoint.Completed, "")
+	if again.Result != out.Result || len(w.studio.callsOf(j.occ.OccurrenceID)) != 2 {
+		t.Errorf("retry %+v, %d calls", again, len(w.studio.callsOf(j.occ.OccurrenceID)))
+	}
+	j.wantCounts(t, 1, 1)
+	st, err := checkpoint.StepState(i.ctx(), i.step, j.occ)
+	wantStatus(t, st, err, checkpoint.Completed, "")
+	w.noSecrets(t)
+}
+
+func testAllowStop(t *testing.T, s store.Store) {
+	w := newWorld(t, s, map[string]string{"after": "stop"})
+	i := w.instance(behaviour{})
+	j := w.job()
+	out, err := j.run(t, i)
+	wantStatus(t, out, err, checkpoint.Blocked, "after")
+	a, _ := w.studio.answer(j.occ.OccurrenceID, "after")
+	if out.CheckpointID != a.CheckpointID || !out.HasResult || out.StepStatus() != "failed" {
+		t.Errorf("outcome %+v", out)
+	}
+	if e := out.Err(); e == nil || e.Error() != fmt.Sprintf("Rule checkpoint '%s' returned 'stop'", a.CheckpointID) {
+		t.Errorf("Err() = %v", e)
+	}
+	j.wantCounts(t, 1, 0) // the effect ran; the case does not advance
+	again, err := j.run(t, i)
+	wantStatus(t, again, err, checkpoint.Blocked, "after")
+	j.wantCounts(t, 1, 0)
+	if n := len(w.studio.callsOf(j.occ.OccurrenceID)); n != 2 {
+		t.Errorf("%d calls", n)
+	}
+	w.noSecrets(t)
+}
+
+func testStopBefore(t *testing.T, s store.Store) {
+	w := newWorld(t, s, map[string]string{"before": "stop"})
+	i := w.instance(behaviour{})
+	j := w.job()
+	out, err := j.run(t, i)
+	wantStatus(t, out, err, checkpoint.Blocked, "before")
+	if out.HasResult || !strings.Contains(out.Err().Error(), "returned 'stop'") {
+		t.Errorf("outcome %+v", out)
+	}
+	j.wantCounts(t, 0, 0)
+	if n := len(w.studio.callsOf(j.occ.OccurrenceID)); n != 1 {
+		t.Errorf("%d calls, want the before checkpoint only", n)
+	}
+}
+
+func resumed(job, status, checkpointID string) string {
+	return `{"status":"ok","effects":[{"type":"rule.checkpoint.resumed","job_id":"` + job + `","status":"` + status +
+		`","summary":{"checkpoint_id":"` + checkpointID + `"}}]}`
+}
+
+func testPauseResumeAllow(t *testing.T, s store.Store) {
+	w := newWorld(t, s, map[string]string{"before": "pause"})
+	a, b := w.instance(behaviour{}), w.instance(behaviour{})
+	j := w.job()
+	out, err := j.run(t, a)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	ans, _ := w.studio.answer(j.occ.OccurrenceID, "before")
+	if out.CheckpointID != ans.CheckpointID || out.StepStatus() != "awaiting" || out.HasResult {
+		t.Errorf("outcome %+v", out)
+	}
+	j.wantCounts(t, 0, 0)
+	// Retrying the job while it waits answers the same; nothing is sent again.
+	again, err := j.run(t, a)
+	wantStatus(t, again, err, checkpoint.Awaiting, "before")
+	// Studio resumes through the other instance, which runs the effect, the after checkpoint and
+	// the advance there.
+	res, err := j.resume(t, b, "before", "allow")
+	if err != nil || res != resumed(j.occ.JobID, "allow", ans.CheckpointID) {
+		t.Fatalf("resume: %s, %v", res, err)
+	}
+	j.wantCounts(t, 1, 1)
+	st, err := checkpoint.StepState(a.ctx(), a.step, j.occ)
+	wantStatus(t, st, err, checkpoint.Completed, "")
+	if n := len(w.studio.callsOf(j.occ.OccurrenceID)); n != 2 {
+		t.Errorf("%d calls", n)
+	}
+	// Studio delivers the same decision again: acknowledged, nothing runs again.
+	res, err = j.resume(t, a, "before", "allow")
+	if err != nil || res != resumed(j.occ.JobID, "allow", ans.CheckpointID) {
+		t.Errorf("second delivery: %s, %v", res, err)
+	}
+	j.wantCounts(t, 1, 1)
+	w.noSecrets(t)
+}
+
+func testPauseResumeStop(t *testing.T, s store.Store) {
+	w := newWorld(t, s, map[string]string{"before": "pause"})
+	a, b := w.instance(behaviour{}), w.instance(behaviour{})
+	j := w.job()
+	out, err := j.run(t, a)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	res, err := j.resume(t, b, "before", "stop")
+	if err != nil || res != resumed(j.occ.JobID, "stop", out.CheckpointID) {
+		t.Fatalf("resume: %s, %v", res, err)
+	}
+	st, err := checkpoint.StepState(a.ctx(), a.step, j.occ)
+	wantStatus(t, st, err, checkpoint.Blocked, "before")
+	j.wantCounts(t, 0, 0)
+	// A contrary decision for a decided checkpoint is refused.
+	if _, err := j.resume(t, a, "before", "allow"); !errors.Is(err, checkpoint.ErrResumeMismatch) {
+		t.Errorf("allow after stop: %v", err)
+	}
+	j.wantCounts(t, 0, 0)
+}
+
+func testAfterPauseResumeAllow(t *testing.T, s store.Store) {
+	w := newWorld(t, s, map[string]string{"after": "pause"})
+	a, b := w.instance(behaviour{}), w.instance(behaviour{})
+	j := w.job()
+	out, err := j.run(t, a)
+	wantStatus(t, out, err, checkpoint.Awaiting, "after")
+	if !out.HasResult || out.Result.Ref != "rcpt-"+j.order.ID {
+		t.Errorf("outcome %+v", out)
+	}
+	j.wantCounts(t, 1, 0)
+	res, err := j.resume(t, b, "after", "allow")
+	if err != nil || res != resumed(j.occ.JobID, "allow", out.CheckpointID) {
+		t.Fatalf("resume: %s, %v", res, err)
+	}
+	j.wantCounts(t, 1, 1)
+	st, err := checkpoint.StepState(b.ctx(), b.step, j.occ)
+	wantStatus(t, st, err, checkpoint.Completed, "")
+}
+
+func testResumeRefusals(t *testing.T, s store.Store) {
+	w := newWorld(t, s, map[string]string{"before": "pause"})
+	a := w.instance(behaviour{})
+	j := w.job()
+	out, err := j.run(t, a)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	ans, _ := w.studio.answer(j.occ.OccurrenceID, "before")
+	edit := func(f func(m map[string]any)) []byte {
+		var m map[string]any
+		_ = json.Unmarshal(j.resumeRequest(t, "before", "allow").Input, &m)
+		f(m)
+		b, _ := json.Marshal(m)
+		return b
+	}
+	other := j.occ
+	other.OccurrenceID = "occ-other"
+	otherCase, otherJob := j.occ, j.occ
+	otherCase.CaseID, otherJob.JobID = "case-other", "job-other"
+	var errs []error
+	for _, c := range []struct {
+		name string
+		req  func() *contract.ActionRequest
+		want error
+		msg  string
+	}{
+		{"pause is not a decision", func() *contract.ActionRequest { return j.resumeRequest(t, "before", "pause") }, nil, "must be allow or stop"},
+		{"another occurrence", func() *contract.ActionRequest { return resumeRequestFor(other, "before", "allow", ans) }, checkpoint.ErrResumeMismatch, ""},
+		{"another case", func() *contract.ActionRequest { return resumeRequestFor(otherCase, "before", "allow", ans) }, checkpoint.ErrResumeMismatch, ""},
+		{"another job", func() *contract.ActionRequest { return resumeRequestFor(otherJob, "before", "allow", ans) }, checkpoint.ErrResumeMismatch, ""},
+		{"another checkpoint", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			r.Input = edit(func(m map[string]any) { m["checkpoint_id"] = "chk-999" })
+			return r
+		}, checkpoint.ErrResumeMismatch, ""},
+		{"another input hash", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			r.Input = edit(func(m map[string]any) { m["input_hash"] = "forged" })
+			return r
+		}, checkpoint.ErrResumeMismatch, ""},
+		{"another snapshot", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			r.Input = edit(func(m map[string]any) { m["snapshot_hash"] = "snapshot-other" })
+			return r
+		}, checkpoint.ErrResumeSnapshot, ""},
+		{"the after phase, not reached", func() *contract.ActionRequest { return resumeRequestFor(j.occ, "after", "allow", ans) }, checkpoint.ErrResumeMismatch, ""},
+		{"no case in the envelope", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			r.CaseID = nil
+			return r
+		}, nil, "missing [case_id (the request's)]"},
+		{"a status that is no decision", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			r.Input = edit(func(m map[string]any) { m["status"] = 1 })
+			return r
+		}, nil, "input.status must be a string"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := checkpointResume(a, c.req())
+			errs = append(errs, err)
+			switch {
+			case err == nil:
+				t.Fatal("accepted")
+			case c.want != nil && !errors.Is(err, c.want):
+				t.Fatalf("error %v, want %v", err, c.want)
+			case c.msg != "" && !strings.Contains(err.Error(), c.msg):
+				t.Fatalf("error %v, want %q", err, c.msg)
+			}
+		})
+	}
+	// Another agent's resume for this job: refused, even in the same workspace.
+	otherAgent := checkpoint.NewContext(context.Background(), a.svc, a.reg, "other-agent", a.ws)
+	r := j.resumeRequest(t, "before", "allow")
+	r.AgentSlug = "other-agent"
+	if _, err := checkpoint.Resume(otherAgent, r); !errors.Is(err, checkpoint.ErrResumeOtherAgent) {
+		t.Errorf("another agent: %v", err)
+	}
+	// The checkpoint still waits, and the right decision still works.
+	st, err := checkpoint.StepState(a.ctx(), a.step, j.occ)
+	wantStatus(t, st, err, checkpoint.Awaiting, "before")
+	j.wantCounts(t, 0, 0)
+	if res, err := j.resume(t, a, "before", "allow"); err != nil || !strings.Contains(res, `"status":"allow"`) {
+		t.Fatalf("resume: %s, %v", res, err)
+	}
+	j.wantCounts(t, 1, 1)
+	w.noSecrets(t, errs...)
+}
+
+func checkpointResume(i *instance, req *contract.ActionRequest) (string, error) {
+	res, err := checkpoint.Resume(i.ctx(), req)
+	if err != nil {
+		return "", err
+	}
+	b, _ := json.Marshal(res)
+	return string(b), nil
+}
+
+// testEarlyDecision: Studio delivers the decision while the before checkpoint's answer is still
+// on its way (the occurrence is stored as checking). The decision is kept in the store, answered
+// pending_delivery, and applied when the answer arrives: the run goes on by itself.
+func testEarlyDecision(t *testing.T, s store.Store) {
+	for _, phase := range []string{"before", "after"} {
+		t.Run(phase, func(t *testing.T) {
+			w := newWorld(t, s, map[string]string{phase: "pause"})
+			a, b := w.instance(behaviour{}), w.instance(behaviour{})
+			j := w.job()
+			var early string
+			var earlyErr error
+			w.studio.setHook(func(c studioCall, ans answer) {
+				if c.Body.Phase == phase && early == "" {
+					req := resumeRequestFor(j.occ, phase, "allow", ans)
+					early, earlyErr = checkpointResume(b, req)
+				}
+			})
+			out, err := j.run(t, a)
+			wantStatus(t, out, err, checkpoint.Completed, "")
+			ans, _ := w.studio.answer(j.occ.OccurrenceID, phase)
+			if earlyErr != nil || early != resumed(j.occ.JobID, "pending_delivery", ans.CheckpointID) {
+				t.Errorf("early resume: %s, %v", early, earlyErr)
+			}
+			j.wantCounts(t, 1, 1)
+		})
+	}
+}
+
+// testEarlyDecisionLostAnswer: Studio decided pause, the answer was lost and the run failed; the
+// resume arrives for a checkpoint the occurrence never recorded. It is kept, and the instance
+// that received it sends the same checkpoint again, gets the same answer, applies the decision
+// and finishes the step.
+func testEarlyDecisionLostAnswer(t *testing.T, s store.Store) {
+	w := newWorld(t, s, map[string]string{"before": "pause"})
+	a, b := w.instance(behaviour{}), w.instance(behaviour{})
+	j := w.job()
+	w.studio.loseAnswer("before", 1)
+	if _, err := j.run(t, a); !errors.Is(err, checkpoint.ErrRequestFailed) {
+		t.Fatalf("run with a lost answer: %v", err)
+	}
+	res, err := j.resume(t, b, "before", "allow")
+	ans, _ := w.studio.answer(j.occ.OccurrenceID, "before")
+	if err != nil || res != resumed(j.occ.JobID, "allow", ans.CheckpointID) {
+		t.Fatalf("resume: %s, %v", res, err)
+	}
+	j.wantCounts(t, 1, 1)
+	calls := w.studio.callsOf(j.occ.OccurrenceID)
+	if len(calls) != 3 || calls[0].Raw != calls[1].Raw {
+		t.Errorf("%d calls; the before checkpoint must be sent again unchanged", len(calls))
+	}
+}
+
+func testRetryRules(t *testing.T, s store.Store) {
+	w := newWorld(t, s, map[string]string{"before": "pause"})
+	i := w.instance(behaviour{})
+	j := w.job()
+	out, err := j.run(t, i)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	g := j.gate(t, i)
+	changed := j.before()
+	changed["amount"] = 13
+	card := j.before()
+	card["customer"] = map[string]any{"name": "Ada", "card": "another card"}
+	otherStep, otherOrder := j.occ, j.order
+	otherStep.StepID, otherOrder.Amount = "step-other", 99
+	for _, c := range []struct {
+		name string
+		run  func() error
+		want error
+	}{
+		{"context", func() error {
+			_, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, j.occ, changed, j.order)
+			return err
+		}, checkpoint.ErrRetryContext},
+		// The hash covers the whole context, secret values included: only Studio's copy omits them.
+		{"secret value", func() error {
+			_, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, j.occ, card, j.order)
+			return err
+		}, checkpoint.ErrRetryContext},
+		{"step", func() error {
+			_, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, otherStep, j.before(), j.order)
+			return err
+		}, checkpoint.ErrRetryStep},
+		{"input", func() error {
+			_, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, j.occ, j.before(), otherOrder)
+			return err
+		}, checkpoint.ErrRetryInput},
+		{"snapshot", func() error {
+			req := *j.req
+			req.Input = []byte(strings.Replace(string(j.req.Input), snapshotHash, "snapshot-hash-2", 1))
+			_, err := checkpoint.FromJobStart(i.ctx(), &req)
+			return err
+		}, checkpoint.ErrRetrySnapshot},
+	} {
+		if err := c.run(); !errors.Is(err, c.want) || err.Error() != c.want.Error() {
+			t.Errorf("%s changed: %v, want %q", c.name, err, c.want)
+		}
+	}
+	if n := len(w.studio.callsOf(j.occ.OccurrenceID)); n != 1 {
+		t.Errorf("%d calls", n)
+	}
+	// A new token for the same snapshot (a retried job.start) replaces the stored one.
+	req := *j.req
+	newToken := random("checkpoint-token-")
+	w.tokens = append(w.tokens, newToken)
+	req.Input = []byte(strings.Replace(string(j.req.Input), j.token, newToken, 1))
+	if _, err := checkpoint.FromJobStart(i.ctx(), &req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.resume(t, i, "before", "allow"); err != nil {
+		t.Fatal(err)
+	}
+	calls := w.studio.callsOf(j.occ.OccurrenceID)
+	if len(calls) != 2 || calls[1].Token != newToken {
+		t.Errorf("the after checkpoint went with the stored token of the latest job.start: %d calls", len(calls))
+	}
+	w.noSecrets(t)
+}
+
+func testCheckingResends(t *testing.T, s store.Store) {
+	for _, phase := range []string{"before", "after"} {
+		t.Run(phase, func(t *testing.T) {
+			w := newWorld(t, s, nil)
+			i := w.instance(behaviour{})
+			j := w.job()
+			w.studio.failPhase(phase, 1)
+			_, err := j.run(t, i)
+			if !errors.Is(err, checkpoint.ErrRequestFailed) || !strings.HasPrefix(err.Error(), "Rule checkpoint request failed") {
+				t.Fatalf("error %v", err)
+			}
+			effects := 0
+			if phase == "after" {
+				effects = 1
+			}
+			j.wantCounts(t, effects, 0)
+			out, err := j.run(t, i)
+			wantStatus(t, out, err, checkpoint.Completed, "")
+			j.wantCounts(t, 1, 1)
+			calls := w.studio.callsOf(j.occ.OccurrenceID)
+			var sent []string
+			for _, c := range calls {
+				if c.Body.Phase == phase {
+					sent = append(sent, c.Raw)
+				}
+			}
+			if len(calls) != 3 || len(sent) != 2 || sent[0] != sent[1] {
+				t.Errorf("%d calls, %d of %s; the same checkpoint must be sent again", len(calls), len(sent), phase)
+			}
+			w.noSecrets(t, err)
+		})
+	}
+}
+
+func testEffectFailure(t *testing.T, s store.Store) {
+	w := newWorld(t, s, nil)
+	fail := true
+	i := w.instance(behaviour{effect: func(_ context.Context, o order) (receipt, error) {
+		if fail {
+			return receipt{}, errBoom
+		}
+		return receipt{Order: o.ID, Ref: "rcpt-" + o.ID}, nil
+	}})
+	j := w.job()
+	_, err := j.run(t, i)
+	var rec *checkpoint.RecoveryError
+	if !errors.Is(err, checkpoint.ErrEffectStarted) || !errors.Is(err, errBoom) || !errors.As(err, &rec) {
+		t.Fatalf("error %v", err)
+	}
+	fail = false
+	// The effect is never run again, whatever the retries.
+	for range 2 {
+		if _, err := j.run(t, i); !errors.Is(err, checkpoint.ErrEffectStarted) || err.Error() != checkpoint.ErrEffectStarted.Error() {
+			t.Fatalf("retry: %v", err)
+		}
+	}
+	j.wantCounts(t, 1, 0)
+	st, err := checkpoint.StepState(i.ctx(), i.step, j.occ)
+	wantStatus(t, st, err, checkpoint.RecoveryRequired, "")
+	if st.StepStatus() != "failed" || st.HasResult {
+		t.Errorf("state %+v", st)
+	}
+	// The operator established the effect's outcome: recovery records it, sends the after
+	// checkpoint and advances once.
+	g := j.gate(t, i)
+	result := receipt{Order: j.order.ID, Ref: "rcpt-found-by-hand"}
+	out, err := checkpoint.RecoverGuardedStep(i.ctx(), g, i.step, j.occ, result)
+	wantStatus(t, out, err, checkpoint.Completed, "")
+	if out.Result != result {
+		t.Errorf("result %+v", out.Result)
+	}
+	j.wantCounts(t, 1, 1)
+	calls := w.studio.callsOf(j.occ.OccurrenceID)
+	if len(calls) != 2 || calls[1].Body.Context["receipt"] != "rcpt-found-by-hand" {
+		t.Errorf("calls %+v", calls)
+	}
+	out, err = checkpoint.RecoverGuardedStep(i.ctx(), g, i.step, j.occ, result)
+	wantStatus(t, out, err, checkpoint.Completed, "")
+	j.wantCounts(t, 1, 1)
+}
+
+func testRecoveryContext(t *testing.T, s store.Store) {
+	w := newWorld(t, s, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	g := j.gate(t, i)
+	// Before the effect, there is nothing to recover.
+	if _, err := checkpoint.RecoverGuardedStep(i.ctx(), g, i.step, j.occ, receipt{}); !errors.Is(err, checkpoint.ErrNotReady) {
+		t.Errorf("recovery of nothing: %v", err)
+	}
+	w.studio.failPhase("after", 2) // the run and one retry lose the after checkpoint
+	if _, err := j.run(t, i); !errors.Is(err, checkpoint.ErrRequestFailed) {
+		t.Fatalf("run: %v", err)
+	}
+	if _, err := checkpoint.RecoverGuardedStep(i.ctx(), g, i.step, j.occ, receipt{Order: j.order.ID, Ref: "wrong"}); !errors.Is(err, checkpoint.ErrRecoveryContext) {
+		t.Errorf("another result: %v", err)
+	}
+	other := &checkpoint.Gate{}
+	if _, err := checkpoint.RecoverGuardedStep(i.ctx(), other, i.step, j.occ, receipt{}); err == nil {
+		t.Errorf("a zero gate was accepted")
+	}
+	right := receipt{Order: j.order.ID, Ref: "rcpt-" + j.order.ID}
+	if _, err := checkpoint.RecoverGuardedStep(i.ctx(), g, i.step, j.occ, right); !errors.Is(err, checkpoint.ErrRequestFailed) {
+		t.Errorf("second loss: %v", err)
+	}
+	out, err := checkpoint.RecoverGuardedStep(i.ctx(), g, i.step, j.occ, right)
+	wantStatus(t, out, err, checkpoint.Completed, "")
+	j.wantCounts(t, 1, 1)
+	var after []string
+	for _, c := range w.studio.callsOf(j.occ.OccurrenceID) {
+		if c.Body.Phase == "after" {
+			after = append(after, c.Raw)
+		}
+	}
+	if len(after) != 3 || after[0] != after[2] {
+		t.Errorf("%d after checkpoints; recovery sends the same one", len(after))
+	}
+}
+
+func testAmbiguousAdvance(t *testing.T, s store.Store) {
+	w := newWorld(t, s, nil)
+	i := w.instance(behaviour{advance: func(context.Context, order, receipt) error { return errBoom }})
+	j := w.job()
+	if _, err := j.run(t, i); !errors.Is(err, checkpoint.ErrAmbiguousAdvance) || !errors.Is(err, errBoom) {
+		t.Fatalf("run: %v", err)
+	}
+	if _, err := j.run(t, i); !errors.Is(err, checkpoint.ErrAmbiguousAdvance) {
+		t.Errorf("retry: %v", err)
+	}
+	if _, err := checkpoint.RecoverGuardedStep(i.ctx(), j.gate(t, i), i.step, j.occ, receipt{Order: j.order.ID, Ref: "rcpt-" + j.order.ID}); !errors.Is(err, checkpoint.ErrAmbiguousAdvance) {
+		t.Errorf("recovery: %v", err)
+	}
+	j.wantCounts(t, 1, 1)
+	st, err := checkpoint.StepState(i.ctx(), i.step, j.occ)
+	wantStatus(t, st, err, checkpoint.RecoveryRequired, "")
+}
+
+// testConcurrent: instances that run one occurrence at once: exactly one proceeds; the others
+// get "Rule checkpoint occurrence is active", and so does a recovery meanwhile.
+func testConcurrent(t *testing.T, s store.Store) {
+	w := newWorld(t, s, nil)
+	release := make(chan struct{})
+	block := behaviour{effect: func(_ context.Context, o order) (receipt, error) {
+		<-release
+		return receipt{Order: o.ID, Ref: "rcpt-" + o.ID}, nil
+	}}
+	const n = 4
+	insts := make([]*instance, n)
+	for k := range insts {
+		insts[k] = w.instance(block)
+	}
+	j := w.job()
+	g := j.gate(t, insts[0])
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	outs := make([]checkpoint.Outcome[receipt], n)
+	errs := make([]error, n)
+	for k := range insts {
+		wg.Go(func() {
+			outs[k], errs[k] = checkpoint.RunGuardedStep(insts[k].ctx(), g, insts[k].step, j.occ, j.before(), j.order)
+			if errors.Is(errs[k], checkpoint.ErrActive) {
+				refused.Add(1)
+			}
+		})
+	}
+	wait(t, "the effect to start", func() bool { e, _ := j.counts(); return e == 1 })
+	wait(t, "the other runs to be refused", func() bool { return refused.Load() == n-1 })
+	if _, err := checkpoint.RecoverGuardedStep(insts[1].ctx(), g, insts[1].step, j.occ, receipt{}); !errors.Is(err, checkpoint.ErrActive) {
+		t.Errorf("recovery during the run: %v", err)
+	}
+	if _, err := checkpoint.RunGuardedStep(insts[2].ctx(), g, insts[2].step, j.occ, j.before(), j.order); err == nil || err.Error() != "Rule checkpoint occurrence is active" {
+		t.Errorf("run during the run: %v", err)
+	}
+	close(release)
+	wg.Wait()
+	done := 0
+	for k := range outs {
+		if errs[k] == nil && outs[k].Status == checkpoint.Completed {
+			done++
+		}
+	}
+	if done != 1 {
+		t.Errorf("%d runs completed, want 1: %v", done, errs)
+	}
+	j.wantCounts(t, 1, 1)
+}
+
+// testLease: the lease is renewed while the effect runs (another instance keeps getting
+// "active", however long it takes), and an instance that stalls past its lease loses the
+// occurrence to another: exactly one of them finishes it.
+func testLease(t *testing.T, s store.Store) {
+	w := newWorld(t, s, nil)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	ticks := make(chan time.Time)
+	manual := func(c *checkpoint.Config) {
+		c.Now, c.Lease = clock, time.Second
+		c.After = func(time.Duration) <-chan time.Time { return ticks }
+	}
+	release := make(chan struct{})
+	a := w.instance(behaviour{effect: func(_ context.Context, o order) (receipt, error) {
+		<-release
+		return receipt{Order: o.ID, Ref: "rcpt-" + o.ID}, nil
+	}}, manual)
+	b := w.instance(behaviour{}, manual)
+	j := w.job()
+	done := make(chan error, 1)
+	go func() { _, err := j.run(t, a); done <- err }()
+	wait(t, "the effect to start", func() bool { e, _ := j.counts(); return e == 1 })
+	renew := func() {
+		ticks <- time.Now()
+		ticks <- time.Now() // received once the first renewal is written
+	}
+	for range 3 {
+		advance(2500 * time.Millisecond) // three rounds: well past one lease + skew margin (3 s)
+		renew()
+		if _, err := j.run(t, b); !errors.Is(err, checkpoint.ErrActive) {
+			t.Fatalf("while the effect runs: %v", err)
+		}
+	}
+	// Without renewals the lease lapses: the occurrence then reads as needing recovery, and
+	// still nothing runs the effect again.
+	advance(10 * time.Second)
+	if _, err := j.run(t, b); !errors.Is(err, checkpoint.ErrEffectStarted) {
+		t.Fatalf("after the lease lapsed: %v", err)
+	}
+	renew()
+	if _, err := j.run(t, b); !errors.Is(err, checkpoint.ErrActive) {
+		t.Fatalf("renewed again: %v", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	j.wantCounts(t, 1, 1)
+
+	// An instance stalled in the before checkpoint past its lease: the other takes over.
+	j2 := w.job()
+	stalled, resume := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	var resumeOnce sync.Once
+	unstall := func() { resumeOnce.Do(func() { close(resume) }) }
+	t.Cleanup(unstall) // a failing test must not leave Studio's handler blocked
+	w.studio.setHook(func(c studioCall, _ answer) {
+		if c.Body.OccurrenceID == j2.occ.OccurrenceID && first.CompareAndSwap(false, true) {
+			close(stalled)
+			<-resume
+		}
+	})
+	go func() { _, err := j2.run(t, a); done <- err }()
+	<-stalled
+	advance(time.Minute)
+	out, err := j2.run(t, b)
+	unstall()
+	wantStatus(t, out, err, checkpoint.Completed, "")
+	if err := <-done; !errors.Is(err, checkpoint.ErrLeaseLost) {
+		t.Errorf("the stalled instance: %v", err)
+	}
+	j2.wantCounts(t, 1, 1)
+}
+
+// testSealed: the stored token opens only with the same Studio key.
+func testSealed(t *testing.T, s store.Store) {
+	w := newWorld(t, s, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	j.gate(t, i)
+	if g, err := checkpoint.JobGate(i.ctx(), j.occ.JobID); err != nil || g.SnapshotHash() != snapshotHash || g.JobID() != j.occ.JobID {
+		t.Fatalf("JobGate: %v, %v", g, err)
+	}
+	rotated := w.instance(behaviour{}, func(c *checkpoint.Config) { c.Studio = rotatedKey{c.Studio} })
+	_, err := checkpoint.JobGate(rotated.ctx(), j.occ.JobID)
+	if !errors.Is(err, checkpoint.ErrTokenUnreadable) {
+		t.Errorf("another key: %v", err)
+	}
+	if _, err := checkpoint.JobGate(i.ctx(), "job-never-started"); !errors.Is(err, checkpoint.ErrNotGoverned) || !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ungoverned job: %v", err)
+	}
+	w.noSecrets(t, err)
+}
+
+type rotatedKey struct{ checkpoint.Studio }
+
+func (rotatedKey) TokenSecret() []byte { return []byte("another-studio-key") }
