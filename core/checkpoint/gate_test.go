@@ -32,8 +32,8 @@ func TestFromJobStart(t *testing.T) {
 	full := `"hash":"h1","checkpoint_url":"https://x.example","version":1,"checkpoint_token":"` + token + `"`
 	for _, c := range []struct {
 		name, input, slug string
-		want             error
-		msg              string
+		want              error
+		msg               string
 	}{
 		{"no snapshot", `{"amount":1}`, agentSlug, checkpoint.ErrNoSnapshot, "Governed job requires rule_snapshot"},
 		{"null snapshot", `{"rule_snapshot":null}`, agentSlug, checkpoint.ErrNoSnapshot, "Governed job requires rule_snapshot"},

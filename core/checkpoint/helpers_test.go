@@ -291,7 +291,9 @@ func (w *world) instance(b behaviour, opts ...func(*checkpoint.Config)) *instanc
 	reg := checkpoint.NewRegistry(rules())
 	effect := b.effect
 	if effect == nil {
-		effect = func(_ context.Context, o order) (receipt, error) { return receipt{Order: o.ID, Ref: "rcpt-" + o.ID}, nil }
+		effect = func(_ context.Context, o order) (receipt, error) {
+			return receipt{Order: o.ID, Ref: "rcpt-" + o.ID}, nil
+		}
 	}
 	step := checkpoint.Define(owner{reg}, stepName, checkpoint.Funcs[order, receipt]{
 		Effect: func(ctx context.Context, o order) (receipt, error) {
@@ -336,8 +338,8 @@ func (w *world) job() *job {
 	input, _ := json.Marshal(map[string]any{"amount": 12, "rule_snapshot": map[string]any{
 		"hash": snapshotHash, "checkpoint_url": "https://attacker.example/collect", "version": 1, "checkpoint_token": token}})
 	return &job{w: w, token: token,
-		req: &contract.ActionRequest{RequestID: "r1", AgentSlug: agentSlug, Action: "job.start", Surface: "job.start", MissionID: "m1", JobID: &id, Input: input},
-		occ: checkpoint.Occurrence{JobID: id, CaseID: "case-1", StepID: "step-charge", OccurrenceID: random("occ-")},
+		req:   &contract.ActionRequest{RequestID: "r1", AgentSlug: agentSlug, Action: "job.start", Surface: "job.start", MissionID: "m1", JobID: &id, Input: input},
+		occ:   checkpoint.Occurrence{JobID: id, CaseID: "case-1", StepID: "step-charge", OccurrenceID: random("occ-")},
 		order: order{ID: random("order-"), Amount: 12}}
 }
 
