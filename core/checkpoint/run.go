@@ -245,16 +245,20 @@ func (r *runner) release(ctx context.Context) error {
 }
 
 // guarded runs call while renewing the lease every quarter lease. If the lease is lost, call's
-// context is cancelled and ErrLeaseLost is returned.
+// context is cancelled and ErrLeaseLost is returned. The renewals end with call, whatever happens
+// to it.
 func (r *runner) guarded(ctx context.Context, call func(context.Context) error) error {
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop, done := make(chan struct{}), make(chan error, 1)
 	go func() {
+		var lost error
+		defer func() { done <- lost }()
 		for {
 			select {
 			case <-stop:
-				done <- nil
+				return
+			case <-cctx.Done():
 				return
 			case <-r.sc.svc.after(r.sc.svc.lease / 4):
 			}
@@ -263,9 +267,8 @@ func (r *runner) guarded(ctx context.Context, call func(context.Context) error) 
 			wcancel()
 			switch {
 			case errors.Is(err, ErrLeaseLost):
+				lost = ErrLeaseLost
 				cancel(ErrLeaseLost)
-				<-stop
-				done <- ErrLeaseLost
 				return
 			case err != nil:
 				r.sc.svc.log.WarnContext(ctx, "checkpoint: cannot renew the occurrence's lease; trying again", "error", err)

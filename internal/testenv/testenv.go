@@ -7,8 +7,10 @@
 package testenv
 
 import (
+	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -41,4 +43,21 @@ func Need(t testing.TB, name string) string {
 func InCI() bool {
 	v := strings.ToLower(strings.TrimSpace(os.Getenv("CI")))
 	return v == "true" || v == "1"
+}
+
+// MotoWrites is the HTTP client (an awsapi Doer) of tests that race conditional writes on
+// moto_server: DynamoDB evaluates a condition and writes atomically, moto_server 5.2 does not (it
+// reads the item, checks the condition, then writes, without a lock), so two racing writes could
+// both pass theirs. Sending one PutItem or DeleteItem at a time keeps such a test a test of the
+// code under test. The zero value is ready to use.
+type MotoWrites struct{ mu sync.Mutex }
+
+// Do sends req, one conditional write at a time.
+func (m *MotoWrites) Do(req *http.Request) (*http.Response, error) {
+	switch req.Header.Get("X-Amz-Target") {
+	case "DynamoDB_20120810.PutItem", "DynamoDB_20120810.DeleteItem", "DynamoDB_20120810.UpdateItem":
+		m.mu.Lock()
+		defer m.mu.Unlock()
+	}
+	return http.DefaultClient.Do(req)
 }
