@@ -20,6 +20,9 @@ var (
 	ErrNoSnapshot = errors.New("Governed job requires rule_snapshot")
 	//lint:ignore ST1005 the reference SDK's exact message
 	ErrNoAgentSlug = errors.New("Governed job requires agent_slug")
+	// ErrInvalidSnapshot: input.rule_snapshot is not {hash, checkpoint_url, version: 1,
+	// checkpoint_token}; the error names the member, never its value.
+	ErrInvalidSnapshot = errors.New("governed job: invalid rule_snapshot")
 	// ErrNotGoverned: JobGate found no gate for the job (its job.start carried no rule_snapshot).
 	ErrNotGoverned = fmt.Errorf("checkpoint: the job is not governed (its job.start carried no rule_snapshot): %w", store.ErrNotFound)
 )
@@ -107,7 +110,7 @@ type snapshot struct {
 
 // invalidSnapshot never quotes the snapshot: it names the member and what it must be.
 func invalidSnapshot(member, want string) error {
-	return fmt.Errorf("governed job: input.rule_snapshot.%s must be %s", member, want)
+	return fmt.Errorf("%w: input.rule_snapshot.%s must be %s", ErrInvalidSnapshot, member, want)
 }
 
 // parseSnapshot reads input.rule_snapshot: hash, checkpoint_token (non-empty strings),
@@ -116,7 +119,7 @@ func parseSnapshot(input json.RawMessage) (hash, token string, err error) {
 	var in map[string]json.RawMessage
 	if len(bytes.TrimSpace(input)) > 0 {
 		if err := json.Unmarshal(input, &in); err != nil {
-			return "", "", errors.New("governed job: the input must be a JSON object")
+			return "", "", fmt.Errorf("%w: the input must be a JSON object", ErrInvalidSnapshot)
 		}
 	}
 	raw, ok := in["rule_snapshot"]
@@ -125,7 +128,7 @@ func parseSnapshot(input json.RawMessage) (hash, token string, err error) {
 	}
 	var s snapshot
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", "", errors.New("governed job: input.rule_snapshot must be an object")
+		return "", "", fmt.Errorf("%w: input.rule_snapshot must be an object", ErrInvalidSnapshot)
 	}
 	str := func(member string, v json.RawMessage, nonEmpty bool) (string, error) {
 		var out string

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/supervaize/svz/core/contract"
@@ -79,7 +80,7 @@ func parseResume(req *contract.ActionRequest) (*decision, error) {
 		d.CaseID = *req.CaseID
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("rule.checkpoint.resume: missing %v", missing)
+		return nil, fmt.Errorf("rule.checkpoint.resume: missing %s", strings.Join(missing, ", "))
 	}
 	if d.Phase != PhaseBefore && d.Phase != PhaseAfter {
 		return nil, errors.New("rule.checkpoint.resume: input.phase must be before or after")
@@ -108,11 +109,11 @@ func parseResume(req *contract.ActionRequest) (*decision, error) {
 // happens after the decision (an effect that fails, a paused after checkpoint) does not change
 // the answer: the step's state says it (StepState).
 func Resume(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	sc, err := scopeOf(ctx)
+	d, err := parseResume(req)
 	if err != nil {
 		return nil, err
 	}
-	d, err := parseResume(req)
+	sc, err := scopeOf(ctx)
 	if err != nil {
 		return nil, err
 	}

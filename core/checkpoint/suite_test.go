@@ -260,7 +260,7 @@ func testResumeRefusals(t *testing.T, s store.Store) {
 			r := j.resumeRequest(t, "before", "allow")
 			r.CaseID = nil
 			return r
-		}, nil, "missing [case_id (the request's)]"},
+		}, nil, "missing case_id (the request's)"},
 		{"a status that is no decision", func() *contract.ActionRequest {
 			r := j.resumeRequest(t, "before", "allow")
 			r.Input = edit(func(m map[string]any) { m["status"] = 1 })

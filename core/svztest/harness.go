@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/idempotency"
@@ -44,10 +45,11 @@ type Harness struct {
 type HarnessOption func(*harnessConfig)
 
 type harnessConfig struct {
-	store     store.Store
-	workspace string
-	mission   string
-	logger    *slog.Logger
+	store       store.Store
+	workspace   string
+	mission     string
+	logger      *slog.Logger
+	checkpoints checkpoint.Studio
 }
 
 // WithStore serves the agent on s (e.g. PostgreSQL or DynamoDB in CI) instead of a fresh memory
@@ -57,6 +59,13 @@ func WithStore(s store.Store) HarnessOption { return func(c *harnessConfig) { c.
 // WithWorkspace sets the workspace id of every call (default "workspace-1"); Workspace overrides
 // it for one call.
 func WithWorkspace(id string) HarnessOption { return func(c *harnessConfig) { c.workspace = id } }
+
+// WithRuleCheckpoints posts the rule checkpoints of governed jobs to s (e.g. a Studio client
+// pointed at a stand-in: studio.Client.RuleCheckpoints). Without it a governed job is refused
+// as in local mode (checkpoint.ErrNoStudio).
+func WithRuleCheckpoints(s checkpoint.Studio) HarnessOption {
+	return func(c *harnessConfig) { c.checkpoints = s }
+}
 
 // WithLogger sets the controller's logger (default: discard).
 func WithLogger(l *slog.Logger) HarnessOption { return func(c *harnessConfig) { c.logger = l } }
@@ -78,6 +87,7 @@ func New(t testing.TB, agent *core.Agent, opts ...HarnessOption) *Harness {
 	ctl, err := core.New(core.Config{
 		APIKey: LocalAPIKey, ServerID: "svztest-server", Authorizer: grant.LocalBypass{ServerID: "svztest-server"},
 		Store: s, Gate: idempotency.New(s, idempotency.WithLogger(cfg.logger)), Logger: cfg.logger, EventBuffer: 4096,
+		RuleCheckpoints: cfg.checkpoints,
 	}, agent)
 	if err != nil {
 		t.Fatalf("svztest.New: %v", err)
@@ -314,7 +324,8 @@ var Skip = &struct{ skip bool }{true}
 // answers: it calls each once (with inputs[id] as input, {} when absent, and opts), and a
 // -32010/-32011 (no handler) or -32603 (the handler failed) answer is a failure. A status
 // "error" result is an answer. Surfaces Studio renders itself (mission.agent.resource.*,
-// mission.agent.dataset.*) and ids whose input is Skip are left out.
+// mission.agent.dataset.*), rule.checkpoint.resume (svz serves it) and ids whose input is Skip
+// are left out.
 func (h *Harness) CheckHandlers(t testing.TB, inputs map[string]any, opts ...CallOption) {
 	t.Helper()
 	reg := h.agent.Config().Registration
@@ -328,6 +339,9 @@ func (h *Harness) CheckHandlers(t testing.TB, inputs map[string]any, opts ...Cal
 		}
 	}
 	for _, a := range reg.Capabilities.Actions {
+		if a.ID == contract.RuleCheckpointResumeAction {
+			continue
+		}
 		check("action", "supervaizer/action.invoke", a.ID, true)
 	}
 	for _, s := range reg.Capabilities.Surfaces {

@@ -106,6 +106,7 @@ func Registration() (*contract.Registration, error) {
 			Display: &contract.ResourceDisplay{TitleField: "email", Columns: []string{"email", "name", "company", "score"}, SearchFields: []string{"email"}}}},
 		Datasets: []contract.DatasetDefinition{{ID: Runs, Label: "Lead runs", AutoSurface: true,
 			Display: &contract.ResourceDisplay{Columns: []string{"job_id", "status", "leads", "credits"}}}},
+		RuleCheckpoints: RuleCheckpoints(),
 	})
 }
 
@@ -125,12 +126,13 @@ func NewAgent() (*core.Agent, error) {
 	a.DeclareInput(TestRun, Plan().InputFields()) // the dry run takes the job.start form as is
 	a.DeclareInput(contract.ArtifactGetAction, []contract.FieldDefinition{{ID: "artifact_id", Label: "Artifact", Type: contract.FieldResourceRef, Required: true}})
 	core.ServeResource[Contact](a, Contacts, "email") // list, get, create, update, delete on the state
+	gv := defineImport(a)                             // the guarded import of governed jobs
 	a.HandleSurface(contract.SurfaceJobStart, core.SurfaceFunc(startForm))
 	a.HandleSurface(contract.SurfaceStepAwaiting, core.SurfaceFunc(reviewSurface))
 	a.HandleSurface(contract.SurfaceStepDetail, core.SurfaceFunc(reportDetail))
 	for id, h := range map[string]core.ActionFunc{
 		SuggestRegion: suggestRegion, contract.JobStartPreviewAction: preview, TestRun: testRun,
-		contract.JobStartAction: start, contract.JobSyncAction: sync, contract.StepAwaitingSubmitAction: submitReview,
+		contract.JobStartAction: gv.start, contract.JobSyncAction: gv.sync, contract.StepAwaitingSubmitAction: gv.submitReview,
 		contract.JobStopAction: stop, contract.ArtifactGetAction: getArtifact, "dataset." + Runs + ".query": queryRuns,
 	} {
 		a.HandleAction(id, h)

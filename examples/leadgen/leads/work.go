@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/state"
 )
@@ -45,6 +46,10 @@ type Job struct {
 	Report    string  `json:"report"`
 	Review    string  `json:"review,omitempty"` // approved or rejected
 	Comment   string  `json:"comment,omitempty"`
+	// Governed: job.start carried Studio's rule_snapshot; the import runs under rule checkpoints
+	// (governed.go). Imported is how many leads the guarded import imported.
+	Governed bool `json:"governed,omitempty"`
+	Imported int  `json:"imported,omitempty"`
 }
 
 // rate is the cost of one lead, in credits.
@@ -160,8 +165,9 @@ func testRun(_ context.Context, req *contract.ActionRequest) (*contract.ActionRe
 }
 
 // start runs the research and parks the report for review. The job record is written with Upsert
-// so a run that starts again (its first process died: see docs/state.md) converges on it.
-func start(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+// so a run that starts again (its first process died: see docs/state.md) converges on it. A
+// governed job (Studio sent a rule_snapshot) imports under rule checkpoints (governed.go).
+func (gv governance) start(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
 	var s Setup
 	if err := req.DecodeInput(&s); err != nil {
 		return nil, err
@@ -169,20 +175,37 @@ func start(ctx context.Context, req *contract.ActionRequest) (*contract.ActionRe
 	if req.JobID == nil {
 		return contract.Refuse(contract.ResultError{Code: contract.InputRequired, Field: "job_id", Message: "job.start needs the job_id Studio assigns"}), nil
 	}
+	gate, refused, err := gateOf(ctx, req)
+	if refused != nil || err != nil {
+		return refused, err
+	}
 	leads := find(s, s.Leads)
 	job := Job{ID: *req.JobID, MissionID: req.MissionID, Status: contract.StateAwaiting, Setup: s, Leads: leads,
-		Credits: float64(len(leads)) * rate(s.Mode), Report: report(s, leads)}
-	if !s.RequireReview {
+		Credits: float64(len(leads)) * rate(s.Mode), Report: report(s, leads), Governed: gate != nil}
+	if !s.RequireReview && !job.Governed {
 		job.Status, job.Review = contract.StateCompleted, "approved"
 		if err := importLeads(ctx, job); err != nil {
 			return nil, err
 		}
 	}
+	if !s.RequireReview && job.Governed {
+		job.Status, job.Review = contract.StateActive, "approved" // the guarded import completes it
+	}
 	if _, err := jobs(ctx).Upsert(ctx, job.ID, func(j *Job) error { *j = job; return nil }); err != nil {
 		return nil, err
 	}
-	return contract.OK(contract.Effect{Type: contract.EffectJobStarted, JobID: job.ID, Status: job.Status,
-		Message: fmt.Sprintf("Found %d leads", len(leads))}).WithJobState(job.snapshot()), nil
+	var imp *checkpoint.Outcome[ImportResult]
+	if !s.RequireReview && job.Governed {
+		if imp, err = gv.importLeadsOf(ctx, job); err != nil {
+			return nil, err
+		}
+		if job, err = jobs(ctx).Get(ctx, job.ID); err != nil {
+			return nil, err
+		}
+	}
+	snap := job.snapshot(imp)
+	return contract.OK(contract.Effect{Type: contract.EffectJobStarted, JobID: job.ID, Status: snap.Job.Status,
+		Message: fmt.Sprintf("Found %d leads", len(leads))}).WithJobState(snap), nil
 }
 
 func importLeads(ctx context.Context, job Job) error {
@@ -195,15 +218,22 @@ func importLeads(ctx context.Context, job Job) error {
 }
 
 // sync rebuilds the job's snapshot from the store: the same state gives the same projection.
-func sync(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+func (gv governance) sync(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
 	job, err := jobOf(ctx, req.JobID)
 	if err != nil {
 		return failed(req.JobID, err)
 	}
-	return contract.OK(contract.Effect{Type: contract.EffectJobSynced, JobID: job.ID, Status: job.Status}).WithJobState(job.snapshot()), nil
+	imp, err := gv.importState(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	snap := job.snapshot(imp)
+	return contract.OK(contract.Effect{Type: contract.EffectJobSynced, JobID: job.ID, Status: snap.Job.Status}).WithJobState(snap), nil
 }
 
-func submitReview(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+// submitReview records the review; an approval imports the leads (under rule checkpoints for a
+// governed job: submitting the approval again continues an import that could not finish).
+func (gv governance) submitReview(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
 	var in struct {
 		Report   string `json:"report"`
 		Approved bool   `json:"approved"`
@@ -213,12 +243,18 @@ func submitReview(ctx context.Context, req *contract.ActionRequest) (*contract.A
 		return contract.Refused(err)
 	}
 	job, err := jobs(ctx).Update(ctx, deref(req.JobID), func(j *Job) error {
+		if j.Governed && j.Status == contract.StateActive && j.Review == "approved" && in.Approved {
+			return nil // the approval again: the guarded import goes on below
+		}
 		if j.Status != contract.StateAwaiting {
 			return errAnswered
 		}
 		j.Report, j.Comment, j.Status, j.Review = in.Report, in.Comment, contract.StateCompleted, "rejected"
 		if in.Approved {
 			j.Review = "approved"
+			if j.Governed {
+				j.Status = contract.StateActive // the guarded import completes it
+			}
 		}
 		return nil
 	})
@@ -228,13 +264,17 @@ func submitReview(ctx context.Context, req *contract.ActionRequest) (*contract.A
 	case err != nil:
 		return failed(req.JobID, err)
 	}
+	var imp *checkpoint.Outcome[ImportResult]
 	if in.Approved {
-		if err := importLeads(ctx, job); err != nil {
+		if imp, err = gv.importLeadsOf(ctx, job); err != nil {
+			return nil, err
+		}
+		if job, err = jobs(ctx).Get(ctx, job.ID); err != nil {
 			return nil, err
 		}
 	}
 	return contract.OK(contract.Effect{Type: contract.EffectStepAwaitingSubmitted, JobID: job.ID, CaseID: job.ID + "-report",
-		StepID: job.ID + "-review", Status: contract.StateCompleted, Message: "Review " + job.Review}).WithJobState(job.snapshot()), nil
+		StepID: job.ID + "-review", Status: contract.StateCompleted, Message: "Review " + job.Review}).WithJobState(job.snapshot(imp)), nil
 }
 
 var errAnswered = errors.New("already answered")
@@ -249,7 +289,7 @@ func stop(ctx context.Context, req *contract.ActionRequest) (*contract.ActionRes
 	if err != nil {
 		return failed(req.JobID, err)
 	}
-	return contract.OK(contract.Effect{Type: contract.EffectJobStopped, JobID: job.ID, Status: job.Status}).WithJobState(job.snapshot()), nil
+	return contract.OK(contract.Effect{Type: contract.EffectJobStopped, JobID: job.ID, Status: job.Status}).WithJobState(job.snapshot(nil)), nil
 }
 
 func getArtifact(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
@@ -287,9 +327,18 @@ func queryRuns(ctx context.Context, _ *contract.ActionRequest) (*contract.Action
 }
 
 // snapshot is the job's state as Studio shows it: the research case in the work lane, the report
-// case in the deliverable lane, whose review step awaits the operator.
-func (j Job) snapshot() *contract.JobState {
+// case in the deliverable lane, whose review step awaits the operator. A governed job's import
+// (imp, when it started) is a step of the report case, and its status is the job's: awaiting
+// while a rule checkpoint is paused, failed when one stopped it.
+func (j Job) snapshot(imp *checkpoint.Outcome[ImportResult]) *contract.JobState {
 	review := contract.Step{ID: j.ID + "-review", Activity: contract.ActivityOperation, Status: j.Status, Title: "Review the report"}
+	if j.Review != "" {
+		review.Status = contract.StateCompleted
+	}
+	status := j.Status
+	if imp != nil {
+		status = imp.StepStatus()
+	}
 	if j.Status == contract.StateAwaiting {
 		review.Awaiting = &contract.Awaiting{Reason: contract.AwaitingHumanInput, Surface: contract.SurfaceStepAwaiting,
 			Action: contract.StepAwaitingSubmitAction, Fields: reviewFields()}
@@ -297,16 +346,21 @@ func (j Job) snapshot() *contract.JobState {
 	if j.Review != "" {
 		review.Outputs = j.artifacts()[1:]
 	}
+	steps := []contract.Step{review}
+	if imp != nil {
+		steps = append(steps, contract.Step{ID: importOccurrence(j.ID).StepID, Activity: contract.ActivityOperation, Status: status,
+			Title: "Import the leads into contacts"})
+	}
 	return &contract.JobState{
-		Job: contract.Job{ID: j.ID, AgentSlug: Slug, MissionID: j.MissionID, Status: j.Status,
+		Job: contract.Job{ID: j.ID, AgentSlug: Slug, MissionID: j.MissionID, Status: status,
 			Source:  contract.JobSource{Type: contract.SourceFreshStart},
-			Display: &contract.JobDisplay{EntityLabel: "Lead run", StateLabel: j.Status},
+			Display: &contract.JobDisplay{EntityLabel: "Lead run", StateLabel: status},
 			Extra:   contract.Extra{"information": []byte(fmt.Sprintf(`{"cost":{"total_cost":%g}}`, j.Credits))}},
 		Cases: []contract.Case{
 			{ID: j.ID + "-research", Lane: "work", Title: "Research", Status: contract.StateCompleted, Steps: []contract.Step{{
 				ID: j.ID + "-find", Activity: contract.ActivityOperation, Status: contract.StateCompleted, Title: fmt.Sprintf("Find %d leads", j.Setup.Leads),
 				Outputs: j.artifacts()[:1]}}},
-			{ID: j.ID + "-report", Lane: "deliverable", Title: "Report", Status: j.Status, Steps: []contract.Step{review}},
+			{ID: j.ID + "-report", Lane: "deliverable", Title: "Report", Status: status, Steps: steps},
 		},
 	}
 }
