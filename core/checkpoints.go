@@ -1,3 +1,5 @@
+//go:build !svz_nostudio
+
 package core
 
 import (
@@ -22,15 +24,21 @@ func (c *Controller) bindCheckpoints(b *boundAgent) error {
 		return fmt.Errorf("agent %q: svz serves %s for agents that declare rule_checkpoints: remove its handler", b.slug, contract.RuleCheckpointResumeAction)
 	}
 	b.actions[contract.RuleCheckpointResumeAction] = ActionFunc(checkpoint.Resume)
-	b.ruleCheckpoints = true
-	if c.checkpoints == nil {
-		c.checkpoints = checkpoint.NewService(checkpoint.Config{Store: c.cfg.Store, Studio: c.cfg.RuleCheckpoints, Logger: c.log, Now: c.now})
-		if c.cfg.RuleCheckpoints == nil {
-			c.log.Warn("agent declares rule checkpoints but the controller has no Studio connection: governed jobs (a job.start with input.rule_snapshot) are refused until SUPERVAIZE_API_KEY, SUPERVAIZE_WORKSPACE_ID and SUPERVAIZE_API_URL are set",
-				"agent_slug", b.slug)
-		}
-	}
+	c.startCheckpoints(b, "governed jobs (a job.start with input.rule_snapshot) are refused until SUPERVAIZE_API_KEY, SUPERVAIZE_WORKSPACE_ID and SUPERVAIZE_API_URL are set")
 	return nil
+}
+
+// startCheckpoints gives the controller its checkpoint service, once, and says when governed
+// steps cannot run (why).
+func (c *Controller) startCheckpoints(b *boundAgent, why string) {
+	b.ruleCheckpoints = true
+	if c.checkpoints != nil {
+		return
+	}
+	c.checkpoints = checkpoint.NewService(checkpoint.Config{Store: c.cfg.Store, Studio: c.cfg.RuleCheckpoints, Logger: c.log, Now: c.now})
+	if c.cfg.RuleCheckpoints == nil {
+		c.log.Warn("agent declares rule checkpoints but the controller has no Studio connection: "+why, "agent_slug", b.slug)
+	}
 }
 
 // withCheckpoints gives the handlers of an agent that declares rule checkpoints its

@@ -1,8 +1,8 @@
+//go:build !svz_nostudio
+
 package core_test
 
 import (
-	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -10,53 +10,11 @@ import (
 	"testing"
 
 	"github.com/supervaize/svz/core"
-	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/store/memory"
 	"github.com/supervaize/svz/internal/syncbuf"
 )
-
-// governedAgent declares rule checkpoints and one guarded step; its job.start runs it when the
-// job is governed.
-func governedAgent(t *testing.T, declare bool, explicitResume bool) (*core.Agent, error) {
-	t.Helper()
-	spec := contract.RegistrationSpec{AgentSlug: "gov", DisplayName: "Gov", A2UICatalogVersion: "gov.1",
-		Actions: []contract.ActionSpec{contract.ActionID("job.start")}}
-	if declare {
-		spec.RuleCheckpoints = &contract.RuleCheckpoints{Phases: []string{"before", "after"}}
-	}
-	reg, err := contract.BuildRegistration(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := core.NewAgent(core.AgentConfig{Name: "Gov", Registration: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	step := checkpoint.Define(a, "send", checkpoint.Funcs[string, string]{
-		Effect:       func(_ context.Context, in string) (string, error) { return "sent " + in, nil },
-		AfterContext: func(_, out string) (any, error) { return map[string]string{"out": out}, nil },
-	})
-	a.HandleAction("job.start", core.ActionFunc(func(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-		g, err := checkpoint.FromJobStart(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		out, err := checkpoint.RunGuardedStep(ctx, g, step, checkpoint.Occurrence{JobID: *req.JobID, CaseID: "c", StepID: "s", OccurrenceID: "o"},
-			map[string]string{"op": "send"}, "hello")
-		if err != nil {
-			return nil, err
-		}
-		return contract.OK(contract.Effect{Type: "job.started", Status: out.StepStatus()}), nil
-	}))
-	if explicitResume {
-		a.HandleAction(contract.RuleCheckpointResumeAction, core.ActionFunc(func(context.Context, *contract.ActionRequest) (*contract.ActionResult, error) {
-			return contract.OK(), nil
-		}))
-	}
-	return a, nil
-}
 
 // TestRuleCheckpointWiring: rule.checkpoint.resume is served for agents that declare rule
 // checkpoints (a resume is a normal action: here, with its bad input, the reference's -32603),
@@ -76,18 +34,7 @@ func TestRuleCheckpointWiring(t *testing.T) {
 	if !strings.Contains(logs.String(), "agent declares rule checkpoints but the controller has no Studio connection") {
 		t.Errorf("no warning at start:\n%s", logs.String())
 	}
-	call := func(action string, input string, jobID string) map[string]any {
-		body := `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"request_id":"r","actor":{"user_id":"u"},` +
-			`"workspace":{"id":"w"},"mission_id":"m","agent_slug":"gov","surface":"job.start","action":"` + action + `","input":` + input +
-			`,"job_id":"` + jobID + `","case_id":"c"}}`
-		r := httptest.NewRequest(http.MethodPost, "/a2a", strings.NewReader(body))
-		r.Header.Set("X-API-Key", testKey)
-		w := httptest.NewRecorder()
-		c.ServeHTTP(w, r)
-		var out map[string]any
-		_ = json.Unmarshal(w.Body.Bytes(), &out)
-		return out
-	}
+	call := func(action string, input string, _ string) map[string]any { return invokeGov(t, c, action, input) }
 	out := call(contract.RuleCheckpointResumeAction, `{"checkpoint_id":"chk-1","occurrence_id":"o","phase":"before","status":"pause",`+
 		`"snapshot_hash":"h","input_hash":"i","decision_id":"d"}`, "j1")
 	if e, _ := out["error"].(map[string]any); e == nil || e["code"] != -32603.0 || e["message"] != "Action handler failed" {
