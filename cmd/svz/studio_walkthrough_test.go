@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -155,24 +154,11 @@ func envList(t *testing.T, block string, extra ...string) []string {
 // studioDocBlock returns the sh block of docs/studio.md's walkthrough.
 func studioDocBlock(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "studio.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	start := strings.Index(doc, "## Try it: a local Studio")
-	if start < 0 {
-		t.Fatal(`docs/studio.md has no "## Try it: a local Studio" section`)
-	}
-	section := doc[start:]
-	if end := strings.Index(section[3:], "\n## "); end >= 0 {
-		section = section[:end+3]
-	}
-	blocks := regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1)
+	blocks := shBlocks(t, "studio.md", "## Try it: a local Studio")
 	if len(blocks) != 1 {
 		t.Fatalf("the walkthrough section has %d sh blocks, want 1", len(blocks))
 	}
-	return blocks[0][1]
+	return blocks[0]
 }
 
 // TestDevStudioWalkthrough runs docs/studio.md's walkthrough as a user pastes it (go run replaced

@@ -16,19 +16,19 @@ import (
 	"github.com/supervaize/svz/internal/testenv"
 )
 
-// docBlocks returns the sh blocks of docs/grants.md's walkthrough section, in order.
-func docBlocks(t *testing.T) []string {
+// shBlocks returns the sh blocks of the section of docs/<doc> that starts with heading, in order.
+func shBlocks(t *testing.T, doc, heading string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "grants.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := string(b)
-	start := strings.Index(doc, "## Try it locally")
+	text := string(b)
+	start := strings.Index(text, heading)
 	if start < 0 {
-		t.Fatal(`docs/grants.md has no "## Try it locally" section`)
+		t.Fatalf("docs/%s has no %q section", doc, heading)
 	}
-	section := doc[start:]
+	section := text[start:]
 	if end := strings.Index(section[3:], "\n## "); end >= 0 {
 		section = section[:end+3]
 	}
@@ -36,6 +36,13 @@ func docBlocks(t *testing.T) []string {
 	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1) {
 		blocks = append(blocks, m[1])
 	}
+	return blocks
+}
+
+// docBlocks returns the sh blocks of docs/grants.md's walkthrough section, in order.
+func docBlocks(t *testing.T) []string {
+	t.Helper()
+	blocks := shBlocks(t, "grants.md", "## Try it locally")
 	if len(blocks) != 2 {
 		t.Fatalf("the walkthrough section has %d sh blocks, want 2 (walkthrough, JWKS)", len(blocks))
 	}
