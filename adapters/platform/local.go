@@ -14,6 +14,7 @@ import (
 
 	"github.com/supervaize/svz/adapters/httpserver"
 	"github.com/supervaize/svz/adapters/internal/httpkit"
+	"github.com/supervaize/svz/adapters/platform/workbench"
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/internal/fingerprint"
@@ -30,7 +31,8 @@ const (
 // wildcard host becomes 127.0.0.1; any other host that is not loopback is refused), builds the
 // controller with local mode's defaults, prints the banner and serves until ctx ends. This file is
 // left out of the Lambda bootstrap (build tag svz_nolocal), with everything it links: the place
-// to mount what only local mode serves (a workbench) is here, after the controller is built.
+// to mount what only local mode serves is here, after the controller is built: the workbench at
+// /manage (workbench_local.go), then the WithLocalHandler wrappers.
 func serveLocal(ctx context.Context, build BuildFunc, getenv func(string) string, log *slog.Logger, o *options, began time.Time) error {
 	host, port, err := listenSettings(getenv, o, "127.0.0.1")
 	if err != nil {
@@ -63,6 +65,7 @@ func serveLocal(ctx context.Context, build BuildFunc, getenv func(string) string
 	}
 	info.APIKey = env(envAPIKey)
 	info.Controller, _ = h.(*core.Controller)
+	h = mountWorkbench(h, info)
 	for _, wrap := range o.localHandlers {
 		h = wrap(h, info)
 	}
@@ -119,7 +122,8 @@ func printBanner(w io.Writer, info LocalInfo) {
 		fmt.Fprintln(w, "  (svz: go install github.com/supervaize/svz/cmd/svz@latest; in the svz repository, go run ./cmd/svz)")
 		tokenLine = "  -H \"X-Supervaize-Workspace-Authorization: Bearer $TOKEN\" \\\n"
 	}
-	fmt.Fprintf(w, "\n  discovery  %s/.well-known/agents.json\n  health     %s/.well-known/health\n  JSON-RPC   POST %s/a2a\n  events     GET  %s/a2a/events\n", base, base, base, base)
+	fmt.Fprintf(w, "\n  workbench  %s%s (open it in a browser)\n", base, workbench.Path)
+	fmt.Fprintf(w, "  discovery  %s/.well-known/agents.json\n  health     %s/.well-known/health\n  JSON-RPC   POST %s/a2a\n  events     GET  %s/a2a/events\n", base, base, base, base)
 	for _, a := range agents {
 		fmt.Fprintf(w, "  agent      %s%s\n", base, "/.well-known/agents/v"+a.Config().Version+"/"+a.Slug()+"_agent.json")
 	}
