@@ -6,7 +6,9 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"regexp"
@@ -15,7 +17,10 @@ import (
 
 	"github.com/supervaize/svz/adapters/internal/testkit"
 	"github.com/supervaize/svz/adapters/platform/workbench"
+	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/grant/granttest"
+	"github.com/supervaize/svz/core/store/memory"
 	"github.com/supervaize/svz/examples/helloworld/hello"
 	"github.com/supervaize/svz/internal/fingerprint"
 )
@@ -142,5 +147,39 @@ func TestLambdaBuildLeavesWorkbenchOut(t *testing.T) {
 	}
 	if !strings.Contains(deps(strings.ReplaceAll(tags, "svz_nolocal", "")), pkg+"\n") {
 		t.Error("a build with local mode does not link the workbench")
+	}
+}
+
+// verifier stands for a token verifier: any authorizer that is neither the bypass nor the refusal.
+type verifier struct{ grant.NotConfigured }
+
+// TestWorkbenchAuthorization: the page is told how the controller authorizes /a2a calls, so it
+// asks for a workspace token only when one is needed.
+func TestWorkbenchAuthorization(t *testing.T) {
+	for _, c := range []struct {
+		authz grant.Authorizer
+		want  workbench.Authorization
+	}{
+		{grant.LocalBypass{}, workbench.Bypassed},
+		{grant.NotConfigured{}, workbench.Refused},
+		{verifier{}, workbench.TokenRequired},
+	} {
+		a, err := hello.NewAgent()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctrl, err := core.New(core.Config{APIKey: localAPIKey, Authorizer: c.authz, Store: memory.New()}, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mountWorkbench(ctrl, LocalInfo{APIKey: localAPIKey, Controller: ctrl, Log: slog.New(slog.DiscardHandler)})
+		req := httptest.NewRequest("GET", "http://127.0.0.1/manage/api/config", nil)
+		req.RemoteAddr = "127.0.0.1:1"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if want := `{"api_key":"local-dev","workspace_authorization":"` + string(c.want) + `"}`; w.Body.String() != want {
+			t.Errorf("%T: %s, want %s", c.authz, w.Body, want)
+		}
+		_ = ctrl.Close()
 	}
 }

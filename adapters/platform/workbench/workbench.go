@@ -80,6 +80,8 @@ func New(next http.Handler, cfg Config) http.Handler {
 	return &handler{next: next, cfg: cfg}
 }
 
+var _ http.Handler = (*handler)(nil)
+
 type handler struct {
 	next http.Handler
 	cfg  Config

@@ -4,6 +4,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/supervaize/svz/adapters/platform/workbench"
 )
@@ -242,4 +244,49 @@ func TestAssets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRefusedFromNetwork: over a real connection from an address of this machine that is not
+// loopback (as a neighbour on the network would be seen), the workbench refuses; the controller
+// beside it is not its to judge.
+func TestRefusedFromNetwork(t *testing.T) {
+	ip := nonLoopbackIP(t)
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", ip, err)
+	}
+	srv := &http.Server{Handler: workbench.New(controllerStub, workbench.Config{APIKey: "local-dev", Log: quiet}), ReadHeaderTimeout: time.Minute}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	for path, want := range map[string]string{
+		"/manage":            `{"detail":"The workbench answers loopback only: the request comes from ` + ip.String() + `"}`,
+		"/manage/api/config": `{"detail":"The workbench answers loopback only: the request comes from ` + ip.String() + `"}`,
+		"/a2a/events":        `{"controller":"/a2a/events"}`,
+	} {
+		resp, err := http.Get("http://" + ln.Addr().String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != want {
+			t.Errorf("GET %s: %d %s, want %s", path, resp.StatusCode, b, want)
+		}
+	}
+}
+
+// nonLoopbackIP returns an address of this machine that is not loopback.
+func nonLoopbackIP(t *testing.T) net.IP {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil && !n.IP.IsLinkLocalUnicast() {
+			return n.IP
+		}
+	}
+	t.Skip("this machine has no address but loopback")
+	return nil
 }
