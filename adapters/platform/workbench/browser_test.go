@@ -464,6 +464,14 @@ func TestBrowserHelloWorld(t *testing.T) {
 	b.set("#a2ui-form input[name=enable_human_review]", "true")
 	b.click("#form-submit")
 	b.wait("the awaiting step", `document.querySelector('#surface-answer #open-awaiting')`)
+	first := g.lastInvoke(t)
+	// Submitted again, as a retry: the same idempotency key and job id, so the controller replays
+	// the start instead of starting another job.
+	b.click("#form-submit")
+	b.wait("the replay", `document.querySelector('#surface-answer #open-awaiting') && document.querySelector('#surface-answer').textContent.includes('replayed')`)
+	if again := g.lastInvoke(t); again["request_id"] == first["request_id"] || again["job_id"] != first["job_id"] || again["idempotency_key"] != first["idempotency_key"] {
+		t.Errorf("a retry of the form: %v after %v", again, first)
+	}
 	b.click("#surface-answer #open-awaiting")
 	b.wait("the review form", `document.querySelector('#a2ui-form input[name=approved]') && document.getElementById('surface-id').value === 'case.step.awaiting'`)
 	b.set("#a2ui-form input[name=approved]", "true")

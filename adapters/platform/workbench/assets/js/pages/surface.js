@@ -64,12 +64,16 @@ export async function surfacePage(root, app) {
     const doc = result.document;
     const answerBox = h('div', {id: 'surface-answer'});
     const status = h('p', {id: 'form-status', class: 'hint', role: 'status'});
-    // Studio keeps one idempotency key for the preview, the start and every retry of a setup. A
-    // start answered with an error ends that attempt: the next submit is a new one, with a new key.
-    const setupKey = {value: newID('wb-idem'), el: h('code', {id: 'setup-key'})};
-    setupKey.el.textContent = setupKey.value;
+    // Studio keeps one idempotency key and one job id for the preview, the start and every retry of
+    // a setup. A start answered with an error ends that attempt: the next submit is a new one.
+    const setup = {el: h('code', {id: 'setup-key'}), renew() {
+      this.key = newID('wb-idem');
+      this.jobID = newID('wb-job');
+      this.el.textContent = this.key;
+    }};
+    setup.renew();
     const rendered = renderDocument(doc, {
-      submit: (action, formView, button) => submit(agent, surface, doc, action, formView, button, status, answerBox, setupKey),
+      submit: (action, formView, button) => submit(agent, surface, doc, action, formView, button, status, answerBox, setup),
     });
     clear(out,
       h('p', {class: 'meta'}, 'surface ', h('code', {}, result.surface), ' · a2ui_version ', String(result.a2ui_version),
@@ -79,13 +83,13 @@ export async function surfacePage(root, app) {
       h('div', {class: 'columns'},
         h('div', {class: 'column', id: 'surface-rendered'}, h('h3', {class: 'column-title'}, 'Rendered'), rendered.el, status),
         h('div', {class: 'column', id: 'surface-json'}, h('h3', {class: 'column-title'}, 'Document (JSON)'), jsonBlock(doc))),
-      isStart(agent, doc) ? h('p', {class: 'hint'}, 'Idempotency key ', setupKey.el,
-        ': kept for the preview, the start and every retry of this form, as Studio does; a new one after a start answered with an error ' +
-        '(load the surface again for a new one at any time).') : null,
+      isStart(agent, doc) ? h('p', {class: 'hint'}, 'Idempotency key ', setup.el,
+        ': kept, with the job id, for the preview, the start and every retry of this form, as Studio does; a new one after a start ' +
+        'answered with an error (load the surface again for a new one at any time).') : null,
       answerBox);
   }
 
-  async function submit(agent, surface, doc, action, formView, button, status, answerBox, setupKey) {
+  async function submit(agent, surface, doc, action, formView, button, status, answerBox, setup) {
     if (formView) {
       const errs = formView.check();
       formView.showErrors(errs);
@@ -105,16 +109,15 @@ export async function surfacePage(root, app) {
       const reqIDs = Object.assign(documentIDs(doc), ids.read());
       const req = Object.assign(baseRequest(agent.slug, surface, reqIDs), {action, input: values});
       if (isStartAction(agent, action)) {
-        req.idempotency_key = setupKey.value;
-        if (!req.job_id && action !== previewAction(agent)) req.job_id = newID('wb-job');
+        req.idempotency_key = setup.key;
+        if (!req.job_id && action !== previewAction(agent)) req.job_id = setup.jobID;
       }
       app.shared.actionDraft = {agent: agent.slug, action, surface, ids: reqIDs, input: values};
       const answer = await app.client.rpc('supervaizer/action.invoke', req);
       const result = answer.body && answer.body.result;
       let note = result ? action + ' answered ' + result.status : action + ' failed';
       if (result && result.status === 'error' && action !== previewAction(agent) && isStartAction(agent, action)) {
-        setupKey.value = newID('wb-idem');
-        setupKey.el.textContent = setupKey.value;
+        setup.renew();
       }
       if (formView && result) {
         const rest = formView.showErrors(fieldErrors(result.errors));
