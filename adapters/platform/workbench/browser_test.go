@@ -570,6 +570,29 @@ func TestBrowserHelloWorld(t *testing.T) {
 	if eval[bool](b, `window.__injected === true`) {
 		t.Error("an inline script ran despite the Content-Security-Policy")
 	}
+	// The collector of page errors works: it saw that violation, and sees an exception.
+	eval[chromedp.Void](b, `setTimeout(() => { throw new Error('probe-exception'); }, 0)`)
+	b.waitErrors("Content Security Policy", "probe-exception")
+}
+
+// waitErrors waits until the collected page errors mention each of want.
+func (b *browser) waitErrors(want ...string) {
+	b.t.Helper()
+	for deadline := time.Now().Add(waitDeadline); ; time.Sleep(100 * time.Millisecond) {
+		all := strings.Join(b.pageErrors(), "\n")
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(all, w) {
+				missing = w
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("the page errors never mention %q: %s", missing, all)
+		}
+	}
 }
 
 // rpc posts a JSON-RPC call with the local key, as curl would.
