@@ -5,7 +5,7 @@ export GOTOOLCHAIN := local
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: help run test lint unit bench fuzz bench-controller bench-http bench-grant bench-store bench-adapters sizes example-lines
+.PHONY: help run test lint unit bench fuzz bench-controller bench-http bench-grant bench-store bench-adapters sizes example-lines workbench-screenshots
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-24s %s\n", $$1, $$2}'
@@ -51,6 +51,9 @@ sizes: ## binary sizes per build tag and per store backend (docs/platforms.md, d
 example-lines: ## non-test Go lines of examples/leadgen: all, then code only (docs/agents.md)
 	@find examples/leadgen -name '*.go' ! -name '*_test.go' | xargs cat | wc -l
 	@find examples/leadgen -name '*.go' ! -name '*_test.go' | xargs cat | grep -cvE '^\s*($$|//)'
+
+workbench-screenshots: ## the workbench's screenshots in docs/images (docs/workbench.md), from its browser tests
+	SVZ_TEST_CHROMIUM=$${SVZ_TEST_CHROMIUM:-$$(command -v chromium)} go test -count=1 -run '^TestBrowser' ./adapters/platform/workbench -args -screenshots '$(CURDIR)/docs/images'
 
 FUZZTIME ?= 30s
 fuzz: ## run every fuzz target for FUZZTIME each

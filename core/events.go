@@ -527,6 +527,25 @@ func (c *Controller) followStream(ctx context.Context, s *eventStream) {
 	}
 	idle := time.NewTimer(c.cfg.HeartbeatInterval)
 	defer idle.Stop()
+	// wait blocks until the follower may hold more (changed) or a heartbeat is due; false when
+	// the stream must end.
+	wait := func(changed <-chan struct{}) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-c.closing:
+			return false
+		case <-deadline:
+			return false
+		case <-changed:
+		case <-idle.C:
+			if heartbeatEvent().writeTo(s.w) != nil || s.rc.Flush() != nil {
+				return false
+			}
+			idle.Reset(c.cfg.HeartbeatInterval)
+		}
+		return true
+	}
 	for {
 		events, through, ok, reset, changed := s.e.since(s.at)
 		wrote := false
@@ -556,19 +575,8 @@ func (c *Controller) followStream(ctx context.Context, s *eventStream) {
 			wrote = before != s.at || wrote
 			if !wrote {
 				// The store is where the stream is: wait for the follower.
-				select {
-				case <-ctx.Done():
+				if !wait(changed) {
 					return
-				case <-c.closing:
-					return
-				case <-deadline:
-					return
-				case <-changed:
-				case <-idle.C:
-					if heartbeatEvent().writeTo(s.w) != nil || s.rc.Flush() != nil {
-						return
-					}
-					idle.Reset(c.cfg.HeartbeatInterval)
 				}
 				continue
 			}
@@ -580,19 +588,8 @@ func (c *Controller) followStream(ctx context.Context, s *eventStream) {
 			idle.Reset(c.cfg.HeartbeatInterval)
 			continue
 		}
-		select {
-		case <-ctx.Done():
+		if !wait(changed) {
 			return
-		case <-c.closing:
-			return
-		case <-deadline:
-			return
-		case <-changed:
-		case <-idle.C:
-			if heartbeatEvent().writeTo(s.w) != nil || s.rc.Flush() != nil {
-				return
-			}
-			idle.Reset(c.cfg.HeartbeatInterval)
 		}
 	}
 }

@@ -47,9 +47,11 @@ func Env() map[string]string {
 }
 
 // Environ returns Env as KEY=value pairs, for a child process.
-func Environ() []string {
+func Environ() []string { return environ(Env()) }
+
+func environ(env map[string]string) []string {
 	var out []string
-	for k, v := range Env() {
+	for k, v := range env {
 		out = append(out, k+"="+v)
 	}
 	slices.Sort(out)
@@ -60,7 +62,11 @@ func Environ() []string {
 // ends.
 func Handler(t testing.TB) http.Handler {
 	t.Helper()
-	env := Env()
+	return handler(t, Env())
+}
+
+func handler(t testing.TB, env map[string]string) http.Handler {
+	t.Helper()
 	h, err := hello.Build(context.Background(), func(k string) string { return env[k] }, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("hello.Build: %v", err)

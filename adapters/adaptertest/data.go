@@ -1,17 +1,13 @@
 package adaptertest
 
 import (
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"io"
-	"log/slog"
 	"maps"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,28 +43,13 @@ func DataEnv() map[string]string {
 }
 
 // DataEnviron returns DataEnv as KEY=value pairs, for a child process.
-func DataEnviron() []string {
-	var out []string
-	for k, v := range DataEnv() {
-		out = append(out, k+"="+v)
-	}
-	slices.Sort(out)
-	return out
-}
+func DataEnviron() []string { return environ(DataEnv()) }
 
 // DataHandler builds the controller of the DataResource suite (hello.Build with DataEnv) and
 // closes it when the test ends.
 func DataHandler(t testing.TB) http.Handler {
 	t.Helper()
-	env := DataEnv()
-	h, err := hello.Build(context.Background(), func(k string) string { return env[k] }, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("hello.Build: %v", err)
-	}
-	if c, ok := h.(io.Closer); ok {
-		t.Cleanup(func() { _ = c.Close() })
-	}
-	return h
+	return handler(t, DataEnv())
 }
 
 // dataToken mints a grant for workspace ws with scopes, valid for 15 minutes.

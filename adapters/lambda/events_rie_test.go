@@ -1,17 +1,12 @@
 package lambda
 
 import (
-	"context"
-	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/supervaize/svz/adapters/adaptertest"
-	"github.com/supervaize/svz/core/store/dynamodb"
-	"github.com/supervaize/svz/internal/testenv"
 )
 
 // TestEffectsPolledAcrossFunctionInstances runs two instances of the real bootstrap under the
@@ -19,26 +14,8 @@ import (
 // GET /a2a/events on one instance returns the events of actions that ran on the other, in order,
 // and a poll from the last id returns nothing twice.
 func TestEffectsPolledAcrossFunctionInstances(t *testing.T) {
-	endpoint := testenv.Need(t, testenv.AWSEndpoint)
-	testenv.Need(t, testenv.RIE)
-	table := fmt.Sprintf("svz-lambda-events-%d", time.Now().UnixNano())
-	client, err := dynamodb.NewClient(func(k string) string {
-		return map[string]string{"AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}[k]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := dynamodb.CreateTable(ctx, client, table); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Call(ctx, "DeleteTable", map[string]string{"TableName": table}, nil) })
-
-	bootstrap := buildBootstrap(t)
-	env := append(adaptertest.Environ(),
-		"SUPERVAIZER_STORE=dynamodb", "SUPERVAIZER_STORE_TABLE="+table,
-		"AWS_ENDPOINT_URL="+endpoint, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test")
-	ran, polled := startEmulator(t, bootstrap, env...), startEmulator(t, bootstrap, env...)
+	instances := twoInstancesOnOneTable(t)
+	ran, polled := instances[0], instances[1]
 
 	job := func(em *emulator, requestID string) {
 		t.Helper()

@@ -19,26 +19,7 @@ import (
 // table in moto_server: a job.start retried on the other instance is replayed, not run again, and
 // a conflicting retry is refused. Nothing the protocol promises lives in one instance's memory.
 func TestInstancesShareTheStore(t *testing.T) {
-	endpoint := testenv.Need(t, testenv.AWSEndpoint)
-	testenv.Need(t, testenv.RIE)
-	table := fmt.Sprintf("svz-lambda-test-%d", time.Now().UnixNano())
-	client, err := dynamodb.NewClient(func(k string) string {
-		return map[string]string{"AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}[k]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := dynamodb.CreateTable(ctx, client, table); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Call(ctx, "DeleteTable", map[string]string{"TableName": table}, nil) })
-
-	bootstrap := buildBootstrap(t)
-	env := append(adaptertest.Environ(),
-		"SUPERVAIZER_STORE=dynamodb", "SUPERVAIZER_STORE_TABLE="+table,
-		"AWS_ENDPOINT_URL="+endpoint, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test")
-	instances := []*emulator{startEmulator(t, bootstrap, env...), startEmulator(t, bootstrap, env...)}
+	instances := twoInstancesOnOneTable(t)
 
 	call := func(em *emulator, input string) (map[string]any, string) {
 		t.Helper()
@@ -83,4 +64,30 @@ func TestInstancesShareTheStore(t *testing.T) {
 	if conflict["status"] != "error" || len(errs) != 1 || errs[0].(map[string]any)["code"] != "idempotency_conflict" {
 		t.Fatalf("conflicting retry: %v", conflict)
 	}
+}
+
+// twoInstancesOnOneTable starts two instances of the real bootstrap under the emulator,
+// configured as template.yaml configures the function (SUPERVAIZER_STORE=dynamodb,
+// SUPERVAIZER_STORE_TABLE), on a new DynamoDB table in moto_server.
+func twoInstancesOnOneTable(t *testing.T) [2]*emulator {
+	t.Helper()
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	testenv.Need(t, testenv.RIE)
+	table := fmt.Sprintf("svz-lambda-test-%d", time.Now().UnixNano())
+	client, err := dynamodb.NewClient(func(k string) string {
+		return map[string]string{"AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := dynamodb.CreateTable(ctx, client, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Call(ctx, "DeleteTable", map[string]string{"TableName": table}, nil) })
+	bootstrap := buildBootstrap(t)
+	env := append(adaptertest.Environ(),
+		"SUPERVAIZER_STORE=dynamodb", "SUPERVAIZER_STORE_TABLE="+table,
+		"AWS_ENDPOINT_URL="+endpoint, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test")
+	return [2]*emulator{startEmulator(t, bootstrap, env...), startEmulator(t, bootstrap, env...)}
 }

@@ -3,6 +3,7 @@
 package platform
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/supervaize/svz/adapters/httpserver"
 	"github.com/supervaize/svz/adapters/internal/httpkit"
+	"github.com/supervaize/svz/adapters/platform/workbench"
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/internal/fingerprint"
@@ -30,7 +32,8 @@ const (
 // wildcard host becomes 127.0.0.1; any other host that is not loopback is refused), builds the
 // controller with local mode's defaults, prints the banner and serves until ctx ends. This file is
 // left out of the Lambda bootstrap (build tag svz_nolocal), with everything it links: the place
-// to mount what only local mode serves (a workbench) is here, after the controller is built.
+// to mount what only local mode serves is here, after the controller is built: the workbench at
+// /manage (workbench_local.go), then the WithLocalHandler wrappers.
 func serveLocal(ctx context.Context, build BuildFunc, getenv func(string) string, log *slog.Logger, o *options, began time.Time) error {
 	host, port, err := listenSettings(getenv, o, "127.0.0.1")
 	if err != nil {
@@ -63,6 +66,7 @@ func serveLocal(ctx context.Context, build BuildFunc, getenv func(string) string
 	}
 	info.APIKey = env(envAPIKey)
 	info.Controller, _ = h.(*core.Controller)
+	h = mountWorkbench(h, info)
 	for _, wrap := range o.localHandlers {
 		h = wrap(h, info)
 	}
@@ -90,14 +94,17 @@ func loopbackHost(host string) (string, error) {
 // printBanner prints the endpoints and ready-to-paste curl commands. A key the user chose is a
 // secret: the commands then read it from the shell's environment and only its fingerprint is
 // shown. When trust settings switched the bypass off, the commands carry a token header and the
-// banner says how to mint one that covers both.
-func printBanner(w io.Writer, info LocalInfo) {
+// banner says how to mint one that covers both. It is written in one piece, so that whoever reads
+// the output (a user's terminal, a test waiting for the banner) never sees half of it.
+func printBanner(out io.Writer, info LocalInfo) {
+	var w bytes.Buffer
+	defer func() { _, _ = out.Write(w.Bytes()) }()
 	header, shown := localAPIKey, "API key "+localAPIKey
 	if info.APIKey != localAPIKey {
 		header, shown = "$"+envAPIKey, "API key from "+envAPIKey+", fingerprint "+fingerprint.Of(info.APIKey)
 	}
 	base := info.URL
-	fmt.Fprintf(w, "\nsvz local mode: %s (%s)\n", base, shown)
+	fmt.Fprintf(&w, "\nsvz local mode: %s (%s)\n", base, shown)
 	var agents []*core.Agent
 	var authz grant.Authorizer
 	if info.Controller != nil {
@@ -107,28 +114,29 @@ func printBanner(w io.Writer, info LocalInfo) {
 	tokenLine := ""
 	switch authz.(type) {
 	case grant.LocalBypass:
-		fmt.Fprintln(w, "WARNING: workspace authorization is bypassed for /a2a: anyone who reaches this port can run the agents. Never expose it.")
+		fmt.Fprintln(&w, "WARNING: workspace authorization is bypassed for /a2a: anyone who reaches this port can run the agents. Never expose it.")
 	case grant.NotConfigured:
-		fmt.Fprintln(w, "WARNING: every /a2a call is refused (workspace_authorization_not_configured): SUPERVAIZE_API_KEY connects this controller to Studio,")
-		fmt.Fprintln(w, "which requires token verification. Set "+grant.EnvRequired+"=true, "+grant.EnvIssuer+" and a key (svz dev keygen), or unset SUPERVAIZE_API_KEY.")
+		fmt.Fprintln(&w, "WARNING: every /a2a call is refused (workspace_authorization_not_configured): SUPERVAIZE_API_KEY connects this controller to Studio,")
+		fmt.Fprintln(&w, "which requires token verification. Set "+grant.EnvRequired+"=true, "+grant.EnvIssuer+" and a key (svz dev keygen), or unset SUPERVAIZE_API_KEY.")
 	case nil:
 	default:
-		fmt.Fprintln(w, "Workspace authorization is ON (SUPERVAIZER_WORKSPACE_AUTH_* settings): every /a2a call needs a token. One for both commands below:")
-		fmt.Fprintf(w, "  TOKEN=$(svz dev token --agent %s --workspace local --scopes supervaizer/action.invoke,supervaizer/surface.load,%s)\n",
+		fmt.Fprintln(&w, "Workspace authorization is ON (SUPERVAIZER_WORKSPACE_AUTH_* settings): every /a2a call needs a token. One for both commands below:")
+		fmt.Fprintf(&w, "  TOKEN=$(svz dev token --agent %s --workspace local --scopes supervaizer/action.invoke,supervaizer/surface.load,%s)\n",
 			sample.slug, strings.Join(sample.targets(), ","))
-		fmt.Fprintln(w, "  (svz: go install github.com/supervaize/svz/cmd/svz@latest; in the svz repository, go run ./cmd/svz)")
+		fmt.Fprintln(&w, "  (svz: go install github.com/supervaize/svz/cmd/svz@latest; in the svz repository, go run ./cmd/svz)")
 		tokenLine = "  -H \"X-Supervaize-Workspace-Authorization: Bearer $TOKEN\" \\\n"
 	}
-	fmt.Fprintf(w, "\n  discovery  %s/.well-known/agents.json\n  health     %s/.well-known/health\n  JSON-RPC   POST %s/a2a\n  events     GET  %s/a2a/events\n", base, base, base, base)
+	fmt.Fprintf(&w, "\n  workbench  %s%s (open it in a browser)\n", base, workbench.Path)
+	fmt.Fprintf(&w, "  discovery  %s/.well-known/agents.json\n  health     %s/.well-known/health\n  JSON-RPC   POST %s/a2a\n  events     GET  %s/a2a/events\n", base, base, base, base)
 	for _, a := range agents {
-		fmt.Fprintf(w, "  agent      %s%s\n", base, "/.well-known/agents/v"+a.Config().Version+"/"+a.Slug()+"_agent.json")
+		fmt.Fprintf(&w, "  agent      %s%s\n", base, "/.well-known/agents/v"+a.Config().Version+"/"+a.Slug()+"_agent.json")
 	}
 	if sample.slug == "" {
-		fmt.Fprintln(w)
+		fmt.Fprintln(&w)
 		return
 	}
 	if sample.action != "" {
-		fmt.Fprintf(w, `
+		fmt.Fprintf(&w, `
 Run the %[5]s action:
 
 curl -s %[1]s/a2a \
@@ -141,7 +149,7 @@ curl -s %[1]s/a2a \
 `, base, header, sample.slug, tokenLine, sample.action, sample.actionSurface())
 	}
 	if sample.surface != "" {
-		fmt.Fprintf(w, `
+		fmt.Fprintf(&w, `
 Load the %[5]s surface:
 
 curl -s %[1]s/a2a \
@@ -152,7 +160,7 @@ curl -s %[1]s/a2a \
                   "agent_slug": "%[3]s", "surface": "%[5]s"}}'
 `, base, header, sample.slug, tokenLine, sample.surface)
 	}
-	fmt.Fprintf(w, "\nFollow the effects: curl -N -H \"X-API-Key: %s\" %s/a2a/events\n\n", header, base)
+	fmt.Fprintf(&w, "\nFollow the effects: curl -N -H \"X-API-Key: %s\" %s/a2a/events\n\n", header, base)
 }
 
 // sample is what the banner's commands call: the first agent's job.start action and surface, or

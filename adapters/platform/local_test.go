@@ -66,8 +66,12 @@ func startLocal(t *testing.T, build BuildFunc, env map[string]string, opts ...Op
 	go func() {
 		done <- Run(ctx, build, append([]Option{WithEnv(envOf(env)), WithOutput(&stdout, &stderr)}, opts...)...)
 	}()
+	ended := false // Run returned: the cleanup must not wait for it again
 	t.Cleanup(func() {
 		cancel()
+		if ended {
+			return
+		}
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
@@ -78,6 +82,7 @@ func startLocal(t *testing.T, build BuildFunc, env map[string]string, opts ...Op
 		}
 		select {
 		case err := <-done:
+			ended = true
 			t.Fatalf("Run ended: %v\n%s", err, stderr.String())
 		default:
 		}

@@ -1,5 +1,6 @@
 // Package testenv points tests at the real servers they need (PostgreSQL, Redis, moto_server, the
-// Lambda Runtime Interface Emulator, an OCI registry) through SVZ_TEST_* environment variables.
+// Lambda Runtime Interface Emulator, an OCI registry, a headless Chromium) through SVZ_TEST_*
+// environment variables.
 //
 // scripts/with-services starts those servers on 127.0.0.1 and sets the variables; `make test` and
 // .ci/run use it. A developer who runs `go test` without it gets the dependent tests skipped, but
@@ -21,6 +22,7 @@ const (
 	AWSEndpoint = "SVZ_TEST_AWS_ENDPOINT" // http://127.0.0.1:port of a moto_server
 	RIE         = "SVZ_TEST_RIE"          // path of the aws-lambda-rie binary
 	OCIRegistry = "SVZ_TEST_OCI_REGISTRY" // host:port of a plain-HTTP OCI registry on loopback
+	Chromium    = "SVZ_TEST_CHROMIUM"     // path of a Chromium binary (Debian's chromium package)
 )
 
 // Need returns the value of the environment variable name. When it is empty the test is skipped,

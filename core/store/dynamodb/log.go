@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/supervaize/svz/core/store"
@@ -105,12 +104,11 @@ type logMark struct {
 // ddbLogs is the log state of a Store.
 type ddbLogs struct {
 	heads kit.Heads
-	mu    sync.Mutex
-	polls map[string]context.CancelFunc
+	polls kit.Watchers // one head poller per waited-on log
 }
 
 func (s *Store) logs() *ddbLogs {
-	s.logOnce.Do(func() { s.logState = &ddbLogs{polls: map[string]context.CancelFunc{}} })
+	s.logOnce.Do(func() { s.logState = &ddbLogs{} })
 	return s.logState
 }
 
@@ -694,23 +692,7 @@ func (s *Store) WaitLog(ctx context.Context, name string, after uint64) error {
 		return fmt.Errorf("dynamodb: wait log: %w", err)
 	}
 	l := s.logs()
-	err := l.heads.Wait(ctx, name, after, kit.Watch{
-		Start: func(name string) {
-			pctx, stop := context.WithCancel(context.Background())
-			l.mu.Lock()
-			l.polls[name] = stop
-			l.mu.Unlock()
-			go s.poll(pctx, name)
-		},
-		Stop: func(name string) {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			if stop := l.polls[name]; stop != nil {
-				stop()
-				delete(l.polls, name)
-			}
-		},
-	})
+	err := l.heads.Wait(ctx, name, after, l.polls.Watch(s.poll))
 	if err != nil {
 		return fmt.Errorf("dynamodb: wait log: %w", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -103,17 +102,15 @@ return {h[1], h[2], first, entries}`
 type redisLogs struct {
 	append, read *goredis.Script
 	heads        kit.Heads
-	mu           sync.Mutex
-	watches      map[string]context.CancelFunc
+	watches      kit.Watchers // one XREAD loop per waited-on log
 }
 
 // logs returns the log state, created on first use (New is not changed by logs).
 func (s *Store) logs() *redisLogs {
 	s.logOnce.Do(func() {
 		s.logState = &redisLogs{
-			append:  goredis.NewScript(appendLogScript),
-			read:    goredis.NewScript(readLogScript),
-			watches: map[string]context.CancelFunc{},
+			append: goredis.NewScript(appendLogScript),
+			read:   goredis.NewScript(readLogScript),
 		}
 	})
 	return s.logState
@@ -241,23 +238,7 @@ func (s *Store) WaitLog(ctx context.Context, name string, after uint64) error {
 		return fmt.Errorf("redis: wait log: %w", err)
 	}
 	l := s.logs()
-	err := l.heads.Wait(ctx, name, after, kit.Watch{
-		Start: func(name string) {
-			wctx, stop := context.WithCancel(context.Background())
-			l.mu.Lock()
-			l.watches[name] = stop
-			l.mu.Unlock()
-			go s.watch(wctx, name)
-		},
-		Stop: func(name string) {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			if stop := l.watches[name]; stop != nil {
-				stop()
-				delete(l.watches, name)
-			}
-		},
-	})
+	err := l.heads.Wait(ctx, name, after, l.watches.Watch(s.watch))
 	if err != nil {
 		return fmt.Errorf("redis: wait log: %w", err)
 	}

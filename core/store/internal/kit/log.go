@@ -115,6 +115,38 @@ type Watch struct {
 	Stop  func(name string)
 }
 
+// Watchers runs one goroutine per tracked log for backends that watch each log on its own (a
+// poll, a blocking read): its Watch starts run(ctx, name) when the log gains its first waiter
+// and cancels ctx when it has had none for HeadsLinger. The zero value is ready to use.
+type Watchers struct {
+	mu    sync.Mutex
+	stops map[string]context.CancelFunc
+}
+
+// Watch returns the Watch that runs run for each tracked log.
+func (w *Watchers) Watch(run func(ctx context.Context, name string)) Watch {
+	return Watch{
+		Start: func(name string) {
+			ctx, stop := context.WithCancel(context.Background())
+			w.mu.Lock()
+			if w.stops == nil {
+				w.stops = map[string]context.CancelFunc{}
+			}
+			w.stops[name] = stop
+			w.mu.Unlock()
+			go run(ctx, name)
+		},
+		Stop: func(name string) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if stop := w.stops[name]; stop != nil {
+				stop()
+				delete(w.stops, name)
+			}
+		},
+	}
+}
+
 // Wait blocks until the tracked position of name is known and differs from after, or ctx ends.
 func (h *Heads) Wait(ctx context.Context, name string, after uint64, w Watch) error {
 	h.mu.Lock()
