@@ -172,12 +172,6 @@ func (f *fakeStudio) allCalls() []studioCall {
 	return append([]studioCall(nil), f.calls...)
 }
 
-func (f *fakeStudio) setDecisions(d map[string]string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.decide = d
-}
-
 func (f *fakeStudio) failPhase(phase string, n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
