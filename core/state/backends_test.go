@@ -1,14 +1,10 @@
 package state_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"io"
-	"net/http"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,23 +19,6 @@ import (
 	"github.com/supervaize/svz/internal/awsapi"
 	"github.com/supervaize/svz/internal/testenv"
 )
-
-// oneAtATime sends one HTTP request at a time.
-type oneAtATime struct{ mu sync.Mutex }
-
-func (o *oneAtATime) Do(r *http.Request) (*http.Response, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	resp, err := http.DefaultClient.Do(r)
-	if err != nil {
-		return nil, err
-	}
-	// Read the body inside the lock, so the next request waits for this one to end.
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	return resp, err
-}
 
 // The state conformance suite on every backend, each against its real server (started by
 // scripts/with-services; skipped without it, failed under CI=true).
@@ -106,12 +85,9 @@ func TestDynamoDB(t *testing.T) {
 	endpoint := testenv.Need(t, testenv.AWSEndpoint)
 	env := map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
 		"AWS_ENDPOINT_URL_DYNAMODB": endpoint}
-	// moto_server runs each request in its own thread and checks a write's condition, then
-	// writes, without a lock (moto 5.2.1): two conditional writes on one version can both pass,
-	// which DynamoDB itself never allows. One request at a time on the client keeps conditional
-	// writes atomic, as on DynamoDB, while the goroutines still race at the compare-and-swap
-	// level (their reads and writes interleave).
-	c, err := dynamodb.NewClient(func(k string) string { return env[k] }, awsapi.WithHTTPClient(&oneAtATime{}))
+	// The goroutines race at the compare-and-swap level; testenv.MotoWrites keeps moto's
+	// conditional writes atomic, as DynamoDB's are.
+	c, err := dynamodb.NewClient(func(k string) string { return env[k] }, awsapi.WithHTTPClient(&testenv.MotoWrites{}))
 	if err != nil {
 		t.Fatal(err)
 	}

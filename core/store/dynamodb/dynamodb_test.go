@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,24 +81,9 @@ func open(t testing.TB, c *awsapi.Client, name string, opts ...dynamodb.Option) 
 	return s
 }
 
-// serialWrites sends one conditional write to moto at a time. DynamoDB evaluates a condition and
-// writes atomically; moto_server 5.2 does not (it reads the item, parses the condition, then
-// writes, with no lock), so under the suite's 48 racers two writes could both pass their
-// condition, rarely, on a loaded machine. Serializing them keeps the suite a test of the store.
-type serialWrites struct{ mu sync.Mutex }
-
-func (s *serialWrites) Do(req *http.Request) (*http.Response, error) {
-	switch req.Header.Get("X-Amz-Target") {
-	case "DynamoDB_20120810.PutItem", "DynamoDB_20120810.DeleteItem":
-		s.mu.Lock()
-		defer s.mu.Unlock()
-	}
-	return http.DefaultClient.Do(req)
-}
-
 func TestConformance(t *testing.T) {
 	endpoint := testenv.Need(t, testenv.AWSEndpoint)
-	c := client(t, endpoint, awsapi.WithHTTPClient(&serialWrites{}))
+	c := client(t, endpoint, awsapi.WithHTTPClient(&testenv.MotoWrites{}))
 	name := table(t, c)
 	u, err := url.Parse(endpoint)
 	if err != nil {
