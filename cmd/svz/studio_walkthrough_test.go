@@ -12,14 +12,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/supervaize/svz/examples/helloworld/hello"
 	"github.com/supervaize/svz/internal/devstudio"
 	"github.com/supervaize/svz/internal/syncbuf"
-	"github.com/supervaize/svz/internal/testenv"
 )
 
 // TestMain lets the test binary run as svz (SVZ_TEST_AS_SVZ=1), so the walkthrough starts
@@ -89,19 +87,7 @@ func startDevStudio(t *testing.T, args ...string) string {
 }
 
 // buildHelloWorld builds examples/helloworld once per test run.
-var buildHelloWorld = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "svz-walkthrough-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "helloworld")
-	cmd := exec.Command("go", "build", "-o", bin, "./examples/helloworld")
-	cmd.Dir = filepath.Join("..", "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./examples/helloworld: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+var buildHelloWorld = sync.OnceValues(func() (string, error) { return goBuild("./examples/helloworld") })
 
 // controllerProcess runs the Hello World binary with env and waits until it serves or exits.
 type controllerProcess struct {
@@ -171,48 +157,19 @@ func TestDevStudioWalkthrough(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the programs")
 	}
-	for _, tool := range []string{"bash", "curl", "grep"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if testenv.InCI() {
-				t.Fatalf("%s is not installed", tool)
-			}
-			t.Skipf("%s is not installed", tool)
-		}
-	}
+	needTools(t, "bash", "curl", "grep")
 	block := studioDocBlock(t)
 	helloBin, err := buildHelloWorld()
 	if err != nil {
 		t.Fatal(err)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	// svz is this test binary, run as svz.
-	svz := filepath.Join(dir, "svz")
-	if err := os.WriteFile(svz, []byte("#!/bin/sh\nSVZ_TEST_AS_SVZ=1 exec '"+self+"' \"$@\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	port, studioPort := freeLoopbackPort(t), freeLoopbackPort(t)
 	script := strings.ReplaceAll(block, "go run ./cmd/svz", `"$SVZ"`)
 	script = strings.ReplaceAll(script, "go run ./examples/helloworld", `"$HELLO"`)
 	script = strings.ReplaceAll(script, "127.0.0.1:8000", "127.0.0.1:"+port)
 	script = strings.ReplaceAll(script, "127.0.0.1:8800", "127.0.0.1:"+studioPort)
-	script = "set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", script)
-	// Its own process group, so that a timeout also stops what it started in the background.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "SVZ=" + svz, "HELLO=" + helloBin, "SUPERVAIZER_PORT=" + port}
-	outb, err := cmd.CombinedOutput()
-	out := string(outb)
-	if err != nil {
-		t.Fatalf("the walkthrough failed: %v\n%s", err, out)
-	}
+	out := runScript(t, dir, script, "SVZ="+svzShim(t, dir), "HELLO="+helloBin, "SUPERVAIZER_PORT="+port)
 	for _, want := range []string{`"agent_server_id":"studio-agent-`, `"message":"Completed 1 cases","greeting":"Bonjour"`,
 		`"event_type": "server.register"`, "Studio registration handshake verified", "registered with Studio"} {
 		if !strings.Contains(out, want) {

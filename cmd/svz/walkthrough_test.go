@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -49,6 +50,69 @@ func docBlocks(t *testing.T) []string {
 	return blocks
 }
 
+// needTools skips the test when a tool its walkthrough runs is missing (fails it under CI).
+func needTools(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			if testenv.InCI() {
+				t.Fatalf("%s is not installed", tool)
+			}
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+}
+
+// goBuild builds the program at pkg (a path from the repository's root) as go run would.
+func goBuild(pkg string) (string, error) {
+	dir, err := os.MkdirTemp("", "svz-walkthrough-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = filepath.Join("..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin, nil
+}
+
+// svzShim writes into dir a program named svz that runs this test binary as svz.
+func svzShim(t *testing.T, dir string) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	svz := filepath.Join(dir, "svz")
+	if err := os.WriteFile(svz, []byte("#!/bin/sh\nSVZ_TEST_AS_SVZ=1 exec '"+self+"' \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return svz
+}
+
+// runScript runs a walkthrough's script with bash in dir, as a user pastes it, with PATH, HOME=dir
+// and env, and returns its output; it fails the test when the script fails. Whatever the script
+// leaves running is stopped with it, and the whole run is bounded (walkthroughs wait for servers
+// with unbounded loops).
+func runScript(t *testing.T, dir, script string, env ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", "set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n"+script)
+	// Its own process group, so that a timeout also stops what it started in the background.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}, env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the walkthrough failed: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
 func freeLoopbackPort(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -80,42 +144,18 @@ func TestGrantWalkthrough(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binaries")
 	}
-	for _, tool := range []string{"bash", "curl", "python3"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if testenv.InCI() {
-				t.Fatalf("%s is not installed", tool)
-			}
-			t.Skipf("%s is not installed", tool)
-		}
-	}
+	needTools(t, "bash", "curl", "python3")
 	blocks := docBlocks(t)
 	svz, local := buildBinaries(t)
 	dir := t.TempDir()
 	port, jwksPort := freeLoopbackPort(t), freeLoopbackPort(t)
-	script := func(s string) string {
+	run := func(s string) string {
+		t.Helper()
 		s = strings.ReplaceAll(s, "go run ./cmd/svz", `"$SVZ"`)
 		s = strings.ReplaceAll(s, "go run ./cmd/local", `"$LOCAL"`)
 		s = strings.ReplaceAll(s, "127.0.0.1:8000", "127.0.0.1:"+port)
 		s = strings.ReplaceAll(s, "8765", jwksPort)
-		// Whatever the script leaves running is stopped with it.
-		return "set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + s
-	}
-	run := func(s string) string {
-		t.Helper()
-		// The walkthrough waits for the controller with an unbounded loop: bound the whole run.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "bash", "-c", script(s))
-		// Its own process group, so that a timeout also stops what it started in the background.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "SVZ=" + svz, "LOCAL=" + local, "SUPERVAIZER_PORT=" + port}
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("the walkthrough failed: %v\n%s", err, out)
-		}
-		return string(out)
+		return runScript(t, dir, s, "SVZ="+svz, "LOCAL="+local, "SUPERVAIZER_PORT="+port)
 	}
 	const ok = `{"jsonrpc":"2.0","id":1,"result":{"status":"ok","effects":[{"type":"job.started","job_id":"job-1"`
 	first := run(blocks[0])
