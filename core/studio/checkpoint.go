@@ -19,16 +19,6 @@ var (
 	ErrCheckpointHashMismatch = checkpoint.ErrResponseHash
 )
 
-// Rule-checkpoint phases and decisions.
-const (
-	PhaseBefore = "before"
-	PhaseAfter  = "after"
-
-	DecisionAllow = "allow"
-	DecisionPause = "pause"
-	DecisionStop  = "stop"
-)
-
 // RuleCheckpointRequest asks Studio for a decision (RuleCheckpointRequest).
 type RuleCheckpointRequest struct {
 	OccurrenceID string          `json:"occurrence_id"`
@@ -75,7 +65,7 @@ func (c *Client) RuleCheckpoint(ctx context.Context, token string, r RuleCheckpo
 		return nil, fmt.Errorf("%w: %w", ErrCheckpointFailed, err)
 	}
 	switch out.Status {
-	case DecisionAllow, DecisionPause, DecisionStop:
+	case checkpoint.DecisionAllow, checkpoint.DecisionPause, checkpoint.DecisionStop:
 	default:
 		return nil, fmt.Errorf("%w: Studio answered status %q (want allow, pause or stop)", ErrCheckpointFailed, printable(out.Status, 40))
 	}
