@@ -71,7 +71,9 @@ func TestInstancesShareTheStore(t *testing.T) {
 // SUPERVAIZER_STORE_TABLE), on a new DynamoDB table in moto_server.
 func twoInstancesOnOneTable(t *testing.T) [2]*emulator {
 	t.Helper()
-	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	// Both functions write the table at once: through MotoProxy their conditional writes are
+	// atomic, as on DynamoDB (moto_server's are not).
+	endpoint := testenv.MotoProxy(t, testenv.Need(t, testenv.AWSEndpoint))
 	testenv.Need(t, testenv.RIE)
 	table := fmt.Sprintf("svz-lambda-test-%d", time.Now().UnixNano())
 	client, err := dynamodb.NewClient(func(k string) string {

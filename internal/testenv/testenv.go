@@ -9,6 +9,9 @@ package testenv
 
 import (
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -56,10 +59,35 @@ type MotoWrites struct{ mu sync.Mutex }
 
 // Do sends req, one conditional write at a time.
 func (m *MotoWrites) Do(req *http.Request) (*http.Response, error) {
+	return m.send(req, http.DefaultClient.Do)
+}
+
+// RoundTrip is Do as an http.RoundTripper (the transport of MotoProxy).
+func (m *MotoWrites) RoundTrip(req *http.Request) (*http.Response, error) {
+	return m.send(req, http.DefaultTransport.RoundTrip)
+}
+
+func (m *MotoWrites) send(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	switch req.Header.Get("X-Amz-Target") {
 	case "DynamoDB_20120810.PutItem", "DynamoDB_20120810.DeleteItem", "DynamoDB_20120810.UpdateItem":
 		m.mu.Lock()
 		defer m.mu.Unlock()
 	}
-	return http.DefaultClient.Do(req)
+	return next(req)
+}
+
+// MotoProxy returns the URL of a proxy on 127.0.0.1 to the moto_server at endpoint that sends
+// conditional writes one at a time (MotoWrites) for every client that goes through it: tests whose
+// instances are separate processes point them all at it. It stops with the test.
+func MotoProxy(t testing.TB, endpoint string) string {
+	t.Helper()
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatalf("moto endpoint %q: %v", endpoint, err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.Transport = &MotoWrites{}
+	srv := httptest.NewServer(rp)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }

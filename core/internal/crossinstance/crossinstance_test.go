@@ -296,7 +296,9 @@ func sharedStores(t testing.TB) map[string][]string {
 			pool.Close()
 		}
 	})
-	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	// The processes' conditional writes race on one table: through MotoProxy they are atomic, as
+	// on DynamoDB (moto_server's are not).
+	endpoint := testenv.MotoProxy(t, testenv.Need(t, testenv.AWSEndpoint))
 	aws := []string{"AWS_ENDPOINT_URL=" + endpoint, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test"}
 	api, err := dynamodb.NewClient(func(k string) string {
 		return map[string]string{"AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}[k]

@@ -35,7 +35,9 @@ func TestMain(m *testing.M) {
 }
 
 func TestLogConformance(t *testing.T) {
-	c := client(t, testenv.Need(t, testenv.AWSEndpoint))
+	// Concurrent appends race their counter updates and conditional puts: testenv.MotoWrites
+	// makes each atomic, as on DynamoDB (moto_server's are not).
+	c := client(t, testenv.Need(t, testenv.AWSEndpoint), awsapi.WithHTTPClient(&testenv.MotoWrites{}))
 	name := table(t, c)
 	storetest.RunLog(t, func(t testing.TB, now func() time.Time) store.Store {
 		return open(t, c, name, dynamodb.WithClock(now), dynamodb.WithLogPollInterval(20*time.Millisecond))
@@ -43,11 +45,14 @@ func TestLogConformance(t *testing.T) {
 }
 
 func TestLogProcesses(t *testing.T) {
-	c := client(t, testenv.Need(t, testenv.AWSEndpoint))
+	// The children's appends race on one log: through MotoProxy their writes are atomic, as on
+	// DynamoDB.
+	proxy := testenv.MotoProxy(t, testenv.Need(t, testenv.AWSEndpoint))
+	c := client(t, proxy)
 	name := table(t, c)
 	storetest.RunLogProcesses(t, func(t testing.TB, now func() time.Time) store.Store {
 		return open(t, c, name, dynamodb.WithLogPollInterval(20*time.Millisecond))
-	}, []string{tableEnv + "=" + name}, storetest.SealsGaps())
+	}, []string{tableEnv + "=" + name, testenv.AWSEndpoint + "=" + proxy}, storetest.SealsGaps())
 }
 
 // TestLogRoundTrips pins the package doc: an append is two writes (whoever appended before; one
