@@ -1,16 +1,14 @@
 package lambda
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/supervaize/svz/adapters/adaptertest"
-	"github.com/supervaize/svz/core/store/dynamodb"
+	"github.com/supervaize/svz/core/store/dynamodb/dynamodbtest"
 	"github.com/supervaize/svz/internal/testenv"
 )
 
@@ -75,21 +73,8 @@ func twoInstancesOnOneTable(t *testing.T) [2]*emulator {
 	// atomic, as on DynamoDB (moto_server's are not).
 	endpoint := testenv.MotoProxy(t, testenv.Need(t, testenv.AWSEndpoint))
 	testenv.Need(t, testenv.RIE)
-	table := fmt.Sprintf("svz-lambda-test-%d", time.Now().UnixNano())
-	client, err := dynamodb.NewClient(func(k string) string {
-		return map[string]string{"AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}[k]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := dynamodb.CreateTable(ctx, client, table); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Call(ctx, "DeleteTable", map[string]string{"TableName": table}, nil) })
+	_, table := dynamodbtest.Table(t, endpoint, "svz-lambda-test-")
 	bootstrap := buildBootstrap(t)
-	env := append(adaptertest.Environ(),
-		"SUPERVAIZER_STORE=dynamodb", "SUPERVAIZER_STORE_TABLE="+table,
-		"AWS_ENDPOINT_URL="+endpoint, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test")
+	env := append(adaptertest.Environ(), dynamodbtest.Env(endpoint, table)...)
 	return [2]*emulator{startEmulator(t, bootstrap, env...), startEmulator(t, bootstrap, env...)}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/supervaize/svz/core/store"
-	"github.com/supervaize/svz/core/store/dynamodb"
+	"github.com/supervaize/svz/core/store/dynamodb/dynamodbtest"
 	"github.com/supervaize/svz/core/store/memory"
 	"github.com/supervaize/svz/core/store/storeenv"
 	"github.com/supervaize/svz/internal/awsapi"
@@ -39,7 +39,7 @@ func TestBolt(t *testing.T) {
 
 func TestPostgres(t *testing.T) {
 	url := testenv.Need(t, testenv.PostgresURL)
-	table := random("svz_checkpoint_")
+	table := testenv.UniqueName("svz_checkpoint_")
 	t.Cleanup(func() {
 		if pool, err := pgxpool.New(context.Background(), url); err == nil {
 			_, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_log, "+table+"_log_head")
@@ -63,29 +63,11 @@ func TestRedis(t *testing.T) {
 
 func TestDynamoDB(t *testing.T) {
 	endpoint := testenv.Need(t, testenv.AWSEndpoint)
-	aws := map[string]string{"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 	// The suite races instances on one record: conditional writes go to moto one at a time (see
 	// testenv.MotoWrites); the crash children never race.
-	c, err := dynamodb.NewClient(func(k string) string { return aws[k] }, awsapi.WithHTTPClient(&testenv.MotoWrites{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	table := random("svz-checkpoint-")
-	if err := dynamodb.CreateTable(context.Background(), c, table); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Call(context.Background(), "DeleteTable", map[string]string{"TableName": table}, nil) })
-	s, err := dynamodb.New(context.Background(), c, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	suite(t, s)
-	env := []string{"SUPERVAIZER_STORE=dynamodb", "SUPERVAIZER_STORE_TABLE=" + table}
-	for k, v := range aws {
-		env = append(env, k+"="+v)
-	}
-	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, env) })
+	c, table := dynamodbtest.Table(t, endpoint, "svz-checkpoint-", awsapi.WithHTTPClient(&testenv.MotoWrites{}))
+	suite(t, dynamodbtest.Open(t, c, table))
+	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, dynamodbtest.Env(endpoint, table)) })
 }
 
 // envFunc is getenv over KEY=value pairs.

@@ -25,6 +25,7 @@ import (
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/storeenv"
 	"github.com/supervaize/svz/core/studio"
+	"github.com/supervaize/svz/internal/testenv"
 )
 
 // Crash injection: a run of a governed step is killed at every point where a crash can leave the
@@ -409,8 +410,8 @@ func (c *crashCase) check(t *testing.T, s store.Store, fake *fakeStudio) {
 }
 
 func newCrashSpec(dir string, scenario string, at int, studioURL, ws string) crashSpec {
-	return crashSpec{At: at, Scenario: scenario, Studio: studioURL, WS: ws, JobID: random("job-"), Occ: random("occ-"),
-		Order: random("order-"), Token: random("checkpoint-token-"),
+	return crashSpec{At: at, Scenario: scenario, Studio: studioURL, WS: ws, JobID: testenv.UniqueName("job-"), Occ: testenv.UniqueName("occ-"),
+		Order: testenv.UniqueName("order-"), Token: testenv.UniqueName("checkpoint-token-"),
 		Effects: filepath.Join(dir, fmt.Sprintf("%s-%d.effects", scenario, at)), Advances: filepath.Join(dir, fmt.Sprintf("%s-%d.advances", scenario, at))}
 }
 
@@ -418,7 +419,7 @@ func newCrashSpec(dir string, scenario string, at int, studioURL, ws string) cra
 // point, restarting and checking each.
 func crashLoop(t *testing.T, scenario string, run func(spec *crashSpec) (crashed bool), open func() store.Store) {
 	fake := newFakeStudio(t, crashScenarios[scenario])
-	ws := random("ws-")
+	ws := testenv.UniqueName("ws-")
 	dir := t.TempDir()
 	var cases []crashCase
 	for at := 1; ; at++ {

@@ -2,8 +2,6 @@ package checkpoint_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +18,7 @@ import (
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/studio"
 	"github.com/supervaize/svz/internal/syncbuf"
+	"github.com/supervaize/svz/internal/testenv"
 )
 
 // Identities and secrets of the tests. studioKey and every snapshot token must appear nowhere
@@ -31,12 +30,6 @@ const (
 	snapshotHash = "snapshot-hash-1"
 	cardNumber   = "4242-4242-SECRET-CARD"
 )
-
-func random(prefix string) string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
 
 // fakeStudio is Studio's rule-checkpoint endpoint, over HTTP, in the test: it checks the headers
 // as Studio does, answers the decision scripted for each phase, idempotently (the same
@@ -266,7 +259,7 @@ type world struct {
 }
 
 func newWorld(t testing.TB, s store.Store, decide map[string]string) *world {
-	return &world{t: t, store: s, studio: newFakeStudio(t, decide), counts: &counts{}, ws: random("ws-")}
+	return &world{t: t, store: s, studio: newFakeStudio(t, decide), counts: &counts{}, ws: testenv.UniqueName("ws-")}
 }
 
 const stepName = "charge"
@@ -326,15 +319,15 @@ type job struct {
 }
 
 func (w *world) job() *job {
-	token := random("checkpoint-token-")
+	token := testenv.UniqueName("checkpoint-token-")
 	w.tokens = append(w.tokens, token)
-	id := random("job-")
+	id := testenv.UniqueName("job-")
 	input, _ := json.Marshal(map[string]any{"amount": 12, "rule_snapshot": map[string]any{
 		"hash": snapshotHash, "checkpoint_url": "https://attacker.example/collect", "version": 1, "checkpoint_token": token}})
 	return &job{w: w, token: token,
 		req:   &contract.ActionRequest{RequestID: "r1", AgentSlug: agentSlug, Action: "job.start", Surface: "job.start", MissionID: "m1", JobID: &id, Input: input},
-		occ:   checkpoint.Occurrence{JobID: id, CaseID: "case-1", StepID: "step-charge", OccurrenceID: random("occ-")},
-		order: order{ID: random("order-"), Amount: 12}}
+		occ:   checkpoint.Occurrence{JobID: id, CaseID: "case-1", StepID: "step-charge", OccurrenceID: testenv.UniqueName("occ-")},
+		order: order{ID: testenv.UniqueName("order-"), Amount: 12}}
 }
 
 func (j *job) gate(t testing.TB, i *instance) *checkpoint.Gate {

@@ -15,6 +15,7 @@ import (
 	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/internal/testenv"
 )
 
 // suite runs every guarded-step scenario on the store s (shared by the subtests: each works in a
@@ -410,7 +411,7 @@ func testRetryRules(t *testing.T, s store.Store) {
 	}
 	// A new token for the same snapshot (a retried job.start) replaces the stored one.
 	req := *j.req
-	newToken := random("checkpoint-token-")
+	newToken := testenv.UniqueName("checkpoint-token-")
 	w.tokens = append(w.tokens, newToken)
 	req.Input = []byte(strings.Replace(string(j.req.Input), j.token, newToken, 1))
 	if _, err := checkpoint.FromJobStart(i.ctx(), &req); err != nil {

@@ -2,8 +2,6 @@ package state_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"path/filepath"
 	"testing"
 
@@ -12,7 +10,7 @@ import (
 
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/bolt"
-	"github.com/supervaize/svz/core/store/dynamodb"
+	"github.com/supervaize/svz/core/store/dynamodb/dynamodbtest"
 	"github.com/supervaize/svz/core/store/memory"
 	"github.com/supervaize/svz/core/store/postgres"
 	"github.com/supervaize/svz/core/store/redis"
@@ -37,15 +35,9 @@ func TestBolt(t *testing.T) {
 	})
 }
 
-func randomName(prefix string) string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
-
 func TestPostgres(t *testing.T) {
 	url := testenv.Need(t, testenv.PostgresURL)
-	table := randomName("svz_state_test_")
+	table := testenv.UniqueName("svz_state_test_")
 	t.Cleanup(func() {
 		pool, err := pgxpool.New(context.Background(), url)
 		if err == nil {
@@ -82,25 +74,8 @@ func TestRedis(t *testing.T) {
 }
 
 func TestDynamoDB(t *testing.T) {
-	endpoint := testenv.Need(t, testenv.AWSEndpoint)
-	env := map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1",
-		"AWS_ENDPOINT_URL_DYNAMODB": endpoint}
 	// The goroutines race at the compare-and-swap level; testenv.MotoWrites keeps moto's
 	// conditional writes atomic, as DynamoDB's are.
-	c, err := dynamodb.NewClient(func(k string) string { return env[k] }, awsapi.WithHTTPClient(&testenv.MotoWrites{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	table := randomName("svz-state-test-")
-	if err := dynamodb.CreateTable(context.Background(), c, table); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Call(context.Background(), "DeleteTable", map[string]string{"TableName": table}, nil) })
-	conformance(t, func(t testing.TB) store.Store {
-		s, err := dynamodb.New(context.Background(), c, table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	})
+	c, table := dynamodbtest.Table(t, testenv.Need(t, testenv.AWSEndpoint), "svz-state-test-", awsapi.WithHTTPClient(&testenv.MotoWrites{}))
+	conformance(t, func(t testing.TB) store.Store { return dynamodbtest.Open(t, c, table) })
 }

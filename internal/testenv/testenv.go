@@ -8,6 +8,8 @@
 package testenv
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -41,6 +43,13 @@ func Need(t testing.TB, name string) string {
 	}
 	t.Skipf("%s is not set; run through scripts/with-services (make test) to include this test", name)
 	return ""
+}
+
+// UniqueName returns prefix and 12 random hex digits: a table, log or record of this test run only.
+func UniqueName(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
 }
 
 // InCI reports whether the tests run under CI (CI=true), where skipping for a missing server is an

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,7 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/supervaize/svz/adapters/adaptertest"
-	"github.com/supervaize/svz/core/store/dynamodb"
+	"github.com/supervaize/svz/core/store/dynamodb/dynamodbtest"
 	"github.com/supervaize/svz/examples/helloworld/hello"
 	"github.com/supervaize/svz/internal/testenv"
 )
@@ -277,18 +275,12 @@ func checkIncreasing(t testing.TB, ids []string) {
 	}
 }
 
-func randomName(prefix string) string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
-
 // sharedStores returns, for each backend that several processes can share, the environment of a
 // fresh store of it.
 func sharedStores(t testing.TB) map[string][]string {
 	t.Helper()
 	pg := testenv.Need(t, testenv.PostgresURL)
-	pgTable := randomName("svz_cross_")
+	pgTable := testenv.UniqueName("svz_cross_")
 	t.Cleanup(func() {
 		pool, err := pgxpool.New(context.Background(), pg)
 		if err == nil {
@@ -299,24 +291,11 @@ func sharedStores(t testing.TB) map[string][]string {
 	// The processes' conditional writes race on one table: through MotoProxy they are atomic, as
 	// on DynamoDB (moto_server's are not).
 	endpoint := testenv.MotoProxy(t, testenv.Need(t, testenv.AWSEndpoint))
-	aws := []string{"AWS_ENDPOINT_URL=" + endpoint, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test"}
-	api, err := dynamodb.NewClient(func(k string) string {
-		return map[string]string{"AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}[k]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ddbTable := randomName("svz-cross-")
-	if err := dynamodb.CreateTable(context.Background(), api, ddbTable); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = api.Call(context.Background(), "DeleteTable", map[string]string{"TableName": ddbTable}, nil)
-	})
+	_, ddbTable := dynamodbtest.Table(t, endpoint, "svz-cross-")
 	return map[string][]string{
 		"postgres": {"SUPERVAIZER_STORE=postgres", "SUPERVAIZER_STORE_URL=" + pg, "SUPERVAIZER_STORE_TABLE=" + pgTable},
 		"redis":    {"SUPERVAIZER_STORE=redis", "SUPERVAIZER_STORE_URL=" + testenv.Need(t, testenv.RedisURL)},
-		"dynamodb": append([]string{"SUPERVAIZER_STORE=dynamodb", "SUPERVAIZER_STORE_TABLE=" + ddbTable}, aws...),
+		"dynamodb": dynamodbtest.Env(endpoint, ddbTable),
 	}
 }
 
@@ -333,7 +312,7 @@ func TestEffectsAcrossProcesses(t *testing.T) {
 		}
 	}) {
 		t.Run(backend, func(t *testing.T) {
-			env := append([]string{"SUPERVAIZER_SERVER_ID=" + randomName("svz-cross-")}, stores[backend]...)
+			env := append([]string{"SUPERVAIZER_SERVER_ID=" + testenv.UniqueName("svz-cross-")}, stores[backend]...)
 			a, b := mustStart(t, env...), mustStart(t, env...)
 
 			onB := b.open(t, "")
@@ -375,7 +354,7 @@ func TestEffectsAcrossProcesses(t *testing.T) {
 // multi-instance.
 func TestSingleInstanceStores(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
-		env := []string{"SUPERVAIZER_SERVER_ID=" + randomName("svz-cross-"), "SUPERVAIZER_STORE=memory"}
+		env := []string{"SUPERVAIZER_SERVER_ID=" + testenv.UniqueName("svz-cross-"), "SUPERVAIZER_STORE=memory"}
 		a, b := mustStart(t, env...), mustStart(t, env...)
 		a.invoke(t, "a-0")
 		onA, onB := a.open(t, "0-0"), b.open(t, "0-0")
@@ -386,7 +365,7 @@ func TestSingleInstanceStores(t *testing.T) {
 		onB.expect(t, "supervaizer.effect", "b-0") // B never had A's event before its own
 	})
 	t.Run("bolt", func(t *testing.T) {
-		env := []string{"SUPERVAIZER_SERVER_ID=" + randomName("svz-cross-"), "SUPERVAIZER_STORE=bolt",
+		env := []string{"SUPERVAIZER_SERVER_ID=" + testenv.UniqueName("svz-cross-"), "SUPERVAIZER_STORE=bolt",
 			"SUPERVAIZER_DATA_DIR=" + filepath.Join(t.TempDir(), "data")}
 		a := mustStart(t, env...)
 		a.invoke(t, "a-0")
@@ -408,7 +387,7 @@ func BenchmarkDelay(b *testing.B) {
 	stores["bolt"] = []string{"SUPERVAIZER_STORE=bolt", "SUPERVAIZER_DATA_DIR=" + filepath.Join(b.TempDir(), "data")}
 	for _, backend := range []string{"memory", "bolt", "postgres", "redis", "dynamodb"} {
 		b.Run(backend, func(b *testing.B) {
-			env := append([]string{"SUPERVAIZER_SERVER_ID=" + randomName("svz-bench-")}, stores[backend]...)
+			env := append([]string{"SUPERVAIZER_SERVER_ID=" + testenv.UniqueName("svz-bench-")}, stores[backend]...)
 			a := mustStart(b, env...)
 			reader := a
 			if backend != "memory" && backend != "bolt" {

@@ -26,6 +26,7 @@ import (
 	"github.com/supervaize/svz/internal/devstudio"
 	"github.com/supervaize/svz/internal/fingerprint"
 	"github.com/supervaize/svz/internal/syncbuf"
+	"github.com/supervaize/svz/internal/testenv"
 )
 
 // A governed lead run: Studio's rules pause the import before it runs, an operator allows it,
@@ -106,7 +107,7 @@ func TestGovernedImport(t *testing.T) {
 		controllers[k] = svztest.New(t, a, svztest.WithStore(s), svztest.WithRuleCheckpoints(client.RuleCheckpoints()), svztest.WithLogger(log))
 	}
 	h1, h2 := controllers[0], controllers[1]
-	token := "rule-snapshot-token-" + random()
+	token := testenv.UniqueName("rule-snapshot-token-")
 	var answers []string
 
 	t.Run("pause, then Studio's allow on the other instance", func(t *testing.T) {
@@ -265,7 +266,7 @@ func TestGovernedThroughStudio(t *testing.T) {
 		}
 		return out["result"].(map[string]any)
 	}
-	token := "rule-snapshot-token-" + random()
+	token := testenv.UniqueName("rule-snapshot-token-")
 	in := governedInput("Benelux", token)
 	in["require_review"] = false // the import runs at job.start
 	res := call(contract.JobStartAction, in, "")

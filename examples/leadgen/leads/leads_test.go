@@ -2,8 +2,6 @@ package leads_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -13,7 +11,7 @@ import (
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/state"
 	"github.com/supervaize/svz/core/store"
-	"github.com/supervaize/svz/core/store/dynamodb"
+	"github.com/supervaize/svz/core/store/dynamodb/dynamodbtest"
 	"github.com/supervaize/svz/core/store/postgres"
 	"github.com/supervaize/svz/core/svztest"
 	"github.com/supervaize/svz/examples/leadgen/leads"
@@ -31,7 +29,7 @@ func TestOnPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	table := "leadgen_test_" + random()
+	table := testenv.UniqueName("leadgen_test_")
 	s, err := postgres.New(context.Background(), pool, postgres.WithTable(table))
 	if err != nil {
 		t.Fatal(err)
@@ -47,29 +45,8 @@ func TestOnPostgres(t *testing.T) {
 }
 
 func TestOnDynamoDB(t *testing.T) {
-	endpoint := testenv.Need(t, testenv.AWSEndpoint)
-	env := map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL_DYNAMODB": endpoint}
-	c, err := dynamodb.NewClient(func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	table := "leadgen-test-" + random()
-	if err := dynamodb.CreateTable(context.Background(), c, table); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Call(context.Background(), "DeleteTable", map[string]string{"TableName": table}, nil) })
-	s, err := dynamodb.New(context.Background(), c, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	run(t, s)
-}
-
-func random() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+	c, table := dynamodbtest.Table(t, testenv.Need(t, testenv.AWSEndpoint), "leadgen-test-")
+	run(t, dynamodbtest.Open(t, c, table))
 }
 
 func errorsOf(res *svztest.Result) string {
