@@ -638,9 +638,14 @@ func testLease(t *testing.T, s store.Store) {
 	done := make(chan error, 1)
 	go func() { _, err := j.run(t, a); done <- err }()
 	wait(t, "the effect to start", func() bool { e, _ := j.counts(); return e == 1 })
+	// One tick, one renewal: it is written when the stored lease ends one lease and the skew
+	// margin after the manual clock's time. Then none is in flight (a renewal written after the
+	// clock moved on would extend the lease past what the test expects).
 	renew := func() {
+		t.Helper()
+		want := clock().Add(time.Second + checkpoint.SkewMargin)
 		ticks <- time.Now()
-		ticks <- time.Now() // received once the first renewal is written
+		wait(t, "the lease renewal to be written", func() bool { return leaseUntil(t, s, j.occ.OccurrenceID).Equal(want) })
 	}
 	for range 3 {
 		advance(2500 * time.Millisecond) // three rounds: well past one lease + skew margin (3 s)
@@ -688,6 +693,32 @@ func testLease(t *testing.T, s store.Store) {
 		t.Errorf("the stalled instance: %v", err)
 	}
 	j2.wantCounts(t, 1, 1)
+}
+
+// leaseUntil returns the end of the lease held on occurrence occ in s (zero when none is).
+func leaseUntil(t testing.TB, s store.Store, occ string) time.Time {
+	t.Helper()
+	for after := ""; ; {
+		p, err := s.(store.Lister).List(context.Background(), "rulecheckpoint/", after, store.MaxListLimit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range p.Items {
+			var rec struct {
+				OccurrenceID string `json:"occurrence_id"`
+				Lease        *struct {
+					Until time.Time `json:"until"`
+				} `json:"lease"`
+			}
+			if json.Unmarshal(it.Value, &rec) == nil && rec.OccurrenceID == occ && rec.Lease != nil {
+				return rec.Lease.Until
+			}
+		}
+		if p.Next == "" {
+			return time.Time{}
+		}
+		after = p.Next
+	}
 }
 
 // testSealed: the stored token opens only with the same Studio key.
