@@ -280,7 +280,7 @@ func startFramework(t *testing.T, name string) (string, bool) {
 	base := "http://127.0.0.1:" + port
 	errc := make(chan error, 1)
 	go func() { errc <- funcframework.StartHostPort("127.0.0.1", port) }()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		select {
 		case err := <-errc:
 			if strings.Contains(err.Error(), "address already in use") {
@@ -370,7 +370,7 @@ func TestServeWithoutTargetAndSIGTERM(t *testing.T) {
 	}()
 	waitLog := func(want string) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), want); time.Sleep(5 * time.Millisecond) {
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), want); time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("the child never logged %s:\n%s", want, out)
 			}

@@ -602,7 +602,7 @@ func TestStreamingClientGone(t *testing.T) {
 		if !errors.Is(err, io.ErrClosedPipe) {
 			t.Fatalf("flush after close: %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second): // generous: a loaded machine
 		t.Fatal("the handler never learned the stream was closed")
 	}
 }

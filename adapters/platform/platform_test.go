@@ -136,7 +136,7 @@ func (c *closer) Close() error { c.closed.Store(true); return nil }
 // waitHTTP polls url until it answers.
 func waitHTTP(t *testing.T, url string) *http.Response {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		resp, err := http.Get(url)
 		if err == nil {
 			return resp

@@ -253,7 +253,7 @@ func TestA2AFiftyConcurrentConfirmsRunOnce(t *testing.T) {
 		pending[i] = goPost(t, base, params(map[string]any{"request_id": fmt.Sprint("request-", i)}))
 	}
 	// Let the 49 others meet the running claim, then let the first run finish.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for a.runs.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}

@@ -186,7 +186,7 @@ func TestTrackerShutdown(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("stream context: %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second): // generous: a loaded machine
 		t.Fatal("shutdown did not end the stream")
 	}
 	// New requests are refused while the slow one drains.
@@ -237,7 +237,7 @@ func TestTrackerShutdownDeadline(t *testing.T) {
 	}
 	select {
 	case <-cancelled:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second): // generous: a loaded machine
 		t.Fatal("the remaining request was not cancelled")
 	}
 }

@@ -582,7 +582,7 @@ func TestCreateRacingAnUncommittedInsert(t *testing.T) {
 		done <- outcome{rec, err}
 	}()
 	// Wait until Create's insert is blocked on the uncommitted row.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var waiting bool
 		err := other.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH cur AS%')`).Scan(&waiting)
