@@ -80,48 +80,66 @@ func (f *functionURL) RoundTrip(req *http.Request) (*http.Response, error) {
 	return emu.Do(req)
 }
 
-// TestLambdaEndToEnd deploys the real Hello World controller with moto_server as AWS and a real OCI
-// registry: up creates everything and passes the health gate through the function's own binary,
-// a second up is a no-op that keeps the secrets, status reports, down removes.
-func TestLambdaEndToEnd(t *testing.T) {
-	reg := testenv.Need(t, testenv.OCIRegistry)
+// lambdaRig deploys examples/helloworld to Lambda with moto_server as AWS and a real OCI
+// registry; the function URL is served by the function's own binary under the RIE
+// (functionURL), so the health gate and the test's calls reach the deployed code.
+type lambdaRig struct {
+	cfg            aws.Config
+	reg, name, svc string
+	lam            *awslambda.Client
+	gate           *health.Gate
+	events         []deploy.Event
+	// deployer returns a Deployer of the service with settings host, mod changing its Config.
+	deployer func(mod func(*deploy.Config)) *deploy.Deployer
+}
+
+// newLambdaRig names the service after prefix; everything it deploys is removed with the test.
+func newLambdaRig(t *testing.T, prefix string, host map[string]string) *lambdaRig {
+	t.Helper()
+	r := &lambdaRig{reg: testenv.Need(t, testenv.OCIRegistry), cfg: awstest.Config(t), name: awstest.Name(prefix)}
 	rie := testenv.Need(t, testenv.RIE)
-	cfg := awstest.Config(t)
-	ctx := context.Background()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := lambda.NewPlatform(ctx, cfg)
+	p, err := lambda.NewPlatform(context.Background(), r.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := awstest.Name("e2e")
-	svc := name + "-dev"
-	lam := awslambda.NewFromConfig(cfg)
-	furl := &functionURL{t: t, lambda: lam, name: svc, rie: rie, running: map[string]*lambdaemu.Emulator{}, awsEnv: []string{
-		"AWS_ENDPOINT_URL=" + os.Getenv("AWS_ENDPOINT_URL"), "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=" + cfg.Region,
+	r.svc = r.name + "-dev"
+	r.lam = awslambda.NewFromConfig(r.cfg)
+	furl := &functionURL{t: t, lambda: r.lam, name: r.svc, rie: rie, running: map[string]*lambdaemu.Emulator{}, awsEnv: []string{
+		"AWS_ENDPOINT_URL=" + os.Getenv("AWS_ENDPOINT_URL"), "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=" + r.cfg.Region,
 	}}
-	gate := &health.Gate{Client: &http.Client{Transport: furl, Timeout: time.Minute}, Timeout: 2 * time.Minute, Interval: 200 * time.Millisecond}
-	host := map[string]string{"SUPERVAIZER_LOG_LEVEL": "DEBUG", "SUPERVAIZE_API_URL": "https://studio.example"}
-	var events []deploy.Event
-	newDeployer := func(mod func(*deploy.Config)) *deploy.Deployer {
+	r.gate = &health.Gate{Client: &http.Client{Transport: furl, Timeout: time.Minute}, Timeout: 2 * time.Minute, Interval: 200 * time.Millisecond}
+	r.deployer = func(mod func(*deploy.Config)) *deploy.Deployer {
 		c := deploy.Config{
-			Platform: deploy.PlatformLambda, Name: name, Env: "dev", Main: "./examples/helloworld", Dir: root,
-			Arch: runtime.GOARCH, ImageRepo: reg + "/svz", GenerateAPIKey: true, GeneratePrivateKey: true,
+			Platform: deploy.PlatformLambda, Name: r.name, Env: "dev", Main: "./examples/helloworld", Dir: root,
+			Arch: runtime.GOARCH, ImageRepo: r.reg + "/svz", GenerateAPIKey: true, GeneratePrivateKey: true,
 		}
 		if mod != nil {
 			mod(&c)
 		}
 		return &deploy.Deployer{Config: c, Platform: p, Getenv: func(k string) string { return host[k] }, Environ: os.Environ(),
-			Gate: gate, Progress: func(e deploy.Event) { events = append(events, e) }}
+			Gate: r.gate, Progress: func(e deploy.Event) { r.events = append(r.events, e) }}
 	}
-	t.Cleanup(func() { _, _ = newDeployer(func(c *deploy.Config) { c.Purge = true }).Down(context.Background()) })
+	t.Cleanup(func() { _, _ = r.deployer(func(c *deploy.Config) { c.Purge = true }).Down(context.Background()) })
+	return r
+}
+
+// TestLambdaEndToEnd deploys the real Hello World controller with moto_server as AWS and a real OCI
+// registry: up creates everything and passes the health gate through the function's own binary,
+// a second up is a no-op that keeps the secrets, status reports, down removes.
+func TestLambdaEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	host := map[string]string{"SUPERVAIZER_LOG_LEVEL": "DEBUG", "SUPERVAIZE_API_URL": "https://studio.example"}
+	r := newLambdaRig(t, "e2e", host)
+	reg, cfg, svc, lam, gate, newDeployer := r.reg, r.cfg, r.svc, r.lam, r.gate, r.deployer
 
 	// First up: everything is created, the gate passes through the function's own binary.
 	first, err := newDeployer(nil).Up(ctx)
 	if err != nil {
-		t.Fatalf("up: %v\nevents: %+v", err, events)
+		t.Fatalf("up: %v\nevents: %+v", err, r.events)
 	}
 	if first.Health == nil || first.Health.RPC != "error -32601" {
 		t.Fatalf("health %+v", first.Health)

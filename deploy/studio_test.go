@@ -5,25 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/supervaize/svz/deploy"
-	"github.com/supervaize/svz/deploy/health"
-	"github.com/supervaize/svz/deploy/internal/awstest"
-	"github.com/supervaize/svz/deploy/internal/lambdaemu"
-	"github.com/supervaize/svz/deploy/lambda"
 	"github.com/supervaize/svz/examples/helloworld/hello"
 	"github.com/supervaize/svz/internal/devstudio"
-	"github.com/supervaize/svz/internal/testenv"
 )
 
 // TestLambdaStudioRegistration deploys Hello World Studio-connected to a local Studio stand-in,
@@ -33,44 +24,17 @@ import (
 // parameter it sends, a second up changes nothing, and a refused handshake fails up and leaves the
 // configuration serving as it was.
 func TestLambdaStudioRegistration(t *testing.T) {
-	reg := testenv.Need(t, testenv.OCIRegistry)
-	rie := testenv.Need(t, testenv.RIE)
-	cfg := awstest.Config(t)
 	ctx := context.Background()
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
 	s, err := devstudio.Start(ctx, devstudio.Config{Parameters: map[string]map[string]string{hello.Slug: {"HELLO_GREETING": "Salut"}}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	p, err := lambda.NewPlatform(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := awstest.Name("studio")
-	svc := name + "-dev"
-	lam := awslambda.NewFromConfig(cfg)
-	furl := &functionURL{t: t, lambda: lam, name: svc, rie: rie, running: map[string]*lambdaemu.Emulator{}, awsEnv: []string{
-		"AWS_ENDPOINT_URL=" + os.Getenv("AWS_ENDPOINT_URL"), "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=" + cfg.Region,
-	}}
-	gate := &health.Gate{Client: &http.Client{Transport: furl, Timeout: time.Minute}, Timeout: 2 * time.Minute, Interval: 200 * time.Millisecond}
 	host := s.Env("", "")
 	delete(host, "SUPERVAIZER_PUBLIC_URL")
 	host["SUPERVAIZER_LOG_LEVEL"] = "DEBUG"
-	var events []deploy.Event
-	newDeployer := func(mod func(*deploy.Config)) *deploy.Deployer {
-		c := deploy.Config{Platform: deploy.PlatformLambda, Name: name, Env: "dev", Main: "./examples/helloworld", Dir: root,
-			Arch: runtime.GOARCH, ImageRepo: reg + "/svz", GenerateAPIKey: true, GeneratePrivateKey: true}
-		if mod != nil {
-			mod(&c)
-		}
-		return &deploy.Deployer{Config: c, Platform: p, Getenv: func(k string) string { return host[k] }, Environ: os.Environ(),
-			Gate: gate, Progress: func(e deploy.Event) { events = append(events, e) }}
-	}
-	t.Cleanup(func() { _, _ = newDeployer(func(c *deploy.Config) { c.Purge = true }).Down(context.Background()) })
+	r := newLambdaRig(t, "studio", host)
+	svc, lam, gate, newDeployer := r.svc, r.lam, r.gate, r.deployer
 
 	plan, err := newDeployer(nil).Plan(ctx)
 	if err != nil {
@@ -82,7 +46,7 @@ func TestLambdaStudioRegistration(t *testing.T) {
 
 	first, err := newDeployer(nil).Up(ctx)
 	if err != nil {
-		t.Fatalf("up: %v\nevents: %+v", err, events)
+		t.Fatalf("up: %v\nevents: %+v", err, r.events)
 	}
 	regs := s.Registrations()
 	if len(regs) != 1 || regs[0].URL != first.URL {
