@@ -325,7 +325,8 @@ func TestDrain(t *testing.T) {
 	}
 }
 
-// TestDrainDeadline checks that a response still unwritten at the deadline is cut, and said so.
+// TestDrainDeadline checks that a connection still open at the deadline (its request body
+// unfinished) is closed, and said so.
 func TestDrainDeadline(t *testing.T) {
 	handled := make(chan struct{})
 	srv, tr, addr := serveTracked(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -341,8 +342,12 @@ func TestDrainDeadline(t *testing.T) {
 		!errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Drain: %v", err)
 	}
-	if code, body, err := pending.Response(); err == nil {
-		t.Fatalf("the cut response arrived: %d %q", code, body)
+	// net/http writes the header after the handler returns: if the shutdown had begun by then,
+	// keep-alives are off and the response goes out at once (the connection still waits for the
+	// body, and is closed at the deadline); otherwise it waits for the body and is cut. Either
+	// way nothing else arrives.
+	if code, body, err := pending.Response(); err == nil && (code != http.StatusOK || body != "done") {
+		t.Fatalf("after the deadline: %d %q", code, body)
 	}
 }
 
