@@ -11,6 +11,7 @@ import (
 	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
+	"github.com/supervaize/svz/core/jobs"
 )
 
 // ActionHandler runs one declared action. A returned error (or a panic) answers the caller with
@@ -83,6 +84,7 @@ type Agent struct {
 	data     []*dataResource
 	inputs   map[string]inputSchema // DeclareInput
 	steps    *checkpoint.Registry   // guarded steps (checkpoint.Define)
+	works    *jobs.Registry         // background work (jobs.Define)
 	errs     []error
 }
 
@@ -136,6 +138,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		actions:  map[string]ActionHandler{},
 		surfaces: map[string]SurfaceHandler{},
 		steps:    checkpoint.NewRegistry(cfg.Registration.Capabilities.RuleCheckpoints),
+		works:    jobs.NewRegistry(),
 	}, nil
 }
 

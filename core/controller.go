@@ -30,6 +30,7 @@ import (
 	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
+	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/core/store"
 )
 
@@ -73,6 +74,10 @@ type Config struct {
 	// adapts core/studio's client); nil without a Studio connection, when governed steps are
 	// refused (package checkpoint).
 	RuleCheckpoints checkpoint.Studio
+	// Jobs is the queue background work is delivered through (package jobs): jobs.NewPool on a
+	// plain server, the platform's queue on serverless (package adapters/platform sets it up).
+	// Required when an agent defines work (jobs.Define); New says so otherwise.
+	Jobs jobs.Dispatcher
 	// OnClose is called once by Close, after the effect streams have ended and the calls in flight
 	// have returned (e.g. to close a store).
 	OnClose func() error
@@ -117,6 +122,8 @@ type Controller struct {
 	closeErr  error
 	// checkpoints runs guarded steps; nil when no agent declares rule checkpoints.
 	checkpoints *checkpoint.Service
+	// jobs runs background work; nil when no agent defines any.
+	jobs *jobs.Service
 }
 
 var (
@@ -198,6 +205,9 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 			b.surfaces[id] = h
 		}
 		if err := c.bindCheckpoints(b); err != nil {
+			errs = append(errs, err)
+		}
+		if err := c.bindJobs(b); err != nil {
 			errs = append(errs, err)
 		}
 		c.agents = append(c.agents, b)

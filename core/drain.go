@@ -83,6 +83,9 @@ func (c *Controller) Shutdown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("%d call(s) still running when the controller closed: %w", n, ctx.Err()))
 			c.log.Error("closing the controller with calls still running", "calls", n)
 		}
+		if c.jobs != nil {
+			c.jobs.Close() // background deliveries end before the store they use closes
+		}
 		if c.cfg.OnClose != nil {
 			if err := c.cfg.OnClose(); err != nil {
 				errs = append(errs, err)

@@ -140,5 +140,6 @@ func (c *Controller) handlerContext(ctx context.Context, b *boundAgent, v *contr
 		workspace = v.WorkspaceID
 	}
 	ctx = c.withCheckpoints(ctx, b, workspace)
+	ctx = c.withJobs(ctx, b, v)
 	return c.withParameters(a2ui.NewContext(state.NewContext(ctx, c.cfg.Store, b.slug, workspace), b.versions), b.Agent)
 }

@@ -11,12 +11,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
 
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/grant"
+	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/internal/envvar"
 	"github.com/supervaize/svz/internal/fingerprint"
 	"github.com/supervaize/svz/internal/localmode"
@@ -174,6 +176,12 @@ func NewController(ctx context.Context, getenv func(string) string, log *slog.Lo
 	}
 	cfg.Parameters = params
 	cfg.RuleCheckpoints = checkpoints
+	if cfg.Jobs, err = queue(ctx, agents); err != nil {
+		if cfg.OnClose != nil {
+			err = errors.Join(err, cfg.OnClose())
+		}
+		return nil, err
+	}
 	c, err := core.New(cfg, agents...)
 	if err != nil {
 		if cfg.OnClose != nil {
@@ -182,6 +190,18 @@ func NewController(ctx context.Context, getenv func(string) string, log *slog.Lo
 		return nil, err
 	}
 	return c, nil
+}
+
+// queue is the dispatcher of background work when an agent defines any: the platform's (its
+// entrypoint puts it in ctx), else an in-process pool (a plain server, local mode).
+func queue(ctx context.Context, agents []*core.Agent) (jobs.Dispatcher, error) {
+	if !slices.ContainsFunc(agents, func(a *core.Agent) bool { return a != nil && a.Works().Len() > 0 }) {
+		return nil, nil
+	}
+	if f := jobs.QueueFrom(ctx); f != nil {
+		return f()
+	}
+	return jobs.NewPool(), nil
 }
 
 // randomKey returns 32 random bytes in URL-safe base64, like Python's secrets.token_urlsafe(32).
