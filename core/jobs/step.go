@@ -174,9 +174,6 @@ func (t *task) step(ctx context.Context, name string, opts []StepOption, fn func
 	t.mu.Unlock()
 
 	res, err := runStep(ctx, fn)
-	t.mu.Lock()
-	t.current = nil
-	t.mu.Unlock()
 	if err == nil {
 		werr := t.durableWrite(ctx, func(r *record) bool {
 			t.apply(r)
@@ -185,6 +182,9 @@ func (t *task) step(ctx context.Context, name string, opts []StepOption, fn func
 			s.Outputs = artifactRecords(o.outputs)
 			return true
 		})
+		t.mu.Lock()
+		t.current = nil // recorded (or, on a failed write, shown active by the end of the delivery)
+		t.mu.Unlock()
 		switch {
 		case errors.Is(werr, errLeaseNow):
 			t.setHalt(lostHalt)
@@ -230,6 +230,7 @@ func (t *task) step(ctx context.Context, name string, opts []StepOption, fn func
 	if t.halt != running {
 		return nil, errHalted
 	}
+	t.current = nil
 	t.failure = &failure{name: name, opts: o, tries: tries, msg: err.Error()}
 	if errors.As(err, &perm) || tries >= maxTries {
 		if !errors.As(err, &perm) {

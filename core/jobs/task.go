@@ -77,8 +77,8 @@ func (t *task) run(ctx context.Context, w runner) error {
 	wctx, cancelDeadline := context.WithDeadlineCause(wctx, t.rec.Deadline, errTimedOut)
 	defer cancelDeadline()
 	t.cancel = cancel
-	s.running.Store(t.key, cancel)
-	defer s.running.CompareAndDelete(t.key, cancel)
+	s.running.Store(t.key, t)
+	defer s.running.CompareAndDelete(t.key, t)
 
 	renewed := make(chan struct{})
 	stopRenew := make(chan struct{})
@@ -244,7 +244,6 @@ func (t *task) finish(ctx context.Context, workErr error) error {
 		// Let the next delivery (the queue's, or the pool's scan) take the task at once rather
 		// than after the lease; the running step, unrecorded, runs again there.
 		_ = t.durableWrite(ctx, func(r *record) bool {
-			t.current = nil
 			t.apply(r)
 			r.Holder, r.LeaseUntil = "", time.Time{}
 			return true
@@ -264,7 +263,6 @@ func (t *task) finish(ctx context.Context, workErr error) error {
 		status, errMsg = taskFailed, failMsg
 	}
 	err := t.durableWrite(ctx, func(r *record) bool {
-		t.current = nil
 		t.apply(r)
 		if f := t.failure; f != nil {
 			st := ensure(r, f.name, f.opts)

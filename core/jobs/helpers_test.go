@@ -1,0 +1,197 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/core/store"
+)
+
+const (
+	agentSlug = "jobs-agent"
+	wsID      = "ws-jobs"
+)
+
+// owner is an agent's registry, as core.Agent has one.
+type owner struct{ reg *jobs.Registry }
+
+func (o owner) Works() *jobs.Registry { return o.reg }
+
+func newOwner() owner { return owner{reg: jobs.NewRegistry()} }
+
+// clock is a manual clock near the real time (a job's deadline also bounds real contexts).
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Now().UTC().Truncate(time.Millisecond)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// queue is a Dispatcher that keeps what it is given: the test delivers the messages itself, as
+// the platform's queue would.
+type queue struct {
+	mu   sync.Mutex
+	msgs []sent
+	fail error
+}
+
+type sent struct {
+	M     jobs.Message
+	Delay time.Duration
+}
+
+func (q *queue) Dispatch(_ context.Context, m jobs.Message, delay time.Duration) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.fail != nil {
+		return q.fail
+	}
+	q.msgs = append(q.msgs, sent{m, delay})
+	return nil
+}
+
+// take removes and returns the messages sent so far.
+func (q *queue) take() []sent {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.msgs
+	q.msgs = nil
+	return out
+}
+
+// manualAfter is a lease-renewal timer the test fires.
+type manualAfter struct{ ch chan time.Time }
+
+func newManualAfter() *manualAfter { return &manualAfter{ch: make(chan time.Time)} }
+
+func (m *manualAfter) After(time.Duration) <-chan time.Time { return m.ch }
+
+// fire makes one waiting renewal happen; false when none waits within 30 s.
+func (m *manualAfter) fire(t *testing.T) {
+	t.Helper()
+	select {
+	case m.ch <- time.Time{}:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no lease renewal was waiting")
+	}
+}
+
+// instance is one controller instance's job service on a store.
+type instance struct {
+	svc   *jobs.Service
+	q     *queue
+	clock *clock
+	after *manualAfter
+	o     owner
+}
+
+func newInstance(t testing.TB, s store.Store, o owner, c *clock, q *queue) *instance {
+	t.Helper()
+	in := &instance{q: q, clock: c, after: newManualAfter(), o: o}
+	in.svc = jobs.NewService(jobs.Config{Store: s, Dispatcher: q, Now: c.Now, After: in.after.After, Logger: quiet,
+		Works: func(slug string) (*jobs.Registry, time.Duration, bool) {
+			if slug != agentSlug {
+				return nil, 0, false
+			}
+			return o.reg, 0, true
+		}})
+	t.Cleanup(in.svc.Close)
+	return in
+}
+
+// ctx is a handler's context for the test workspace.
+func (in *instance) ctx() context.Context {
+	return jobs.NewContext(context.Background(), in.svc, in.o.reg, agentSlug, &contract.VerifiedWorkspaceContext{GrantID: "g-1", WorkspaceID: wsID, AgentSlug: agentSlug})
+}
+
+func startReq(job string) *contract.ActionRequest {
+	return &contract.ActionRequest{AgentSlug: agentSlug, Action: contract.JobStartAction, JobID: &job, MissionID: "m-1", Input: json.RawMessage(`{}`)}
+}
+
+// deliverAll delivers the queued messages (and those they lead to) until none is left, at most
+// limit deliveries; it returns how many there were.
+func (in *instance) deliverAll(t *testing.T, limit int, d func() jobs.Delivery) int {
+	t.Helper()
+	n := 0
+	for {
+		msgs := in.q.take()
+		if len(msgs) == 0 {
+			return n
+		}
+		for _, m := range msgs {
+			if n++; n > limit {
+				t.Fatalf("more than %d deliveries", limit)
+			}
+			in.clock.Add(m.Delay)
+			var del jobs.Delivery
+			if d != nil {
+				del = d()
+			}
+			if err := in.svc.Deliver(context.Background(), m.M, del); err != nil {
+				t.Fatalf("delivery %d: %v", n, err)
+			}
+		}
+	}
+}
+
+// counter counts the runs of each step.
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counter) inc(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[name]++
+}
+
+func (c *counter) get(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[name]
+}
+
+func stateOf(t *testing.T, in *instance, job string) *contract.JobState {
+	t.Helper()
+	snap, err := jobs.State(in.ctx(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := contract.AppendJSON(nil, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+var errBoom = errors.New("boom")
+
+var quiet = slog.New(slog.DiscardHandler)

@@ -1,0 +1,576 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/core/store"
+)
+
+// suite runs the scenarios on one store: each test on its own jobs.
+func suite(t *testing.T, s store.Store) {
+	t.Run("StartStepsComplete", func(t *testing.T) { testStartStepsComplete(t, s) })
+	t.Run("Continuation", func(t *testing.T) { testContinuation(t, s) })
+	t.Run("RetriesThenFailure", func(t *testing.T) { testRetriesThenFailure(t, s) })
+	t.Run("RetryThenSuccess", func(t *testing.T) { testRetryThenSuccess(t, s) })
+	t.Run("StopMidRun", func(t *testing.T) { testStopMidRun(t, s) })
+	t.Run("StopFromAnotherInstance", func(t *testing.T) { testStopFromAnotherInstance(t, s) })
+	t.Run("Timeout", func(t *testing.T) { testTimeout(t, s) })
+	t.Run("Await", func(t *testing.T) { testAwait(t, s) })
+	t.Run("TakeOverAfterLease", func(t *testing.T) { testTakeOver(t, s) })
+	t.Run("StoreDownDuringStep", func(t *testing.T) { testStoreDown(t, s) })
+	t.Run("Pool", func(t *testing.T) { testPool(t, s) })
+}
+
+var jobSeq = map[string]int{}
+
+// jobID is a job id unique to the test (the suite shares stores between backends' runs).
+func jobID(t *testing.T) string {
+	return strings.ReplaceAll(t.Name(), "/", ".") + fmt.Sprintf(".%d", time.Now().UnixNano())
+}
+
+// threeSteps defines work of three steps that count their runs.
+func threeSteps(o owner, c *counter, opts ...jobs.Option) *jobs.Work[map[string]int] {
+	return jobs.Define(o, "three", func(ctx context.Context, in map[string]int) error {
+		a, err := jobs.Step(ctx, "one", func(context.Context) (int, error) { c.inc("one"); return in["n"] + 1, nil })
+		if err != nil {
+			return err
+		}
+		b, err := jobs.Step(ctx, "two", func(context.Context) (int, error) { c.inc("two"); return a * 10, nil }, jobs.Title("Multiply"))
+		if err != nil {
+			return err
+		}
+		_, err = jobs.Step(ctx, "three", func(context.Context) (string, error) { c.inc("three"); return fmt.Sprint(b), nil },
+			jobs.InCase("report", "deliverable", "Report"))
+		return err
+	}, opts...)
+}
+
+func testStartStepsComplete(t *testing.T, s store.Store) {
+	o, c := newOwner(), &counter{}
+	w := threeSteps(o, c)
+	in := newInstance(t, s, o, newClock(), &queue{})
+	job := jobID(t)
+	res, err := w.Started(in.ctx(), startReq(job), map[string]int{"n": 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"status":"ok","effects":[{"type":"job.started","job_id":"` + job + `","status":"active"}],"job_state":{"job":{"id":"` + job +
+		`","agent_slug":"jobs-agent","mission_id":"m-1","status":"active","source":{"type":"fresh_start"}},"cases":[{"id":"` + job +
+		`-work","lane":"work","title":"three","status":"pending","metadata":{},"steps":[]}]}}`
+	if got := mustJSON(t, res); got != want {
+		t.Fatalf("job.start answered\n%s\nwant\n%s", got, want)
+	}
+	msgs := in.q.take()
+	if len(msgs) != 1 || msgs[0].M != (jobs.Message{Agent: agentSlug, Workspace: wsID, Job: job, Work: "three"}) || msgs[0].Delay != 0 {
+		t.Fatalf("dispatched %+v", msgs)
+	}
+	// The message carries the reference only, never the input.
+	if body := string(msgs[0].M.Encode()); strings.Contains(body, `"n"`) || body != `{"agent":"jobs-agent","workspace":"ws-jobs","job":"`+job+`","work":"three","attempt":0}` {
+		t.Fatalf("message body %s", body)
+	}
+	// A second job.start for the job starts nothing.
+	if _, err := w.Start(in.ctx(), startReq(job), map[string]int{"n": 4}); err != nil {
+		t.Fatal(err)
+	}
+	if again := in.q.take(); len(again) != 1 {
+		// Not delivered yet: the record is pending and unclaimed, so it is dispatched again
+		// (the first dispatch may have been lost with its call).
+		t.Fatalf("a start of an undelivered job dispatches it again once, got %d", len(again))
+	}
+	in.q.msgs = msgs
+	if n := in.deliverAll(t, 5, nil); n != 1 {
+		t.Fatalf("%d deliveries, want 1", n)
+	}
+	for _, step := range []string{"one", "two", "three"} {
+		if c.get(step) != 1 {
+			t.Fatalf("step %s ran %d times", step, c.get(step))
+		}
+	}
+	snap := stateOf(t, in, job)
+	want = `{"job":{"id":"` + job + `","agent_slug":"jobs-agent","mission_id":"m-1","status":"completed","source":{"type":"fresh_start"}},"cases":[` +
+		`{"id":"` + job + `-work","lane":"work","title":"three","status":"completed","metadata":{},"steps":[` +
+		`{"id":"` + job + `-one","activity":"operation","status":"completed","title":"one","outputs":[]},` +
+		`{"id":"` + job + `-two","activity":"operation","status":"completed","title":"Multiply","outputs":[]}]},` +
+		`{"id":"` + job + `-report","lane":"deliverable","title":"Report","status":"completed","metadata":{},"steps":[` +
+		`{"id":"` + job + `-three","activity":"operation","status":"completed","title":"three","outputs":[]}]}]}`
+	if got := mustJSON(t, snap); got != want {
+		t.Fatalf("job.sync state\n%s\nwant\n%s", got, want)
+	}
+	// Started again once running or done: the state, no second run, no dispatch.
+	if _, err := w.Start(in.ctx(), startReq(job), map[string]int{"n": 4}); err != nil {
+		t.Fatal(err)
+	}
+	if again := in.q.take(); len(again) != 0 {
+		t.Fatalf("a finished job was dispatched again: %+v", again)
+	}
+	// A duplicate delivery of the finished task does nothing.
+	if err := in.svc.Deliver(context.Background(), msgs[0].M, jobs.Delivery{}); err != nil || c.get("one") != 1 {
+		t.Fatalf("duplicate delivery: %v, step one ran %d times", err, c.get("one"))
+	}
+}
+
+func testContinuation(t *testing.T, s store.Store) {
+	o, c := newOwner(), &counter{}
+	clk := newClock()
+	var in *instance
+	w := jobs.Define(o, "slow", func(ctx context.Context, _ struct{}) error {
+		for i := range 6 {
+			if _, err := jobs.Step(ctx, fmt.Sprintf("s%d", i), func(context.Context) (int, error) {
+				c.inc(fmt.Sprintf("s%d", i))
+				clk.Add(4 * time.Second) // each step takes 4 s of the delivery's time
+				return i, nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	in = newInstance(t, s, o, clk, &queue{})
+	job := jobID(t)
+	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	// Each delivery has 15 s: with the 10 s margin, it runs two steps and hands on.
+	n := in.deliverAll(t, 20, func() jobs.Delivery { return jobs.Delivery{Deadline: clk.Now().Add(15 * time.Second)} })
+	if n < 3 {
+		t.Fatalf("%d deliveries, want at least 3", n)
+	}
+	for i := range 6 {
+		if got := c.get(fmt.Sprintf("s%d", i)); got != 1 {
+			t.Fatalf("step s%d ran %d times", i, got)
+		}
+	}
+	if st := stateOf(t, in, job).Job.Status; st != contract.StateCompleted {
+		t.Fatalf("status %s", st)
+	}
+}
+
+func testRetriesThenFailure(t *testing.T, s store.Store) {
+	o := newOwner()
+	runs := 0
+	w := jobs.Define(o, "flaky", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Step(ctx, "call", func(context.Context) (int, error) { runs++; return 0, errBoom })
+		if err != nil {
+			return err
+		}
+		_, err = jobs.Step(ctx, "never", func(context.Context) (int, error) { t.Error("a step after a failed one ran"); return 0, nil })
+		return err
+	}, jobs.MaxAttempts(3), jobs.Backoff(time.Second))
+	in := newInstance(t, s, o, newClock(), &queue{})
+	job := jobID(t)
+	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	var delays []time.Duration
+	for range 10 {
+		msgs := in.q.take()
+		if len(msgs) == 0 {
+			break
+		}
+		m := msgs[0]
+		delays = append(delays, m.Delay)
+		if m.Delay > 0 {
+			// Delivered early (a duplicate): nothing runs.
+			before := runs
+			if err := in.svc.Deliver(context.Background(), m.M, jobs.Delivery{}); err != nil || runs != before {
+				t.Fatalf("early delivery: %v, ran %d", err, runs-before)
+			}
+			in.clock.Add(m.Delay)
+		}
+		if err := in.svc.Deliver(context.Background(), m.M, jobs.Delivery{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs != 3 || fmt.Sprint(delays) != "[0s 1s 2s]" {
+		t.Fatalf("runs %d, delays %v; want 3 runs after 0s, 1s, 2s", runs, delays)
+	}
+	snap := stateOf(t, in, job)
+	got := mustJSON(t, snap)
+	if snap.Job.Status != contract.StateFailed || !strings.Contains(got, `"error":{"message":"step \"call\" failed 3 times; last error: boom"}`) ||
+		!strings.Contains(got, `"id":"`+job+`-call","activity":"operation","status":"failed"`) {
+		t.Fatalf("state %s", got)
+	}
+}
+
+func testRetryThenSuccess(t *testing.T, s store.Store) {
+	o := newOwner()
+	runs := 0
+	w := jobs.Define(o, "once-flaky", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Step(ctx, "call", func(context.Context) (int, error) {
+			if runs++; runs == 1 {
+				return 0, errBoom
+			}
+			return 7, nil
+		})
+		return err
+	})
+	in := newInstance(t, s, o, newClock(), &queue{})
+	job := jobID(t)
+	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := in.deliverAll(t, 5, nil); n != 2 || runs != 2 {
+		t.Fatalf("%d deliveries, %d runs", n, runs)
+	}
+	if st := stateOf(t, in, job).Job.Status; st != contract.StateCompleted {
+		t.Fatalf("status %s", st)
+	}
+	// A permanent error fails at once.
+	o2 := newOwner()
+	w2 := jobs.Define(o2, "bad", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Step(ctx, "call", func(context.Context) (int, error) { return 0, jobs.Permanent(errors.New("no such region")) })
+		return err
+	})
+	in2 := newInstance(t, s, o2, newClock(), &queue{})
+	job2 := jobID(t) + "-2"
+	if _, err := w2.Start(in2.ctx(), startReq(job2), struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := in2.deliverAll(t, 5, nil); n != 1 {
+		t.Fatalf("%d deliveries", n)
+	}
+	if got := mustJSON(t, stateOf(t, in2, job2)); !strings.Contains(got, `"status":"failed"`) || !strings.Contains(got, `step \"call\" failed: no such region`) {
+		t.Fatalf("state %s", got)
+	}
+}
+
+func testStopMidRun(t *testing.T, s store.Store) {
+	o := newOwner()
+	entered := make(chan struct{})
+	w := jobs.Define(o, "stoppable", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Step(ctx, "wait", func(ctx context.Context) (int, error) {
+			close(entered)
+			<-ctx.Done()
+			return 0, ctx.Err()
+		})
+		if err != nil {
+			return err
+		}
+		_, err = jobs.Step(ctx, "after", func(context.Context) (int, error) { t.Error("a step started after job.stop"); return 0, nil })
+		return err
+	})
+	in := newInstance(t, s, o, newClock(), &queue{})
+	job := jobID(t)
+	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	m := in.q.take()[0]
+	done := make(chan error, 1)
+	go func() { done <- in.svc.Deliver(context.Background(), m.M, jobs.Delivery{}) }()
+	<-entered
+	snap, err := jobs.Stop(in.ctx(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Job.Status != contract.StateActive { // asked; the delivery stops it
+		t.Fatalf("status right after stop %s", snap.Job.Status)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := stateOf(t, in, job)
+	if got.Job.Status != contract.StateCancelled || got.Cases[0].Steps[0].Status != contract.StateCancelled {
+		t.Fatalf("state %s", mustJSON(t, got))
+	}
+	if msgs := in.q.take(); len(msgs) != 0 {
+		t.Fatalf("a stopped job was dispatched again: %+v", msgs)
+	}
+	// A job stopped before its delivery never runs.
+	job2 := job + "-2"
+	if _, err := w.Start(in.ctx(), startReq(job2), struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jobs.Stop(in.ctx(), job2); err != nil {
+		t.Fatal(err)
+	}
+	if st := stateOf(t, in, job2).Job.Status; st != contract.StateCancelled {
+		t.Fatalf("status %s", st)
+	}
+	if n := in.deliverAll(t, 3, nil); n != 1 {
+		t.Fatalf("%d deliveries", n)
+	}
+	if _, err := jobs.Stop(in.ctx(), "no-such-job"); !errors.Is(err, jobs.ErrNoJob) {
+		t.Fatalf("stop of an unknown job: %v", err)
+	}
+}
+
+func testStopFromAnotherInstance(t *testing.T, s store.Store) {
+	o := newOwner()
+	entered := make(chan struct{})
+	w := jobs.Define(o, "stoppable", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Step(ctx, "wait", func(ctx context.Context) (int, error) {
+			close(entered)
+			<-ctx.Done()
+			return 0, ctx.Err()
+		})
+		return err
+	})
+	clk := newClock()
+	a := newInstance(t, s, o, clk, &queue{})
+	b := newInstance(t, s, o, clk, &queue{})
+	job := jobID(t)
+	if _, err := w.Start(a.ctx(), startReq(job), struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	m := a.q.take()[0]
+	done := make(chan error, 1)
+	go func() { done <- a.svc.Deliver(context.Background(), m.M, jobs.Delivery{}) }()
+	<-entered
+	if _, err := jobs.Stop(b.ctx(), job); err != nil {
+		t.Fatal(err)
+	}
+	// A sees the request at its next lease renewal.
+	a.after.fire(t)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := stateOf(t, b, job).Job.Status; st != contract.StateCancelled {
+		t.Fatalf("status %s", st)
+	}
+}
+
+func testTimeout(t *testing.T, s store.Store) {
+	o := newOwner()
+	clk := newClock()
+	w := jobs.Define(o, "long", func(ctx context.Context, _ struct{}) error {
+		for i := range 3 {
+			if _, err := jobs.Step(ctx, fmt.Sprint(i), func(context.Context) (int, error) { clk.Add(40 * time.Minute); return i, nil }); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, jobs.Timeout(time.Hour))
+	in := newInstance(t, s, o, clk, &queue{})
+	job := jobID(t)
+	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	in.deliverAll(t, 3, nil)
+	got := mustJSON(t, stateOf(t, in, job))
+	if !strings.Contains(got, `"status":"failed"`) || !strings.Contains(got, `"error":{"message":"the job did not finish within 1h0m0s (its timeout)"}`) {
+		t.Fatalf("state %s", got)
+	}
+}
+
+type review struct {
+	Approved bool   `json:"approved"`
+	Comment  string `json:"comment"`
+}
+
+func testAwait(t *testing.T, s store.Store) {
+	o, c := newOwner(), &counter{}
+	var got review
+	w := jobs.Define(o, "reviewed", func(ctx context.Context, _ struct{}) error {
+		if _, err := jobs.Step(ctx, "draft", func(context.Context) (string, error) { c.inc("draft"); return "text", nil }); err != nil {
+			return err
+		}
+		r, err := jobs.Await[review](ctx, "review", contract.Awaiting{Fields: []contract.FieldDefinition{{ID: "approved", Label: "Approve", Type: contract.FieldBoolean}}},
+			jobs.Title("Review the draft"))
+		if err != nil {
+			return err
+		}
+		got = r
+		_, err = jobs.Step(ctx, "publish", func(context.Context) (bool, error) { c.inc("publish"); return r.Approved, nil })
+		return err
+	})
+	in := newInstance(t, s, o, newClock(), &queue{})
+	job := jobID(t)
+	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	in.deliverAll(t, 3, nil)
+	snap := stateOf(t, in, job)
+	step := snap.Cases[0].Steps[1]
+	if snap.Job.Status != contract.StateAwaiting || step.ID != job+"-review" || step.Status != contract.StateAwaiting || step.Awaiting == nil ||
+		mustJSON(t, step.Awaiting) != `{"reason":"human_input","surface":"case.step.awaiting","action":"step.awaiting.submit","fields":[{"id":"approved","label":"Approve","type":"boolean","required":false}],"reopenable":false}` {
+		t.Fatalf("state %s", mustJSON(t, snap))
+	}
+	// A wrong step id is refused; the right one continues the work.
+	req := startReq(job)
+	req.Action = contract.StepAwaitingSubmitAction
+	wrong := job + "-draft"
+	req.StepID = &wrong
+	req.Input = json.RawMessage(`{"approved":true,"comment":"fine"}`)
+	if _, err := jobs.Answer(in.ctx(), req); !errors.Is(err, jobs.ErrNotAwaiting) {
+		t.Fatalf("answer to a step that does not wait: %v", err)
+	}
+	right := job + "-review"
+	req.StepID = &right
+	if _, err := jobs.Answer(in.ctx(), req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jobs.Answer(in.ctx(), req); !errors.Is(err, jobs.ErrNotAwaiting) {
+		t.Fatalf("a second answer: %v", err)
+	}
+	in.deliverAll(t, 3, nil)
+	if got != (review{Approved: true, Comment: "fine"}) || c.get("draft") != 1 || c.get("publish") != 1 {
+		t.Fatalf("answer %+v, draft ran %d, publish %d", got, c.get("draft"), c.get("publish"))
+	}
+	if st := stateOf(t, in, job).Job.Status; st != contract.StateCompleted {
+		t.Fatalf("status %s", st)
+	}
+}
+
+func testTakeOver(t *testing.T, s store.Store) {
+	o, c := newOwner(), &counter{}
+	entered, release := make(chan struct{}), make(chan struct{})
+	first := true
+	w := jobs.Define(o, "taken", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Step(ctx, "slow", func(ctx context.Context) (int, error) {
+			c.inc("slow")
+			if first {
+				first = false
+				close(entered)
+				<-release
+			}
+			return 1, nil
+		})
+		if err != nil {
+			return err
+		}
+		_, err = jobs.Step(ctx, "next", func(context.Context) (int, error) { c.inc("next"); return 2, nil })
+		return err
+	})
+	clk := newClock()
+	a := newInstance(t, s, o, clk, &queue{})
+	b := newInstance(t, s, o, clk, &queue{})
+	job := jobID(t)
+	if _, err := w.Start(a.ctx(), startReq(job), struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	m := a.q.take()[0]
+	done := make(chan error, 1)
+	go func() { done <- a.svc.Deliver(context.Background(), m.M, jobs.Delivery{}) }()
+	<-entered
+	// While A holds the lease, B's delivery is refused for later.
+	if err := b.svc.Deliver(context.Background(), m.M, jobs.Delivery{}); !errors.Is(err, jobs.ErrBusy) {
+		t.Fatalf("delivery while another instance runs the task: %v", err)
+	}
+	// A stalls past its lease (no renewal fires): B takes the task over and finishes it.
+	clk.Add(jobs.DefaultLease + jobs.SkewMargin + time.Second)
+	if err := b.svc.Deliver(context.Background(), m.M, jobs.Delivery{}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// The interrupted step ran once more; A's late result was not recorded over B's.
+	if c.get("slow") != 2 || c.get("next") != 1 {
+		t.Fatalf("slow ran %d, next %d", c.get("slow"), c.get("next"))
+	}
+	if st := stateOf(t, b, job).Job.Status; st != contract.StateCompleted {
+		t.Fatalf("status %s", st)
+	}
+}
+
+// flaky is a store whose Update fails while down is set.
+type flaky struct {
+	store.Store
+	down func(key string) bool
+}
+
+func (f *flaky) Update(ctx context.Context, key string, version uint64, value []byte, exp time.Time) (store.Record, error) {
+	if f.down != nil && f.down(key) {
+		return store.Record{}, errors.New("store unreachable")
+	}
+	return f.Store.Update(ctx, key, version, value, exp)
+}
+
+func testStoreDown(t *testing.T, s store.Store) {
+	o, c := newOwner(), &counter{}
+	fs := &flaky{Store: s}
+	w := jobs.Define(o, "fragile", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Step(ctx, "a", func(context.Context) (int, error) {
+			c.inc("a")
+			if c.get("a") == 1 {
+				fs.down = func(string) bool { return true } // the store goes down while the step runs
+			}
+			return 1, nil
+		})
+		return err
+	})
+	in := newInstance(t, fs, o, newClock(), &queue{})
+	job := jobID(t)
+	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	m := in.q.take()[0]
+	if err := in.svc.Deliver(context.Background(), m.M, jobs.Delivery{}); err == nil {
+		t.Fatal("a delivery whose step could not be recorded was acknowledged")
+	}
+	fs.down = nil
+	// The queue delivers it again after its visibility timeout, longer than the lease (the store
+	// was down, so the lease could not be released).
+	in.clock.Add(jobs.DefaultLease + jobs.SkewMargin + time.Second)
+	if err := in.svc.Deliver(context.Background(), m.M, jobs.Delivery{}); err != nil {
+		t.Fatal(err)
+	}
+	if c.get("a") != 2 {
+		t.Fatalf("step a ran %d times, want 2 (once more after the fault)", c.get("a"))
+	}
+	if st := stateOf(t, in, job).Job.Status; st != contract.StateCompleted {
+		t.Fatalf("status %s", st)
+	}
+}
+
+func testPool(t *testing.T, s store.Store) {
+	if _, ok := s.(store.Lister); !ok {
+		t.Skip("the store cannot list")
+	}
+	o, c := newOwner(), &counter{}
+	done := make(chan struct{})
+	w := jobs.Define(o, "pooled", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Step(ctx, "a", func(context.Context) (int, error) { c.inc("a"); return 1, nil })
+		if err == nil {
+			close(done)
+		}
+		return err
+	})
+	pool := jobs.NewPool(jobs.ScanEvery(0))
+	svc := jobs.NewService(jobs.Config{Store: s, Dispatcher: pool, Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
+	t.Cleanup(svc.Close)
+	ctx := jobs.NewContext(context.Background(), svc, o.reg, agentSlug, &contract.VerifiedWorkspaceContext{WorkspaceID: wsID})
+	job := jobID(t)
+	if _, err := w.Start(ctx, startReq(job), struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pool did not run the task")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		snap, err := jobs.State(ctx, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Job.Status == contract.StateCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status %s", snap.Job.Status)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c.get("a") != 1 {
+		t.Fatalf("ran %d", c.get("a"))
+	}
+	// The scan drops the index entry of the finished task.
+	if err := pool.Scan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.(store.Lister).List(context.Background(), "jobs/v1/p/"+agentSlug+"/"+wsID+"/"+job, "", 10)
+	if err != nil || len(page.Items) != 0 {
+		t.Fatalf("index after the scan: %v %+v", err, page.Items)
+	}
+}
