@@ -5,7 +5,7 @@ export GOTOOLCHAIN := local
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: help run test lint unit bench fuzz bench-controller bench-http bench-grant bench-store bench-adapters sizes example-lines workbench-screenshots
+.PHONY: help run test lint unit bench fuzz bench-controller bench-http bench-grant bench-store bench-adapters bench-jobs sizes example-lines workbench-screenshots
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-24s %s\n", $$1, $$2}'
@@ -43,6 +43,10 @@ bench-store: ## every store backend and the idempotency gate, against real serve
 
 bench-adapters: ## the Lambda adapter against aws-lambda-go-api-proxy (docs/platforms.md#measured-figures)
 	go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./adapters/lambda
+
+bench-jobs: ## background jobs: store writes per step, dispatch to step start, job.start with work vs synchronous (docs/performance.md)
+	scripts/with-services go test -run '^$$' -bench . -count $(BENCH_COUNT) ./core/jobs
+	go test -run '^$$' -bench 'JobStartRatio' -count $(BENCH_COUNT) ./core
 
 sizes: ## binary sizes per build tag and per store backend (docs/platforms.md, docs/state.md)
 	scripts/sizes

@@ -1,0 +1,149 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/memory"
+	"github.com/supervaize/svz/internal/testenv"
+)
+
+// counting is a store that counts its writes.
+type counting struct {
+	store.Store
+	writes atomic.Int64
+}
+
+func (c *counting) Create(ctx context.Context, key string, v []byte, exp time.Time) (store.Record, error) {
+	c.writes.Add(1)
+	return c.Store.Create(ctx, key, v, exp)
+}
+
+func (c *counting) Update(ctx context.Context, key string, ver uint64, v []byte, exp time.Time) (store.Record, error) {
+	c.writes.Add(1)
+	return c.Store.Update(ctx, key, ver, v, exp)
+}
+
+func (c *counting) Delete(ctx context.Context, key string, ver uint64) error {
+	c.writes.Add(1)
+	return c.Store.Delete(ctx, key, ver)
+}
+
+// writesOf counts the store writes of a job of n steps, started and delivered once.
+func writesOf(t testing.TB, n int) int64 {
+	cs := &counting{Store: memory.New()}
+	o := newOwner()
+	w := jobs.Define(o, "steps", func(ctx context.Context, _ struct{}) error {
+		for i := range n {
+			if _, err := jobs.Step(ctx, fmt.Sprint(i), func(context.Context) (int, error) { return i, nil }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	q := &queue{}
+	svc := jobs.NewService(jobs.Config{Store: cs, Dispatcher: q, Logger: quiet, Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
+	ctx := jobs.NewContext(context.Background(), svc, o.reg, agentSlug, &contract.VerifiedWorkspaceContext{WorkspaceID: wsID})
+	if _, err := w.Start(ctx, startReq("job"), struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range q.take() {
+		if err := svc.Deliver(context.Background(), m.M, jobs.Delivery{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cs.writes.Load()
+}
+
+// TestStoreWritesPerStep: each step costs one store write; a job adds three (the task, the
+// claim of its delivery, its end).
+func TestStoreWritesPerStep(t *testing.T) {
+	none, ten := writesOf(t, 0), writesOf(t, 10)
+	if none != 3 || ten-none != 10 {
+		t.Fatalf("writes: %d for a job without steps (want 3), %d more for 10 steps (want 10)", none, ten-none)
+	}
+}
+
+// BenchmarkStoreWrites reports the store writes of a job (make bench-jobs).
+func BenchmarkStoreWrites(b *testing.B) {
+	var none, ten int64
+	for b.Loop() {
+		none, ten = writesOf(b, 0), writesOf(b, 10)
+	}
+	b.ReportMetric(float64(ten-none)/10, "writes/step")
+	b.ReportMetric(float64(none), "writes/job")
+}
+
+// BenchmarkDispatchToStep measures the time from the dispatch of a task to the start of its
+// first step on the in-process pool, on the memory store and, when scripts/with-services runs
+// them, on PostgreSQL and Redis; it reports the median and the 99th percentile (make bench-jobs).
+func BenchmarkDispatchToStep(b *testing.B) {
+	backends := map[string]func(b *testing.B) store.Store{
+		"memory": func(*testing.B) store.Store { return memory.New() },
+	}
+	if os.Getenv(testenv.PostgresURL) != "" {
+		backends["postgres"] = func(b *testing.B) store.Store {
+			table := testenv.UniqueName("svz_jobs_bench_")
+			return openEnv(b, []string{"SUPERVAIZER_STORE=postgres", "SUPERVAIZER_STORE_URL=" + os.Getenv(testenv.PostgresURL), "SUPERVAIZER_STORE_TABLE=" + table})
+		}
+	}
+	if os.Getenv(testenv.RedisURL) != "" {
+		backends["redis"] = func(b *testing.B) store.Store {
+			return openEnv(b, []string{"SUPERVAIZER_STORE=redis", "SUPERVAIZER_STORE_URL=" + os.Getenv(testenv.RedisURL)})
+		}
+	}
+	for _, name := range []string{"memory", "postgres", "redis"} {
+		open := backends[name]
+		if open == nil {
+			continue
+		}
+		b.Run(name, func(b *testing.B) {
+			s := open(b)
+			b.Cleanup(func() { _ = s.Close() })
+			o := newOwner()
+			started := make(chan time.Time, 1)
+			w := jobs.Define(o, "first", func(ctx context.Context, _ struct{}) error {
+				_, err := jobs.Step(ctx, "a", func(context.Context) (int, error) { started <- time.Now(); return 1, nil })
+				return err
+			})
+			pool := jobs.NewPool(jobs.Workers(1), jobs.ScanEvery(0))
+			var dispatched time.Time
+			d := dispatchFunc(func(ctx context.Context, m jobs.Message, delay time.Duration) error {
+				dispatched = time.Now()
+				return pool.Dispatch(ctx, m, delay)
+			})
+			svc := jobs.NewService(jobs.Config{Store: s, Dispatcher: pool, Logger: quiet, Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
+			b.Cleanup(svc.Close)
+			// The work's context sees the pool; Start goes through d to time the dispatch.
+			svcD := jobs.NewService(jobs.Config{Store: s, Dispatcher: d, Logger: quiet, Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
+			ctx := jobs.NewContext(context.Background(), svcD, o.reg, agentSlug, &contract.VerifiedWorkspaceContext{WorkspaceID: wsID})
+			run := fmt.Sprint(time.Now().UnixNano())
+			var lat []time.Duration
+			i := 0
+			for b.Loop() {
+				if _, err := w.Start(ctx, startReq(fmt.Sprintf("bench-%s-%d", run, i)), struct{}{}); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, (<-started).Sub(dispatched))
+				i++
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-us")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-us")
+		})
+	}
+}
+
+type dispatchFunc func(ctx context.Context, m jobs.Message, delay time.Duration) error
+
+func (f dispatchFunc) Dispatch(ctx context.Context, m jobs.Message, delay time.Duration) error {
+	return f(ctx, m, delay)
+}

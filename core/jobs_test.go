@@ -1,0 +1,174 @@
+package core_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/grant"
+	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/core/store/memory"
+)
+
+// recQueue keeps the messages the controller dispatches; the test delivers them.
+type recQueue struct {
+	mu   sync.Mutex
+	msgs []jobs.Message
+}
+
+func (q *recQueue) Dispatch(_ context.Context, m jobs.Message, _ time.Duration) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.msgs = append(q.msgs, m)
+	return nil
+}
+
+func (q *recQueue) take() []jobs.Message {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.msgs
+	q.msgs = nil
+	return out
+}
+
+// workAgent is an agent whose job.start starts background work of two steps; job.sync and
+// job.stop are declared without handlers (the controller serves them).
+func workAgent(t testing.TB) (*core.Agent, *jobs.Work[map[string]string]) {
+	t.Helper()
+	reg, err := contract.BuildRegistration(contract.RegistrationSpec{
+		AgentSlug: "w", DisplayName: "W", A2UICatalogVersion: "w.1",
+		Surfaces: []contract.SurfaceSpec{contract.SurfaceID("job.start")},
+		Actions:  []contract.ActionSpec{contract.ActionID("job.start"), contract.ActionID("job.stop")},
+		JobPolicy: &contract.JobPolicy{Sync: &contract.JobSyncPolicy{}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := core.NewAgent(core.AgentConfig{Name: "W", Version: "1", Registration: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := jobs.Define(a, "greet", func(ctx context.Context, in map[string]string) error {
+		name, err := jobs.Step(ctx, "lookup", func(context.Context) (string, error) { return strings.ToUpper(in["name"]), nil })
+		if err != nil {
+			return err
+		}
+		_, err = jobs.Step(ctx, "write", func(context.Context) (string, error) { return "Hello " + name, nil }, jobs.Title("Write the greeting"))
+		return err
+	})
+	a.HandleAction("job.start", core.ActionFunc(func(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+		var in map[string]string
+		if err := req.DecodeInput(&in); err != nil {
+			return nil, err
+		}
+		return w.Started(ctx, req, in)
+	}))
+	return a, w
+}
+
+func workController(t testing.TB, q jobs.Dispatcher) *core.Controller {
+	t.Helper()
+	a, _ := workAgent(t)
+	c, err := core.New(core.Config{APIKey: testKey, ServerID: "SRV-test", Authorizer: grant.LocalBypass{ServerID: "SRV-test"},
+		Store: memory.New(), Jobs: q, Logger: quietLogger()}, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func actionParams(action, job string, input any) map[string]any {
+	p := params(map[string]any{"agent_slug": "w", "action": action, "job_id": job, "input": input})
+	return p
+}
+
+func TestJobsThroughController(t *testing.T) {
+	q := &recQueue{}
+	c := workController(t, q)
+	_, body := post(t, c, rpcBody(t, 1, "supervaizer/action.invoke", actionParams("job.start", "job-1", map[string]any{"name": "ada"})), nil)
+	jsonEq(t, body, `{"jsonrpc":"2.0","id":1,"result":{"status":"ok","effects":[{"type":"job.started","job_id":"job-1","status":"active"}],`+
+		`"job_state":{"job":{"id":"job-1","agent_slug":"w","mission_id":"mission-1","status":"active","source":{"type":"fresh_start"}},`+
+		`"cases":[{"id":"job-1-work","lane":"work","title":"greet","status":"pending","metadata":{},"steps":[]}]}}}`)
+	msgs := q.take()
+	if len(msgs) != 1 || string(msgs[0].Encode()) != `{"agent":"w","workspace":"workspace-1","job":"job-1","work":"greet","attempt":0}` {
+		t.Fatalf("dispatched %+v", msgs)
+	}
+	if err := c.Jobs().Deliver(context.Background(), msgs[0], jobs.Delivery{}); err != nil {
+		t.Fatal(err)
+	}
+	// job.sync is served from the task: the two steps completed.
+	_, body = post(t, c, rpcBody(t, 2, "supervaizer/action.invoke", actionParams("job.sync", "job-1", map[string]any{})), nil)
+	jsonEq(t, body, `{"jsonrpc":"2.0","id":2,"result":{"status":"ok","effects":[{"type":"job.synced","job_id":"job-1","status":"completed"}],`+
+		`"job_state":{"job":{"id":"job-1","agent_slug":"w","mission_id":"mission-1","status":"completed","source":{"type":"fresh_start"}},`+
+		`"cases":[{"id":"job-1-work","lane":"work","title":"greet","status":"completed","metadata":{},"steps":[`+
+		`{"id":"job-1-lookup","activity":"operation","status":"completed","title":"lookup","outputs":[]},`+
+		`{"id":"job-1-write","activity":"operation","status":"completed","title":"Write the greeting","outputs":[]}]}]}}}`)
+	// An unknown job is a business error; job.stop of a finished job leaves it as it is.
+	_, body = post(t, c, rpcBody(t, 3, "supervaizer/action.invoke", actionParams("job.sync", "job-9", map[string]any{})), nil)
+	jsonEq(t, body, `{"jsonrpc":"2.0","id":3,"result":{"status":"error","effects":[],"errors":[{"code":"job_not_found","message":"No background job \"job-9\" in this workspace"}]}}`)
+	_, body = post(t, c, rpcBody(t, 4, "supervaizer/action.invoke", actionParams("job.stop", "job-1", map[string]any{})), nil)
+	if !strings.Contains(string(body), `"effects":[{"type":"job.stopped","job_id":"job-1","status":"completed"}]`) {
+		t.Fatalf("job.stop of a finished job: %s", body)
+	}
+	// The work's input never reaches the queue, and the task's record is the workspace's alone.
+	if strings.Contains(string(msgs[0].Encode()), "ada") {
+		t.Fatal("the message carries the input")
+	}
+}
+
+func TestJobsPoolRunsWork(t *testing.T) {
+	c := workController(t, jobs.NewPool(jobs.ScanEvery(0)))
+	_, body := post(t, c, rpcBody(t, 1, "supervaizer/action.invoke", actionParams("job.start", "job-2", map[string]any{"name": "bo"})), nil)
+	if !strings.Contains(string(body), `"status":"active"`) {
+		t.Fatalf("job.start: %s", body)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, body = post(t, c, rpcBody(t, 2, "supervaizer/action.invoke", actionParams("job.sync", "job-2", map[string]any{})), nil)
+		var resp struct {
+			Result contract.ActionResult `json:"result"`
+		}
+		if err := json.Unmarshal(body, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(body), `"job_state":{"job":{"id":"job-2","agent_slug":"w","mission_id":"mission-1","status":"completed"`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job did not complete: %s", body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestNewRefusesWorkWithoutQueue(t *testing.T) {
+	a, _ := workAgent(t)
+	_, err := core.New(core.Config{APIKey: testKey, Authorizer: grant.LocalBypass{}, Store: memory.New(), Logger: quietLogger()}, a)
+	if err == nil || !strings.Contains(err.Error(), `agent "w" defines background work ([greet])`) || !strings.Contains(err.Error(), "SUPERVAIZER_JOBS_QUEUE_URL") {
+		t.Fatalf("New without a queue: %v", err)
+	}
+}
+
+func TestNewReportsWorkMistakes(t *testing.T) {
+	a, _ := workAgent(t)
+	jobs.Define(a, "greet", func(context.Context, struct{}) error { return nil })
+	jobs.Define(a, "", func(context.Context, struct{}) error { return nil })
+	jobs.Define[struct{}](a, "nil-func", nil)
+	jobs.Define(a, "bad-attempts", func(context.Context, struct{}) error { return nil }, jobs.MaxAttempts(0))
+	_, err := core.New(core.Config{APIKey: testKey, Authorizer: grant.LocalBypass{}, Store: memory.New(), Jobs: &recQueue{}, Logger: quietLogger()}, a)
+	for _, want := range []string{`background work "greet": defined twice`, `background work "": a work name is 1 to 200 printable characters`,
+		`background work "nil-func": the work function is required`, `background work "bad-attempts": jobs.MaxAttempts must be at least 1`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New: %v\nwant it to say %s", err, want)
+		}
+	}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
