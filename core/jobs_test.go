@@ -43,8 +43,8 @@ func workAgent(t testing.TB) (*core.Agent, *jobs.Work[map[string]string]) {
 	t.Helper()
 	reg, err := contract.BuildRegistration(contract.RegistrationSpec{
 		AgentSlug: "w", DisplayName: "W", A2UICatalogVersion: "w.1",
-		Surfaces: []contract.SurfaceSpec{contract.SurfaceID("job.start")},
-		Actions:  []contract.ActionSpec{contract.ActionID("job.start"), contract.ActionID("job.stop")},
+		Surfaces:  []contract.SurfaceSpec{contract.SurfaceID("job.start")},
+		Actions:   []contract.ActionSpec{contract.ActionID("job.start"), contract.ActionID("job.stop")},
 		JobPolicy: &contract.JobPolicy{Sync: &contract.JobSyncPolicy{}},
 	})
 	if err != nil {
