@@ -197,6 +197,12 @@ func jobStatus(r *record) string {
 
 // snapshot projects the task's record as job_state.
 func (s *Service) snapshot(reg *Registry, r *record) *contract.JobState {
+	if !terminal(r.Status) && !s.now().Before(r.Deadline) {
+		// Past its timeout, a job nobody delivers (it waits for an answer, or its queue lost it)
+		// is failed: its next delivery records it so.
+		r = r.clone()
+		r.Status, r.Error = taskFailed, timeoutMessage(r)
+	}
 	status := jobStatus(r)
 	snap := &contract.JobState{
 		Job: contract.Job{ID: r.Job, AgentSlug: r.Agent, MissionID: r.Mission, Status: status,

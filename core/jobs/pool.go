@@ -47,7 +47,7 @@ type Pool struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	mu     sync.Mutex
-	queued map[string]bool // task keys queued or running here
+	queued map[string]int // task key → queued or running here (1), and to queue again when done (2)
 	timers map[*time.Timer]bool
 }
 
@@ -55,7 +55,7 @@ var _ Dispatcher = (*Pool)(nil)
 
 // NewPool returns an in-process pool; it starts when the controller's job service attaches it.
 func NewPool(opts ...PoolOption) *Pool {
-	p := &Pool{workers: DefaultWorkers, every: DefaultScan, queued: map[string]bool{}, timers: map[*time.Timer]bool{}}
+	p := &Pool{workers: DefaultWorkers, every: DefaultScan, queued: map[string]int{}, timers: map[*time.Timer]bool{}}
 	for _, o := range opts {
 		o(p)
 	}
@@ -95,16 +95,20 @@ func (p *Pool) Dispatch(ctx context.Context, m Message, delay time.Duration) err
 	return nil
 }
 
-// enqueue queues m unless its task is queued or running here already, or the queue is full (the
-// scan finds it later).
+// enqueue queues m unless its task is queued here already; a task running here is queued again
+// when its delivery ends (an answer may arrive while the delivery that waited for it finishes). A
+// full queue drops m: the scan finds the task later.
 func (p *Pool) enqueue(m Message) {
 	key := m.Key()
 	p.mu.Lock()
-	if p.queued[key] || p.ctx.Err() != nil {
+	if p.queued[key] > 0 || p.ctx.Err() != nil {
+		if p.queued[key] == 1 {
+			p.queued[key] = 2
+		}
 		p.mu.Unlock()
 		return
 	}
-	p.queued[key] = true
+	p.queued[key] = 1
 	p.mu.Unlock()
 	select {
 	case p.queue <- m:
@@ -144,8 +148,12 @@ func (p *Pool) work() {
 			}
 			cancel()
 			p.mu.Lock()
+			again := p.queued[m.Key()] == 2
 			delete(p.queued, m.Key())
 			p.mu.Unlock()
+			if again {
+				p.enqueue(m)
+			}
 		}
 	}
 }
