@@ -10,7 +10,7 @@ func TestRequestIDAccessors(t *testing.T) {
 	base := `"request_id":"r","actor":{"user_id":"u"},"workspace":{"id":"w"},"mission_id":"m","agent_slug":"a","surface":"s"`
 	full := `,"job_id":"j","case_id":"c","step_id":"st","draft_session_id":"d"`
 	for _, tc := range []struct {
-		name, extra                     string
+		name, extra                    string
 		job, cas, step, draft, idemKey string
 	}{
 		{name: "absent"},
