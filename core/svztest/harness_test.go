@@ -103,3 +103,80 @@ func TestCheckHandlers(t *testing.T) {
 		t.Errorf("with both skipped: %q", msgs)
 	}
 }
+
+// countingAgent's job.start needs an integer count and records each run in the state.
+func countingAgent(t *testing.T) *core.Agent {
+	t.Helper()
+	reg, err := contract.BuildRegistration(contract.RegistrationSpec{
+		AgentSlug: "c", DisplayName: "C", A2UICatalogVersion: "c.1",
+		Actions: []contract.ActionSpec{contract.ActionID("job.start")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := core.NewAgent(core.AgentConfig{Name: "C", Registration: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.DeclareInput("job.start", []contract.FieldDefinition{{ID: "count", Label: "Count", Type: contract.FieldInteger, Required: true}})
+	a.HandleAction("job.start", core.ActionFunc(func(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+		if err := state.Of[note](ctx, "runs").Create(ctx, req.RequestID, note{ID: req.Job()}); err != nil {
+			return nil, err
+		}
+		return contract.OK(contract.Effect{Type: "job.started", JobID: req.Job()}), nil
+	}))
+	return a
+}
+
+func TestOneOptionType(t *testing.T) {
+	// Request members given to New apply to every call; a call's own win.
+	h := svztest.New(t, countingAgent(t), svztest.JobID("job-default"))
+	if res := h.Invoke(t, "job.start", map[string]any{"count": 1}); res.Effects[0].JobID != "job-default" {
+		t.Errorf("job id from New = %s", res.JSON)
+	}
+	if res := h.Invoke(t, "job.start", map[string]any{"count": 1}, svztest.JobID("job-2")); res.Effects[0].JobID != "job-2" {
+		t.Errorf("job id of the call = %s", res.JSON)
+	}
+
+	// AssertConfirmIdempotent takes WithState like every other option.
+	runs := func() any {
+		var ids []string
+		for r, err := range state.Of[note](h.Context(), "runs").All(h.Context(), "") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+	h.AssertConfirmIdempotent(t, "job.start", map[string]any{"count": 1}, svztest.IdempotencyKey("k-1"), svztest.WithState(runs))
+
+	// Options meant for another place fail the test instead of being ignored.
+	for _, tc := range []struct {
+		name string
+		call func(tb testing.TB)
+		want string
+	}{
+		{"WithStore to Invoke", func(tb testing.TB) { h.Invoke(tb, "job.start", nil, svztest.WithStore(h.Store())) },
+			"svztest: WithStore given to Invoke: it configures svztest.New"},
+		{"WithState to Load", func(tb testing.TB) { h.Load(tb, "job.start", nil, svztest.WithState(runs)) },
+			"svztest: WithState given to Load: it configures AssertConfirmIdempotent"},
+		{"WithState to New", func(tb testing.TB) { svztest.New(tb, countingAgent(t), svztest.WithState(runs)) },
+			"svztest: WithState given to svztest.New: it configures AssertConfirmIdempotent"},
+	} {
+		msgs, fatal := failures(t, tc.call)
+		if !fatal || len(msgs) != 1 || msgs[0] != tc.want {
+			t.Errorf("%s: fatal = %v, failures = %q; want %q", tc.name, fatal, msgs, tc.want)
+		}
+	}
+}
+
+func TestConfirmIdempotentSaysTheFirstCallWasRefused(t *testing.T) {
+	h := svztest.New(t, countingAgent(t))
+	msgs, fatal := failures(t, func(tb testing.TB) {
+		h.AssertConfirmIdempotent(tb, "job.start", map[string]any{}, svztest.IdempotencyKey("k-1"))
+	})
+	if !fatal || len(msgs) != 1 || !strings.HasPrefix(msgs[0], "AssertConfirmIdempotent: the first call was refused: input_required count; the check needs a call the handler accepts") {
+		t.Errorf("fatal = %v, failures = %q", fatal, msgs)
+	}
+}

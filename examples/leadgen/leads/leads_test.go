@@ -67,7 +67,7 @@ func run(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var opts []svztest.HarnessOption
+	var opts []svztest.Option
 	if s != nil {
 		opts = append(opts, svztest.WithStore(s))
 	}
