@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -362,31 +364,74 @@ var Skip = &struct{ skip bool }{true}
 // "error" result is an answer. Surfaces Studio renders itself (mission.agent.resource.*,
 // mission.agent.dataset.*), rule.checkpoint.resume (svz serves it) and ids whose input is Skip
 // are left out.
+//
+// job.start runs first (job id "svztest-check-job" unless opts set one): when it answers a
+// job_state, the surfaces of a step are loaded on that job, case.step.awaiting on its first
+// awaiting step and case.step.detail on its first step, so that a document the handler builds
+// for a real step is checked (give inputs["job.start"] an input the agent accepts). Then the
+// other surfaces, then the other actions.
 func (h *Harness) CheckHandlers(t testing.TB, inputs map[string]any, opts ...Option) {
 	t.Helper()
 	reg := h.agent.Config().Registration
 	s := h.call(t, "CheckHandlers", opts, false)
-	check := func(kind, method, id string, action bool) {
+	// check calls id once; before are members the call's options may override, after members
+	// that win over them.
+	check := func(kind, method, id string, action bool, before, after []func(map[string]any)) json.RawMessage {
 		if inputs[id] == Skip {
-			return
+			return nil
 		}
-		resp := h.post(t, method, h.params(id, action, inputs[id], s), s.header)
+		c := *s
+		c.members = slices.Concat(before, s.members, after)
+		resp := h.post(t, method, h.params(id, action, inputs[id], &c), s.header)
 		if resp.Error != nil {
 			t.Errorf("svztest: %s %s answers JSON-RPC %d %q: every declared %s needs a handler that answers", kind, id, resp.Error.Code, resp.Error.Message, kind)
 		}
+		return resp.Result
 	}
+	var actions []string
 	for _, a := range reg.Capabilities.Actions {
-		if a.ID == contract.RuleCheckpointResumeAction {
+		if a.ID != contract.RuleCheckpointResumeAction {
+			actions = append(actions, a.ID)
+		}
+	}
+	var job *contract.JobState
+	if slices.Contains(actions, contract.JobStartAction) {
+		defaultJob := func(p map[string]any) { p["job_id"] = "svztest-check-job" }
+		if raw := check("action", "supervaizer/action.invoke", contract.JobStartAction, true, []func(map[string]any){defaultJob}, nil); raw != nil {
+			var res contract.ActionResult
+			if json.Unmarshal(raw, &res) == nil {
+				job = res.JobState
+			}
+		}
+	}
+	for _, id := range reg.Capabilities.Surfaces {
+		if strings.HasPrefix(id, "mission.agent.resource.") || strings.HasPrefix(id, "mission.agent.dataset.") {
 			continue
 		}
-		check("action", "supervaizer/action.invoke", a.ID, true)
+		check("surface", "supervaizer/surface.load", id, false, nil, stepOf(job, id))
 	}
-	for _, s := range reg.Capabilities.Surfaces {
-		if strings.HasPrefix(s, "mission.agent.resource.") || strings.HasPrefix(s, "mission.agent.dataset.") {
-			continue
+	for _, id := range actions {
+		if id != contract.JobStartAction {
+			check("action", "supervaizer/action.invoke", id, true, nil, nil)
 		}
-		check("surface", "supervaizer/surface.load", s, false)
 	}
+}
+
+// stepOf returns the request members that load surface on a step of job: its first awaiting
+// step for case.step.awaiting, its first step for case.step.detail; none otherwise.
+func stepOf(job *contract.JobState, surface string) []func(map[string]any) {
+	if job == nil || (surface != contract.SurfaceStepAwaiting && surface != contract.SurfaceStepDetail) {
+		return nil
+	}
+	for _, c := range job.Cases {
+		for _, st := range c.Steps {
+			if surface == contract.SurfaceStepDetail || st.Awaiting != nil {
+				ids := map[string]any{"job_id": job.Job.ID, "case_id": c.ID, "step_id": st.ID}
+				return []func(map[string]any){func(p map[string]any) { maps.Copy(p, ids) }}
+			}
+		}
+	}
+	return nil
 }
 
 // As converts v (an effect's Item, Items or Rows, a draft value...) to T through JSON, failing

@@ -86,8 +86,8 @@ func TestHarness(t *testing.T) {
 func TestCheckHandlers(t *testing.T) {
 	h := svztest.New(t, harnessAgent(t))
 	msgs, fatal := failures(t, func(tb testing.TB) { h.CheckHandlers(tb, nil) })
-	want := []string{`action broken answers JSON-RPC -32603 "Action handler failed"`,
-		`surface case.step.awaiting answers JSON-RPC -32011 "Surface handler not registered: case.step.awaiting"`}
+	want := []string{`surface case.step.awaiting answers JSON-RPC -32011 "Surface handler not registered: case.step.awaiting"`,
+		`action broken answers JSON-RPC -32603 "Action handler failed"`}
 	if fatal || len(msgs) != len(want) {
 		t.Fatalf("failures = %q", msgs)
 	}
@@ -179,4 +179,59 @@ func TestConfirmIdempotentSaysTheFirstCallWasRefused(t *testing.T) {
 	if !fatal || len(msgs) != 1 || !strings.HasPrefix(msgs[0], "AssertConfirmIdempotent: the first call was refused: input_required count; the check needs a call the handler accepts") {
 		t.Errorf("fatal = %v, failures = %q", fatal, msgs)
 	}
+}
+
+// reviewAgent's job.start opens a job whose step awaits a review; its awaiting surface builds the
+// review only for a real step (Studio always loads it on one) and answers a failure otherwise.
+func reviewAgent(t *testing.T, readOnly bool) *core.Agent {
+	t.Helper()
+	reg, err := contract.BuildRegistration(contract.RegistrationSpec{
+		AgentSlug: "r", DisplayName: "R", A2UICatalogVersion: "r.1",
+		Surfaces: []contract.SurfaceSpec{contract.SurfaceID(contract.SurfaceStepAwaiting)},
+		Actions:  []contract.ActionSpec{contract.ActionID("job.start"), contract.ActionID("job.stop")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := core.NewAgent(core.AgentConfig{Name: "R", Registration: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := []contract.FieldDefinition{{ID: "approved", Label: "Approve", Type: contract.FieldBoolean, Required: true}}
+	stopped := false
+	a.HandleAction("job.start", core.ActionFunc(func(_ context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+		return contract.OK(contract.Effect{Type: "job.started"}).WithJobState(&contract.JobState{
+			Job: contract.Job{ID: req.Job(), AgentSlug: "r", MissionID: req.MissionID, Status: "awaiting", Source: contract.JobSource{Type: contract.SourceFreshStart}},
+			Cases: []contract.Case{{ID: "c1", Steps: []contract.Step{
+				{ID: "s0", Activity: contract.ActivityOperation, Status: "completed"},
+				{ID: "s1", Activity: contract.ActivityOperation, Status: "awaiting", Awaiting: &contract.Awaiting{
+					Reason: "review", Surface: contract.SurfaceStepAwaiting, Action: "step.awaiting.submit", Fields: fields}}}}},
+		}), nil
+	}))
+	a.HandleAction("job.stop", core.ActionFunc(func(context.Context, *contract.ActionRequest) (*contract.ActionResult, error) {
+		stopped = true
+		return contract.OK(), nil
+	}))
+	a.HandleSurface(contract.SurfaceStepAwaiting, core.SurfaceFunc(func(ctx context.Context, req *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
+		if stopped || req.Job() != "svztest-check-job" || req.Case() != "c1" || req.Step() != "s1" {
+			return a2ui.Failed(ctx, req.Surface, contract.ResultError{Code: "step_not_found", Message: "no such awaiting step"}), nil
+		}
+		return a2ui.Result(ctx, req.Surface, a2ui.DocumentReview{
+			Document: a2ui.ReviewedDocument{Title: "Report", Field: "report", Value: "# Leads", ReadOnly: readOnly},
+			Submit:   a2ui.Submit{Action: "step.awaiting.submit"}, Fields: fields})
+	}))
+	return a
+}
+
+func TestCheckHandlersLoadsStepSurfacesOnAJob(t *testing.T) {
+	// The review names a field it does not declare: the surface fails, and CheckHandlers shows it
+	// because it loads the surface on the awaiting step of the job job.start opened.
+	h := svztest.New(t, reviewAgent(t, false))
+	msgs, fatal := failures(t, func(tb testing.TB) { h.CheckHandlers(tb, nil) })
+	if fatal || len(msgs) != 1 || !strings.Contains(msgs[0], `surface case.step.awaiting answers JSON-RPC -32603 "Surface handler failed"`) {
+		t.Errorf("failures = %q", msgs)
+	}
+	// A read-only document is valid.
+	h = svztest.New(t, reviewAgent(t, true))
+	h.CheckHandlers(t, nil)
 }
