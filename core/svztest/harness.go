@@ -145,8 +145,8 @@ func (h *Harness) call(t testing.TB, where string, opts []Option, stateAllowed b
 
 // params builds the request of a call: Studio's members with the harness's defaults.
 func (h *Harness) params(target string, action bool, input any, s *settings) map[string]any {
-	if input == nil {
-		input = map[string]any{}
+	if v := reflect.ValueOf(input); !v.IsValid() || (v.Kind() == reflect.Map || v.Kind() == reflect.Pointer) && v.IsNil() {
+		input = map[string]any{} // nil, or a nil map: no input
 	}
 	p := map[string]any{
 		"request_id": "svztest-" + strconv.FormatInt(h.seq.Add(1), 10),
