@@ -119,8 +119,14 @@ func newIntake() (*core.Agent, error) {
 		return &contract.SurfaceResult{Surface: r.Surface, Document: []byte(`{"type":"Form","fields":[]}`)}, nil
 	}))
 	a.HandleAction("lead.create", core.ActionFunc(func(_ context.Context, r *contract.ActionRequest) (*contract.ActionResult, error) {
-		return &contract.ActionResult{Status: contract.StatusOK, Effects: []contract.Effect{{Type: "lead.created", Message: r.Action}}}, nil
+		return &contract.ActionResult{Status: contract.StatusOK, Effects: []contract.Effect{{Type: "lead.created", Message: r.Action, Item: r.Input}}}, nil
 	}))
+	// Required fields: the banner's command must carry an input they accept.
+	a.DeclareInput("lead.create", []contract.FieldDefinition{
+		{ID: "email", Label: "Email", Required: true, Validation: &contract.FieldValidation{Pattern: `^[^@\s]+@[^@\s]+$`}},
+		{ID: "count", Label: "Count", Type: contract.FieldInteger, Required: true, Default: 3},
+		{ID: "company", Label: "Company", Required: true, Placeholder: "O'Hara & Co"},
+	})
 	return a, nil
 }
 
@@ -150,7 +156,7 @@ func testLocalModeAnyAgent(t *testing.T, build BuildFunc) {
 	}
 	cmds := curlRE.FindAllString(banner, -1)
 	want := []string{
-		`{"jsonrpc":"2.0","id":1,"result":{"status":"ok","effects":[{"type":"lead.created","message":"lead.create"}]}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"status":"ok","effects":[{"type":"lead.created","message":"lead.create","item":{"company":"O'Hara & Co","count":3,"email":"ann@example.com"}}]}}`,
 		`{"jsonrpc":"2.0","id":1,"result":{"surface":"lead.new","a2ui_version":null,"a2ui_catalog_version":null,"document":{"type":"Form","fields":[]}}}`,
 	}
 	if len(cmds) != len(want) {
