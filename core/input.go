@@ -50,6 +50,16 @@ func (a *Agent) DeclareInput(action string, fields []contract.FieldDefinition) {
 	a.inputs[action] = inputSchema{fields: slices.Clone(fields), mode: contract.Submit}
 }
 
+// InputFields returns the fields the input of action is checked against before its handler
+// runs (see DeclareInput and inputSchemas), nil when svz checks none; e.g. to build a sample call
+// with contract.ExampleInput.
+func (a *Agent) InputFields(action string) []contract.FieldDefinition {
+	if a.cfg.Registration == nil {
+		return nil
+	}
+	return slices.Clone(inputSchemas(a.cfg.Registration, a.inputs)[action].fields)
+}
+
 // inputSchemas returns the schema of each action whose input svz checks before the handler:
 //
 //   - the setup's start action (job.start): every field of the typed setup plan, every rule;

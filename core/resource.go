@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/state"
@@ -19,14 +20,22 @@ import (
 //
 // Inputs and effects (create and update inputs are checked against the resource's fields first):
 //
-//	list    {"prefix", "after", "limit"} → resource.listed {resource, items, count, data.next}
+//	list    {"prefix", "after", "limit", "search"} → resource.listed {resource, items, count, data.next}
 //	get     {"id"}                       → resource.got {resource, item}
 //	create  the record                   → resource.created {resource, item}
 //	update  keyField and the members to change → resource.updated {resource, item}
 //	delete  {"id"}                       → resource.deleted {resource, item: {"id"}}
 //
-// A missing record or an existing key is a refusal naming the field (it changed nothing).
-func ServeResource[T any](a *Agent, id, keyField string) {
+// list's count is the number of records that match (id prefix and search) over every page, not
+// the page's length; search matches, case-insensitively, a part of any member the resource's
+// Display.SearchFields name (every member when it names none). Counting and searching read the
+// whole collection, page by page.
+//
+// Options change one part and keep the rest: WithOperation serves one operation with the agent's
+// own handler, WithKey lets the agent assign ids, BeforeCreate and BeforeUpdate normalise a
+// record or set the members the agent owns. A missing record or an existing key is a refusal
+// naming the field (it changed nothing).
+func ServeResource[T any](a *Agent, id, keyField string, opts ...ResourceOption) {
 	var def *contract.ResourceDefinition
 	for i := range a.cfg.Registration.Resources {
 		if a.cfg.Registration.Resources[i].ID == id {
@@ -38,21 +47,98 @@ func ServeResource[T any](a *Agent, id, keyField string) {
 		return
 	}
 	r := stateResource[T]{id: id, label: def.Label, key: keyField}
-	ops := map[string]ActionFunc{"list": r.list, "get": r.get, "create": r.put, "update": r.put, "delete": r.delete}
+	if def.Display != nil {
+		r.search = def.Display.SearchFields
+	}
+	own := map[string]ActionHandler{}
+	for _, o := range opts {
+		switch o := o.(type) {
+		case operationOption:
+			if !slices.Contains(def.Operations, o.op) {
+				a.errs = append(a.errs, fmt.Errorf("agent %q: ServeResource %q: WithOperation(%q): the resource declares no such operation", a.slug, id, o.op))
+				continue
+			}
+			own[o.op] = o.h
+		case keyOption[T]:
+			r.keyOf = o.fn
+		case hookOption[T]:
+			if o.update {
+				r.beforeUpdate = o.fn
+			} else {
+				r.beforeCreate = o.fn
+			}
+		default:
+			a.errs = append(a.errs, fmt.Errorf("agent %q: ServeResource[%T] %q: option %T is for another record type", a.slug, *new(T), id, o))
+		}
+	}
+	ops := map[string]ActionFunc{"list": r.list, "get": r.get, "create": r.create, "update": r.update, "delete": r.delete}
 	for _, op := range def.Operations {
-		if h, ok := ops[op]; ok {
+		if h, ok := own[op]; ok {
+			a.HandleAction("resource."+id+"."+op, h)
+		} else if h, ok := ops[op]; ok {
 			a.HandleAction("resource."+id+"."+op, h)
 		}
 	}
 	idField := []contract.FieldDefinition{{ID: "id", Label: def.Label, Type: contract.FieldResourceRef, Required: true}}
 	for _, op := range []string{"get", "delete"} {
-		if slices.Contains(def.Operations, op) {
+		if slices.Contains(def.Operations, op) && own[op] == nil {
 			a.DeclareInput("resource."+id+"."+op, idField)
 		}
 	}
 }
 
-type stateResource[T any] struct{ id, label, key string }
+// ResourceOption changes how ServeResource serves a resource: WithOperation, WithKey,
+// BeforeCreate, BeforeUpdate. An option made for another record type than ServeResource's is
+// reported by New.
+type ResourceOption interface{ resourceOption() }
+
+type operationOption struct {
+	op string
+	h  ActionHandler
+}
+
+type keyOption[T any] struct{ fn func(T) string }
+
+type hookOption[T any] struct {
+	update bool
+	fn     func(context.Context, *T) error
+}
+
+func (operationOption) resourceOption() {}
+func (keyOption[T]) resourceOption()    {}
+func (hookOption[T]) resourceOption()   {}
+
+// WithOperation serves the operation op ("list", "get", "create", "update", "delete") with h, the
+// agent's own handler, instead of the state's; the other operations stay served.
+func WithOperation(op string, h ActionHandler) ResourceOption { return operationOption{op, h} }
+
+// WithKey makes the agent assign each record's id: key(v) of the record to create (after
+// BeforeCreate), e.g. "c-" + a hash of the email. The id is written into the record's key
+// member; update finds the record by that member as before.
+func WithKey[T any](key func(v T) string) ResourceOption { return keyOption[T]{key} }
+
+// BeforeCreate runs fn on a record before it is created: normalise input (lower-case an email),
+// set the members the agent owns (source, created_at). An error refuses the call when it is a
+// contract.InputErrors (e.g. contract.InputErrors{contract.InvalidField(...)}), and fails it
+// otherwise.
+func BeforeCreate[T any](fn func(ctx context.Context, v *T) error) ResourceOption {
+	return hookOption[T]{fn: fn}
+}
+
+// BeforeUpdate runs fn on a record with the sent members applied, before it is written. It may run
+// more than once for one call (a concurrent write makes the update read again): it must only
+// change *v. Errors as BeforeCreate's.
+func BeforeUpdate[T any](fn func(ctx context.Context, v *T) error) ResourceOption {
+	return hookOption[T]{update: true, fn: fn}
+}
+
+type stateResource[T any] struct {
+	id, label, key string
+	search         []string
+	keyOf          func(T) string
+	beforeCreate   func(context.Context, *T) error
+	beforeUpdate   func(context.Context, *T) error
+}
 
 func (r stateResource[T]) records(ctx context.Context) state.Collection[T] {
 	return state.Of[T](ctx, r.id)
@@ -62,24 +148,85 @@ func (r stateResource[T]) missing(field, id string) *contract.ActionResult {
 	return contract.Refuse(contract.InvalidField(field, fmt.Sprintf("%s has no record %q", r.label, id)))
 }
 
+// listInput is list's input.
+type listInput struct {
+	Prefix string `json:"prefix"`
+	After  string `json:"after"`
+	Limit  int    `json:"limit"`
+	Search string `json:"search"`
+}
+
 func (r stateResource[T]) list(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	var in state.ListOptions
-	if err := req.DecodeInput(&in); err != nil {
-		return contract.Refuse(contract.ResultError{Code: contract.InputType, Message: "list takes prefix, after (strings) and limit (an integer)"}), nil
+	var in listInput
+	if err := req.DecodeInput(&in); err != nil || in.Limit < 0 {
+		return contract.Refuse(contract.ResultError{Code: contract.InputType, Message: "list takes prefix, after, search (strings) and limit (an integer, 0 or more)"}), nil
 	}
-	page, err := r.records(ctx).List(ctx, in)
-	if err != nil {
-		return nil, err
+	limit := in.Limit
+	if limit == 0 {
+		limit = state.DefaultPageSize
 	}
-	items := make([]T, len(page.Records))
-	for i, rec := range page.Records {
-		items[i] = rec.Value
+	search := strings.ToLower(strings.TrimSpace(in.Search))
+	items := []T{}
+	count, last, more := 0, "", false
+	for rec, err := range r.records(ctx).All(ctx, in.Prefix) {
+		if err != nil {
+			return nil, err
+		}
+		if search != "" && !r.matches(rec.Value, search) {
+			continue
+		}
+		count++
+		switch {
+		case in.After != "" && rec.ID <= in.After:
+		case len(items) < limit:
+			items, last = append(items, rec.Value), rec.ID
+		default:
+			more = true
+		}
 	}
-	e := contract.Effect{Type: contract.EffectResourceListed, Resource: r.id, Items: items, Count: &[]int{len(items)}[0]}
-	if page.Next != "" {
-		e.Data = map[string]any{"next": page.Next}
+	next := ""
+	if more {
+		next = last
+	}
+	e := contract.Effect{Type: contract.EffectResourceListed, Resource: r.id, Items: items, Count: &count}
+	if next != "" {
+		e.Data = map[string]any{"next": next}
 	}
 	return contract.OK(e), nil
+}
+
+// matches reports whether a search field of v (every member when none is declared) contains
+// search, lower-cased.
+func (r stateResource[T]) matches(v T, search string) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return false
+	}
+	fields := r.search
+	if len(fields) == 0 {
+		fields = make([]string, 0, len(m))
+		for k := range m {
+			fields = append(fields, k)
+		}
+	}
+	for _, f := range fields {
+		raw, ok := m[f]
+		if !ok {
+			continue
+		}
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			s = string(raw) // numbers, booleans, lists: as written
+		}
+		if strings.Contains(strings.ToLower(s), search) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r stateResource[T]) get(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
@@ -97,35 +244,77 @@ func (r stateResource[T]) get(ctx context.Context, req *contract.ActionRequest) 
 	return contract.OK(contract.Effect{Type: contract.EffectResourceGot, Resource: r.id, Item: v}), nil
 }
 
-// put creates a record or updates one with the members sent.
-func (r stateResource[T]) put(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	var in map[string]json.RawMessage
-	if err := req.DecodeInput(&in); err != nil {
+// keyOfInput is the key member of the input, "" when it is missing or not a string.
+func (r stateResource[T]) keyOfInput(req *contract.ActionRequest) string {
+	raw, _ := req.InputMember(r.key)
+	var key string
+	_ = json.Unmarshal(raw, &key)
+	return key
+}
+
+func (r stateResource[T]) required() *contract.ActionResult {
+	return contract.Refuse(contract.ResultError{Code: contract.InputRequired, Field: r.key, Message: "Field required"})
+}
+
+func (r stateResource[T]) create(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+	var v T
+	if err := req.DecodeInput(&v); err != nil {
 		return nil, err
 	}
+	if r.beforeCreate != nil {
+		if err := r.beforeCreate(ctx, &v); err != nil {
+			return contract.Refused(err)
+		}
+	}
 	var key string
-	if json.Unmarshal(in[r.key], &key) != nil || key == "" {
-		return contract.Refuse(contract.ResultError{Code: contract.InputRequired, Field: r.key, Message: "Field required"}), nil
-	}
-	if req.Action == "resource."+r.id+".create" {
-		var v T
-		if err := req.DecodeInput(&v); err != nil {
+	if r.keyOf != nil {
+		if key = r.keyOf(v); key == "" {
+			return nil, fmt.Errorf("resource %s: the key function gave an empty id", r.id)
+		}
+		var err error
+		if v, err = withMember(v, r.key, key); err != nil {
 			return nil, err
 		}
-		err := r.records(ctx).Create(ctx, key, v)
-		if errors.Is(err, state.ErrExists) {
-			return contract.Refuse(contract.InvalidField(r.key, fmt.Sprintf("%s already has a record %q", r.label, key))), nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return contract.OK(contract.Effect{Type: contract.EffectResourceCreated, Resource: r.id, Item: v}), nil
+	} else if key = memberString(v, r.key); key == "" {
+		return r.required(), nil
 	}
-	v, err := r.records(ctx).Update(ctx, key, func(v *T) error { return req.DecodeInput(v) })
-	if errors.Is(err, state.ErrNotFound) {
-		return r.missing(r.key, key), nil
+	err := r.records(ctx).Create(ctx, key, v)
+	if errors.Is(err, state.ErrExists) {
+		return contract.Refuse(contract.InvalidField(r.key, fmt.Sprintf("%s already has a record %q", r.label, key))), nil
 	}
 	if err != nil {
+		return nil, err
+	}
+	return contract.OK(contract.Effect{Type: contract.EffectResourceCreated, Resource: r.id, Item: v}), nil
+}
+
+// update applies the members sent to the record their key member names.
+func (r stateResource[T]) update(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+	key := r.keyOfInput(req)
+	if key == "" {
+		return r.required(), nil
+	}
+	var refused error
+	v, err := r.records(ctx).Update(ctx, key, func(v *T) error {
+		if err := req.DecodeInput(v); err != nil {
+			return err
+		}
+		if r.beforeUpdate != nil {
+			if err := r.beforeUpdate(ctx, v); err != nil {
+				refused = err
+				return err
+			}
+		}
+		kept, err := withMember(*v, r.key, key) // the key member names the record: it stays
+		*v = kept
+		return err
+	})
+	switch {
+	case refused != nil && errors.Is(err, refused):
+		return contract.Refused(err)
+	case errors.Is(err, state.ErrNotFound):
+		return r.missing(r.key, key), nil
+	case err != nil:
 		return nil, err
 	}
 	return contract.OK(contract.Effect{Type: contract.EffectResourceUpdated, Resource: r.id, Item: v}), nil
@@ -140,4 +329,42 @@ func (r stateResource[T]) delete(ctx context.Context, req *contract.ActionReques
 		return nil, err
 	}
 	return contract.OK(contract.Effect{Type: contract.EffectResourceDeleted, Resource: r.id, Item: map[string]string{"id": in.ID}}), nil
+}
+
+// memberString is the string member name of v's JSON, "" when it has none.
+func memberString[T any](v T, name string) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(b, &m)
+	var s string
+	_ = json.Unmarshal(m[name], &s)
+	return s
+}
+
+// withMember returns v with its JSON member name set to value (through JSON: T is any record
+// type); a T without such a member is returned as it is.
+func withMember[T any](v T, name, value string) (T, error) {
+	if memberString(v, name) == value {
+		return v, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return v, fmt.Errorf("resource record %T does not encode as a JSON object: %w", v, err)
+	}
+	m[name] = value
+	if b, err = json.Marshal(m); err != nil {
+		return v, err
+	}
+	var out T
+	if err := json.Unmarshal(b, &out); err != nil {
+		return v, err
+	}
+	return out, nil
 }

@@ -5,6 +5,7 @@ package platform
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"github.com/supervaize/svz/adapters/internal/httpkit"
 	"github.com/supervaize/svz/adapters/platform/workbench"
 	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/internal/fingerprint"
 )
@@ -145,8 +147,8 @@ curl -s %[1]s/a2a \
        "params": {"request_id": "r1", "actor": {"user_id": "me"},
                   "workspace": {"id": "local"}, "mission_id": "m1",
                   "agent_slug": "%[3]s", "surface": "%[6]s",
-                  "action": "%[5]s", "input": {}, "job_id": "job-1"}}'
-`, base, header, sample.slug, tokenLine, sample.action, sample.actionSurface())
+                  "action": "%[5]s", "input": %[7]s, "job_id": "job-1"}}'
+`, base, header, sample.slug, tokenLine, sample.action, sample.actionSurface(), sample.inputJSON())
 	}
 	if sample.surface != "" {
 		fmt.Fprintf(&w, `
@@ -164,8 +166,21 @@ curl -s %[1]s/a2a \
 }
 
 // sample is what the banner's commands call: the first agent's job.start action and surface, or
-// its first declared ones.
-type sample struct{ slug, action, surface string }
+// its first declared ones, and an input the action's declared fields accept (their defaults and
+// examples: contract.ExampleInput).
+type sample struct {
+	slug, action, surface string
+	input                 map[string]any
+}
+
+// inputJSON is the sample input as it goes between the single quotes of a shell command.
+func (s sample) inputJSON() string {
+	b, err := json.Marshal(s.input)
+	if err != nil || len(s.input) == 0 {
+		return "{}"
+	}
+	return strings.ReplaceAll(string(b), "'", `'\''`)
+}
 
 func sampleCall(agents []*core.Agent) sample {
 	if len(agents) == 0 {
@@ -183,6 +198,7 @@ func sampleCall(agents []*core.Agent) sample {
 			s.action = def.ID
 		}
 	}
+	s.input = contract.ExampleInput(a.InputFields(s.action))
 	if slices.Contains(caps.Surfaces, "job.start") {
 		s.surface = "job.start"
 	} else if len(caps.Surfaces) > 0 {

@@ -5,6 +5,7 @@ package platform
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -91,8 +92,17 @@ func startLocal(t *testing.T, build BuildFunc, env map[string]string, opts ...Op
 	return ""
 }
 
-// intakeAgent is an agent that is not Hello World: no job.start, its own action and surface.
+// intakeAgent is the controller of newIntake, built the long way.
 func intakeAgent(ctx context.Context, getenv func(string) string, log *slog.Logger) (http.Handler, error) {
+	a, err := newIntake()
+	if err != nil {
+		return nil, err
+	}
+	return config.NewController(ctx, getenv, log, a)
+}
+
+// newIntake is an agent that is not Hello World: no job.start, its own action and surface.
+func newIntake() (*core.Agent, error) {
 	reg, err := contract.BuildRegistration(contract.RegistrationSpec{
 		AgentSlug: "intake", DisplayName: "Intake", A2UICatalogVersion: "intake.1",
 		Surfaces: []contract.SurfaceSpec{contract.SurfaceID("lead.new")},
@@ -109,9 +119,15 @@ func intakeAgent(ctx context.Context, getenv func(string) string, log *slog.Logg
 		return &contract.SurfaceResult{Surface: r.Surface, Document: []byte(`{"type":"Form","fields":[]}`)}, nil
 	}))
 	a.HandleAction("lead.create", core.ActionFunc(func(_ context.Context, r *contract.ActionRequest) (*contract.ActionResult, error) {
-		return &contract.ActionResult{Status: contract.StatusOK, Effects: []contract.Effect{{Type: "lead.created", Message: r.Action}}}, nil
+		return &contract.ActionResult{Status: contract.StatusOK, Effects: []contract.Effect{{Type: "lead.created", Message: r.Action, Item: r.Input}}}, nil
 	}))
-	return config.NewController(ctx, getenv, log, a)
+	// Required fields: the banner's command must carry an input they accept.
+	a.DeclareInput("lead.create", []contract.FieldDefinition{
+		{ID: "email", Label: "Email", Required: true, Validation: &contract.FieldValidation{Pattern: `^[^@\s]+@[^@\s]+$`}},
+		{ID: "count", Label: "Count", Type: contract.FieldInteger, Required: true, Default: 3},
+		{ID: "company", Label: "Company", Required: true, Placeholder: "O'Hara & Co"},
+	})
+	return a, nil
 }
 
 var curlRE = regexp.MustCompile(`(?s)curl -s .*?\}\}'`)
@@ -119,7 +135,13 @@ var curlRE = regexp.MustCompile(`(?s)curl -s .*?\}\}'`)
 // TestLocalModeAnyAgent: SUPERVAIZER_LOCAL_MODE=true on any agent prints the endpoints and curl
 // commands for that agent's own action and surface, and they work as printed.
 func TestLocalModeAnyAgent(t *testing.T) {
-	banner := startLocal(t, intakeAgent, map[string]string{})
+	for name, build := range map[string]BuildFunc{"long form": intakeAgent, "Agents": Agents(newIntake)} {
+		t.Run(name, func(t *testing.T) { testLocalModeAnyAgent(t, build) })
+	}
+}
+
+func testLocalModeAnyAgent(t *testing.T, build BuildFunc) {
+	banner := startLocal(t, build, map[string]string{})
 	for _, want := range []string{"(API key local-dev)", "workspace authorization is bypassed", "/.well-known/agents/v2.1/intake_agent.json",
 		"Run the lead.create action:", "Load the lead.new surface:"} {
 		if !strings.Contains(banner, want) {
@@ -134,7 +156,7 @@ func TestLocalModeAnyAgent(t *testing.T) {
 	}
 	cmds := curlRE.FindAllString(banner, -1)
 	want := []string{
-		`{"jsonrpc":"2.0","id":1,"result":{"status":"ok","effects":[{"type":"lead.created","message":"lead.create"}]}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"status":"ok","effects":[{"type":"lead.created","message":"lead.create","item":{"company":"O'Hara & Co","count":3,"email":"ann@example.com"}}]}}`,
 		`{"jsonrpc":"2.0","id":1,"result":{"surface":"lead.new","a2ui_version":null,"a2ui_catalog_version":null,"document":{"type":"Form","fields":[]}}}`,
 	}
 	if len(cmds) != len(want) {
@@ -197,5 +219,18 @@ func TestLocalHandler(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil || called {
 		t.Fatalf("Run: %v, wrapper called %v", err, called)
+	}
+}
+
+// TestAgentsFailures: Agents reports a missing or failing constructor, naming it.
+func TestAgentsFailures(t *testing.T) {
+	getenv := envOf(map[string]string{"SUPERVAIZER_LOCAL_MODE": "true", "SUPERVAIZER_STORE": "memory"})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, err := Agents()(context.Background(), getenv, log); err == nil || err.Error() != "platform: Agents: no agent constructor" {
+		t.Errorf("no constructor: %v", err)
+	}
+	bad := func() (*core.Agent, error) { return nil, errors.New("no registration") }
+	if _, err := Agents(newIntake, bad)(context.Background(), getenv, log); err == nil || err.Error() != "build agent 2: no registration" {
+		t.Errorf("failing constructor: %v", err)
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/supervaize/svz/adapters/httpserver"
 	"github.com/supervaize/svz/adapters/lambda"
 	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/config"
 	"github.com/supervaize/svz/internal/envvar"
 	"github.com/supervaize/svz/internal/localmode"
 )
@@ -44,6 +45,35 @@ import (
 // defaults. log is the logger to use. When the handler also implements io.Closer, it is closed
 // after shutdown.
 type BuildFunc func(ctx context.Context, getenv func(string) string, log *slog.Logger) (http.Handler, error)
+
+// AgentFunc builds one agent: the constructor of an agent package, e.g. agent.New.
+type AgentFunc func() (*core.Agent, error)
+
+// Agents is the BuildFunc of the common case: the controller of the agents newAgents build,
+// configured from the environment by config.NewController (settings, grant verifier, store,
+// idempotency gate; registration with Studio when connected). Write a BuildFunc of your own for
+// custom wiring (a store of your own, agents chosen by a setting...).
+func Agents(newAgents ...AgentFunc) BuildFunc {
+	return func(ctx context.Context, getenv func(string) string, log *slog.Logger) (http.Handler, error) {
+		if len(newAgents) == 0 {
+			return nil, errors.New("platform: Agents: no agent constructor")
+		}
+		agents := make([]*core.Agent, len(newAgents))
+		for i, newAgent := range newAgents {
+			a, err := newAgent()
+			if err != nil {
+				return nil, fmt.Errorf("build agent %d: %w", i+1, err)
+			}
+			agents[i] = a
+		}
+		return config.NewController(ctx, getenv, log, agents...)
+	}
+}
+
+// MainAgents is the one-line main of the common case, Main(Agents(newAgents...)):
+//
+//	func main() { platform.MainAgents(agent.New) }
+func MainAgents(newAgents ...AgentFunc) { Main(Agents(newAgents...)) }
 
 // Option configures Main and Run.
 type Option func(*options)

@@ -38,7 +38,7 @@ var (
 
 type initFlags struct {
 	module, name, replace, svzVersion string
-	noTidy                            bool
+	noTidy, force                     bool
 }
 
 func newInitCmd() *cobra.Command {
@@ -56,7 +56,8 @@ file svz init would write):
   template.yaml   the SAM template (sam build runs the Makefile)
   README.md, .gitignore
 
-then run go mod tidy there (--no-tidy skips it). The svz version required is this svz's own
+then run go mod tidy there (--no-tidy skips it). Inside another module (a go.mod in DIR's
+parents) it stops, since a nested module is rarely meant: --force writes it anyway. The svz version required is this svz's own
 (svz version); a build of svz from a checkout requires that checkout through a replace directive
 (--replace, found by itself when DIR or the current directory is inside the checkout).`,
 		Example: "  svz init myagent --module example.com/myagent\n  cd myagent && make test && SUPERVAIZER_LOCAL_MODE=true go run .",
@@ -76,6 +77,7 @@ then run go mod tidy there (--no-tidy skips it). The svz version required is thi
 	fl.StringVar(&f.replace, "replace", "", "a local svz checkout to require through a replace directive")
 	fl.StringVar(&f.svzVersion, "svz-version", "", "the svz version to require (default: this svz's own)")
 	fl.BoolVar(&f.noTidy, "no-tidy", false, "do not run go mod tidy")
+	fl.BoolVar(&f.force, "force", false, "write the module even inside another module (a nested module)")
 	return cmd
 }
 
@@ -119,6 +121,13 @@ func svzInit(out, errOut io.Writer, dir string, f *initFlags, info *debug.BuildI
 	}
 	if len(taken) > 0 {
 		return fmt.Errorf("%s already holds %s: choose an empty or new directory", dir, strings.Join(taken, ", "))
+	}
+	if outer := enclosingModule(filepath.Dir(abs)); outer != "" {
+		if !f.force {
+			return fmt.Errorf("%s is inside the module of %s: the new module would be nested in it. "+
+				"Choose a directory outside it (e.g. svz init ../%s …), or pass --force to nest it anyway", dir, outer, filepath.Base(abs))
+		}
+		fmt.Fprintf(errOut, "warning: %s is inside the module of %s: writing a nested module (--force)\n", dir, outer)
 	}
 	for name, data := range files {
 		p := filepath.Join(abs, name)
@@ -183,6 +192,18 @@ func svzRequirement(f *initFlags, info *debug.BuildInfo, dir string) (version, r
 		return "", "", fmt.Errorf("--svz-version %q is not a module version such as v0.1.0", version)
 	}
 	return version, replace, nil
+}
+
+// enclosingModule returns the go.mod of the module holding dir or one of its parents, or "".
+func enclosingModule(dir string) string {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if st, err := os.Stat(filepath.Join(d, "go.mod")); err == nil && !st.IsDir() {
+			return filepath.Join(d, "go.mod")
+		}
+		if filepath.Dir(d) == d {
+			return ""
+		}
+	}
 }
 
 // findCheckout returns the svz checkout holding dir (or one of its parents), or "".

@@ -182,3 +182,34 @@ func runRoot(t *testing.T, args ...string) (string, error) {
 	err := cmd.Execute()
 	return out.String(), err
 }
+
+// TestInitInsideAModule: svz init stops inside another module (a nested module is rarely meant)
+// and writes it, with a warning, under --force.
+func TestInitInsideAModule(t *testing.T) {
+	outer := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outer, "go.mod"), []byte("module example.com/outer\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	released := &debug.BuildInfo{Main: debug.Module{Path: svzModule, Version: "v0.4.1"}}
+	dir := filepath.Join(outer, "sub", "my-agent")
+	var out, errOut bytes.Buffer
+	err := svzInit(&out, &errOut, dir, &initFlags{module: "example.com/my-agent", noTidy: true}, released)
+	want := dir + " is inside the module of " + filepath.Join(outer, "go.mod") + ": the new module would be nested in it. " +
+		"Choose a directory outside it (e.g. svz init ../my-agent …), or pass --force to nest it anyway"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("init wrote %s before refusing: %v", dir, err)
+	}
+
+	if err := svzInit(&out, &errOut, dir, &initFlags{module: "example.com/my-agent", noTidy: true, force: true}, released); err != nil {
+		t.Fatal(err)
+	}
+	if got := errOut.String(); got != "warning: "+dir+" is inside the module of "+filepath.Join(outer, "go.mod")+": writing a nested module (--force)\n" {
+		t.Errorf("stderr = %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Errorf("no go.mod with --force: %v", err)
+	}
+}

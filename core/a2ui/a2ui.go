@@ -126,12 +126,15 @@ type DocumentReview struct {
 }
 
 // ReviewedDocument is the content under review. Field is the id of the form field that carries
-// the (edited) text; Language says how to render Value (e.g. "markdown").
+// the (edited) text; Language says how to render Value (e.g. "markdown"). A document shown for
+// review but not edited (a report the operator approves or rejects through the fields) sets
+// ReadOnly: its Field then needs no form field, and may be empty.
 type ReviewedDocument struct {
 	Title      string        `json:"title"`
 	Field      string        `json:"field"`
 	Language   string        `json:"language,omitzero"`
 	Value      string        `json:"value"`
+	ReadOnly   bool          `json:"read_only,omitzero"`
 	Validation []ReviewCheck `json:"validation,omitzero"`
 }
 
@@ -155,19 +158,19 @@ func (d DocumentReview) MarshalJSON() ([]byte, error) {
 	}{TypeDocumentReview, p})
 }
 
-// Validate reports why d is not a valid review: a submit action, valid fields, and
-// Document.Field naming one of them.
+// Validate reports why d is not a valid review: a submit action, valid fields, and, unless the
+// document is read-only, Document.Field naming one of them.
 func (d DocumentReview) Validate() error {
 	errs := validateFields(d.Fields)
 	if d.Submit.Action == "" {
 		errs = append(errs, errors.New("submit.action is required"))
 	}
-	found := false
+	found := d.Document.ReadOnly
 	for _, f := range d.Fields {
 		found = found || f.ID == d.Document.Field
 	}
 	if !found {
-		errs = append(errs, fmt.Errorf("document.field %q names none of the fields", d.Document.Field))
+		errs = append(errs, fmt.Errorf("document.field %q names none of the fields (set document.ReadOnly for a document shown but not edited)", d.Document.Field))
 	}
 	return errors.Join(errs...)
 }

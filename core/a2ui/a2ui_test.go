@@ -100,3 +100,23 @@ func TestFailed(t *testing.T) {
 		t.Errorf("failed = %s\nwant %s", b, want)
 	}
 }
+
+// TestReadOnlyReview: a document shown for review but not edited names no field.
+func TestReadOnlyReview(t *testing.T) {
+	doc := a2ui.DocumentReview{
+		Document: a2ui.ReviewedDocument{Title: "Report", Field: "report", Language: "markdown", Value: "# Leads"},
+		Submit:   a2ui.Submit{Action: "step.awaiting.submit", Label: "Send"},
+		Fields:   []contract.FieldDefinition{{ID: "approved", Label: "Approve", Type: contract.FieldBoolean, Required: true}},
+	}
+	if _, err := a2ui.Result(context.Background(), "case.step.awaiting", doc); err == nil ||
+		!strings.Contains(err.Error(), `document.field "report" names none of the fields (set document.ReadOnly for a document shown but not edited)`) {
+		t.Errorf("editable document naming no field: %v", err)
+	}
+	doc.Document.ReadOnly = true
+	res, err := a2ui.Result(context.Background(), "case.step.awaiting", doc)
+	want := `{"type":"DocumentReview","document":{"title":"Report","field":"report","language":"markdown","value":"# Leads","read_only":true},` +
+		`"submit":{"action":"step.awaiting.submit","label":"Send"},"fields":[{"id":"approved","label":"Approve","type":"boolean","required":true}]}`
+	if err != nil || string(res.Document) != want {
+		t.Errorf("read-only review = %s, %v\nwant %s", res.Document, err, want)
+	}
+}

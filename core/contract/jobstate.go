@@ -20,8 +20,8 @@ const (
 	SourceExternal   = "external"
 )
 
-// Job is the job part of a snapshot. It is an open model: Studio also reads
-// information.cost.total_cost (keep it in Extra) and Display.
+// Job is the job part of a snapshot. It is an open model: Studio also reads Display and
+// Information (the job's cost).
 type Job struct {
 	ID        string      `json:"id"`
 	AgentSlug string      `json:"agent_slug"`
@@ -29,7 +29,28 @@ type Job struct {
 	Status    string      `json:"status"` // free string: pending, active, awaiting, completed, failed...
 	Source    JobSource   `json:"source"`
 	Display   *JobDisplay `json:"display,omitzero"`
-	Extra     Extra       `json:"-"`
+	// Information carries the job's cost (information.cost.total_cost): Studio sums the steps'
+	// costs into each case's, but takes the job's from here. Cost(total) builds it.
+	Information *JobInformation `json:"information,omitzero"`
+	Extra       Extra           `json:"-"`
+}
+
+// JobInformation is the job's information block; Studio reads its cost.
+type JobInformation struct {
+	Cost  *JobCost `json:"cost,omitzero"`
+	Extra Extra    `json:"-"`
+}
+
+// JobCost is the job's cost, in the unit the agent bills in (credits, USD...).
+type JobCost struct {
+	TotalCost float64 `json:"total_cost"`
+	Extra     Extra   `json:"-"`
+}
+
+// Cost is the information block of a job that cost total: Job{…, Information: contract.Cost(3)}
+// is written "information": {"cost": {"total_cost": 3}}.
+func Cost(total float64) *JobInformation {
+	return &JobInformation{Cost: &JobCost{TotalCost: total}}
 }
 
 // JobDisplay is the agent's vocabulary for job lists and the job title line; each text is at
@@ -195,6 +216,28 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 func (d JobDisplay) MarshalJSON() ([]byte, error) { return marshal(&d) }
 
 func (d *JobDisplay) wire(e *encoder) error { return e.object(d, d.Extra) }
+
+// MarshalJSON writes the information block with its unknown members.
+func (i JobInformation) MarshalJSON() ([]byte, error) { return marshal(&i) }
+
+func (i *JobInformation) wire(e *encoder) error { return e.object(i, i.Extra) }
+
+// UnmarshalJSON decodes the information block, keeping unknown members.
+func (i *JobInformation) UnmarshalJSON(data []byte) error {
+	type plain JobInformation
+	return decodeInto(data, "job information", (*plain)(i), &i.Extra)
+}
+
+// MarshalJSON writes the cost with its unknown members.
+func (c JobCost) MarshalJSON() ([]byte, error) { return marshal(&c) }
+
+func (c *JobCost) wire(e *encoder) error { return e.object(c, c.Extra) }
+
+// UnmarshalJSON decodes the cost, keeping unknown members.
+func (c *JobCost) UnmarshalJSON(data []byte) error {
+	type plain JobCost
+	return decodeInto(data, "job cost", (*plain)(c), &c.Extra)
+}
 
 // UnmarshalJSON decodes the display block, keeping unknown members.
 func (d *JobDisplay) UnmarshalJSON(data []byte) error {

@@ -96,6 +96,28 @@ type SurfaceRequest struct {
 	Extra Extra `json:"-"`
 }
 
+// Job, Case, Step, DraftSession and Idempotency return the optional id of the same name
+// (JobID, CaseID, StepID, DraftSessionID, IdempotencyKey), "" when the request has none.
+func (r *ActionRequest) Job() string          { return deref(r.JobID) }
+func (r *ActionRequest) Case() string         { return deref(r.CaseID) }
+func (r *ActionRequest) Step() string         { return deref(r.StepID) }
+func (r *ActionRequest) DraftSession() string { return deref(r.DraftSessionID) }
+func (r *ActionRequest) Idempotency() string  { return deref(r.IdempotencyKey) }
+
+// Job, Case, Step and DraftSession return the optional id of the same name, "" when the
+// request has none.
+func (r *SurfaceRequest) Job() string          { return deref(r.JobID) }
+func (r *SurfaceRequest) Case() string         { return deref(r.CaseID) }
+func (r *SurfaceRequest) Step() string         { return deref(r.StepID) }
+func (r *SurfaceRequest) DraftSession() string { return deref(r.DraftSessionID) }
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
 // DecodeInput decodes the request input into v.
 func (r *ActionRequest) DecodeInput(v any) error {
 	if err := json.Unmarshal(inputOrEmpty(r.Input), v); err != nil {

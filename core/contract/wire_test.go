@@ -50,7 +50,8 @@ func wireSamples() map[string]any {
 				Job: Job{ID: "j", AgentSlug: "s", MissionID: "m", Status: "awaiting",
 					Source:  JobSource{Type: SourceExternal, ExternalRef: "e", PreviousJobID: "p", TargetType: "t", Extra: Extra{"x": json.RawMessage(`1`)}},
 					Display: &JobDisplay{EntityLabel: "Lead", StateLabel: "Scoring", PrimaryActionLabel: "Open", Extra: Extra{"y": json.RawMessage(`null`)}},
-					Extra:   Extra{"information": json.RawMessage(`{"cost":{"total_cost":1.25}}`)}},
+					Information: &JobInformation{Cost: &JobCost{TotalCost: 1.25, Extra: Extra{"currency": json.RawMessage(`"EUR"`)}},
+						Extra: Extra{"owner": json.RawMessage(`"ops"`)}}},
 				Cases: []Case{
 					{ID: "c1", Title: "T", Status: "awaiting", ExternalID: "x", Metadata: map[string]any{"k": "v"},
 						Steps: []Step{{ID: "s1", Activity: ActivityOperation, Status: "awaiting", Title: "Review", ExternalID: "e",

@@ -25,6 +25,7 @@ func conformance(t *testing.T, open opener) {
 	}{
 		{"CreateGetDelete", testCreateGetDelete},
 		{"UpdateAndUpsert", testUpdateAndUpsert},
+		{"GetOrCreate", testGetOrCreate},
 		{"Expiry", testExpiry},
 		{"ConcurrentUpdatesLoseNothing", testConcurrentUpdates},
 		{"WorkspaceIsolation", testWorkspaceIsolation},
@@ -317,5 +318,52 @@ func testTooLarge(t *testing.T, s store.Store, agent string) {
 	}
 	if j, _ := jobs.Get(ctx, "small"); j.Notes != "" {
 		t.Error("the refused update was written")
+	}
+}
+
+func testGetOrCreate(t *testing.T, s store.Store, agent string) {
+	ctx := ws(s, agent, "w1")
+	jobs := state.Of[job](ctx, "jobs")
+	v, created, err := jobs.GetOrCreate(ctx, "job-1", job{Status: "active", Count: 1})
+	if err != nil || !created || v != (job{Status: "active", Count: 1}) {
+		t.Fatalf("first GetOrCreate = %+v, %v, %v; want the new record, created", v, created, err)
+	}
+	v, created, err = jobs.GetOrCreate(ctx, "job-1", job{Status: "other"})
+	if err != nil || created || v != (job{Status: "active", Count: 1}) {
+		t.Errorf("second GetOrCreate = %+v, %v, %v; want the existing record, not created", v, created, err)
+	}
+	if got, err := jobs.Get(ctx, "job-1"); err != nil || got.Status != "active" {
+		t.Errorf("Get after GetOrCreate = %+v, %v; the existing record must stay", got, err)
+	}
+	if _, _, err := jobs.GetOrCreate(ctx, "", job{}); !errors.Is(err, state.ErrInvalid) {
+		t.Errorf("GetOrCreate of an empty id: %v, want ErrInvalid", err)
+	}
+
+	// Racing callers: exactly one creates, and every one gets the winner's value.
+	const n = 8
+	var wg sync.WaitGroup
+	values := make([]job, n)
+	createdBy := make([]bool, n)
+	for i := range n {
+		wg.Go(func() {
+			var err error
+			values[i], createdBy[i], err = jobs.GetOrCreate(ctx, "job-race", job{Status: "active", Count: i})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	winners := 0
+	for i := range n {
+		if createdBy[i] {
+			winners++
+		}
+		if values[i] != values[0] {
+			t.Errorf("caller %d got %+v, caller 0 %+v: every caller must get the stored record", i, values[i], values[0])
+		}
+	}
+	if winners != 1 {
+		t.Errorf("%d callers created the record, want exactly 1", winners)
 	}
 }

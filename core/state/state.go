@@ -252,6 +252,41 @@ func (c Collection[T]) Create(ctx context.Context, id string, v T, opts ...Write
 	return nil
 }
 
+// GetOrCreate returns the record id, creating it with v when there is none: created says which.
+// It is one conditional write (the store's create answers the existing record when it loses), so
+// of concurrent callers exactly one creates and every one gets the same value. The options apply
+// only to a record it creates.
+func (c Collection[T]) GetOrCreate(ctx context.Context, id string, v T, opts ...WriteOption) (value T, created bool, err error) {
+	var zero T
+	k, err := c.key(id)
+	if err != nil {
+		return zero, false, err
+	}
+	b, err := c.encode(id, v)
+	if err != nil {
+		return zero, false, err
+	}
+	o := applyWrite(opts)
+	exp := store.Never
+	if o.expiry != nil {
+		exp = *o.expiry
+	}
+	cur, err := c.sc.store.Create(ctx, k, b, exp)
+	switch {
+	case err == nil:
+		return v, true, nil
+	case !errors.Is(err, store.ErrExists):
+		return zero, false, c.writeErr("create", id, len(b), err)
+	}
+	if cur.Value == nil { // a store that does not answer the record it kept: read it
+		if cur, err = c.sc.store.Get(ctx, k); err != nil {
+			return zero, false, fmt.Errorf("state: get %s/%s: %w", c.name, id, err)
+		}
+	}
+	r, err := c.decode(id, cur)
+	return r.Value, false, err
+}
+
 // Update applies fn to the current value of the record id and writes the result if no other
 // write happened in between; otherwise it reads again and calls fn again (so fn must only change
 // *v, without side effects), up to MaxAttempts times. A missing record is an error matching

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -38,46 +40,40 @@ type Harness struct {
 	workspace string
 	mission   string
 	seq       atomic.Int64
-	since     string // the effect stream's position when the harness started
-}
-
-// HarnessOption configures New.
-type HarnessOption func(*harnessConfig)
-
-type harnessConfig struct {
-	store       store.Store
-	workspace   string
-	mission     string
-	logger      *slog.Logger
-	checkpoints checkpoint.Studio
+	since     string   // the effect stream's position when the harness started
+	defaults  []Option // New's options: their request members and headers apply to every call
 }
 
 // WithStore serves the agent on s (e.g. PostgreSQL or DynamoDB in CI) instead of a fresh memory
-// store; the caller closes s.
-func WithStore(s store.Store) HarnessOption { return func(c *harnessConfig) { c.store = s } }
+// store; the caller closes s. An option of New.
+func WithStore(s store.Store) Option {
+	return func(c *settings) { c.store = s; c.newOnly = append(c.newOnly, "WithStore") }
+}
 
 // WithWorkspace sets the workspace id of every call (default "workspace-1"); Workspace overrides
-// it for one call.
-func WithWorkspace(id string) HarnessOption { return func(c *harnessConfig) { c.workspace = id } }
+// it for one call. An option of New.
+func WithWorkspace(id string) Option {
+	return func(c *settings) { c.workspace = id; c.newOnly = append(c.newOnly, "WithWorkspace") }
+}
 
 // WithRuleCheckpoints posts the rule checkpoints of governed jobs to s (e.g. a Studio client
 // pointed at a stand-in: studio.Client.RuleCheckpoints). Without it a governed job is refused
-// as in local mode (checkpoint.ErrNoStudio).
-func WithRuleCheckpoints(s checkpoint.Studio) HarnessOption {
-	return func(c *harnessConfig) { c.checkpoints = s }
+// as in local mode (checkpoint.ErrNoStudio). An option of New.
+func WithRuleCheckpoints(s checkpoint.Studio) Option {
+	return func(c *settings) { c.checkpoints = s; c.newOnly = append(c.newOnly, "WithRuleCheckpoints") }
 }
 
-// WithLogger sets the controller's logger (default: discard).
-func WithLogger(l *slog.Logger) HarnessOption { return func(c *harnessConfig) { c.logger = l } }
+// WithLogger sets the controller's logger (default: discard). An option of New.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *settings) { c.logger = l; c.newOnly = append(c.newOnly, "WithLogger") }
+}
 
 // New returns a harness serving agent; it fails t on any registration or configuration mistake
 // and closes the controller when the test ends.
-func New(t testing.TB, agent *core.Agent, opts ...HarnessOption) *Harness {
+func New(t testing.TB, agent *core.Agent, opts ...Option) *Harness {
 	t.Helper()
-	cfg := harnessConfig{workspace: "workspace-1", mission: "mission-1", logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := newSettings(append([]Option{WithWorkspace("workspace-1"), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...))
+	cfg.onlyFor(t, "svztest.New", true, false)
 	s := cfg.store
 	if s == nil {
 		mem := memory.New()
@@ -93,7 +89,7 @@ func New(t testing.TB, agent *core.Agent, opts ...HarnessOption) *Harness {
 		t.Fatalf("svztest.New: %v", err)
 	}
 	t.Cleanup(func() { _ = ctl.Close() })
-	h := &Harness{agent: agent, ctl: ctl, store: s, workspace: cfg.workspace, mission: cfg.mission}
+	h := &Harness{agent: agent, ctl: ctl, store: s, workspace: cfg.workspace, mission: "mission-1", defaults: opts}
 	h.since = h.eventsAfter(t, "")
 	return h
 }
@@ -114,29 +110,43 @@ func (h *Harness) Context(workspace ...string) context.Context {
 	return state.NewContext(context.Background(), h.store, h.agent.Slug(), ws)
 }
 
-// CallOption sets a member of one request.
-type CallOption func(map[string]any)
-
-func member(name string, v any) CallOption { return func(p map[string]any) { p[name] = v } }
+func member(name string, v any) Option {
+	return func(s *settings) { s.members = append(s.members, func(p map[string]any) { p[name] = v }) }
+}
 
 // JobID, CaseID, StepID, IdempotencyKey, DraftSessionID, MissionID, RequestID, Surface and
-// Workspace set the request member of the same name.
-func JobID(id string) CallOption          { return member("job_id", id) }
-func CaseID(id string) CallOption         { return member("case_id", id) }
-func StepID(id string) CallOption         { return member("step_id", id) }
-func IdempotencyKey(k string) CallOption  { return member("idempotency_key", k) }
-func DraftSessionID(id string) CallOption { return member("draft_session_id", id) }
-func MissionID(id string) CallOption      { return member("mission_id", id) }
-func RequestID(id string) CallOption      { return member("request_id", id) }
-func Surface(id string) CallOption        { return member("surface", id) }
-func Workspace(id string) CallOption {
+// Workspace set the request member of the same name: of one call, or of every call when given
+// to New.
+func JobID(id string) Option          { return member("job_id", id) }
+func CaseID(id string) Option         { return member("case_id", id) }
+func StepID(id string) Option         { return member("step_id", id) }
+func IdempotencyKey(k string) Option  { return member("idempotency_key", k) }
+func DraftSessionID(id string) Option { return member("draft_session_id", id) }
+func MissionID(id string) Option      { return member("mission_id", id) }
+func RequestID(id string) Option      { return member("request_id", id) }
+func Surface(id string) Option        { return member("surface", id) }
+func Workspace(id string) Option {
 	return member("workspace", map[string]any{"id": id, "slug": nil})
 }
 
+// call gathers the settings of one call: New's request members and headers, then the call's.
+func (h *Harness) call(t testing.TB, where string, opts []Option, stateAllowed bool) *settings {
+	t.Helper()
+	s := newSettings(opts)
+	s.onlyFor(t, where, false, stateAllowed)
+	d := newSettings(h.defaults)
+	s.members = append(d.members, s.members...)
+	for k, vs := range s.header {
+		d.header[k] = append(d.header[k], vs...)
+	}
+	s.header = d.header
+	return s
+}
+
 // params builds the request of a call: Studio's members with the harness's defaults.
-func (h *Harness) params(target string, action bool, input any, opts []CallOption) map[string]any {
-	if input == nil {
-		input = map[string]any{}
+func (h *Harness) params(target string, action bool, input any, s *settings) map[string]any {
+	if v := reflect.ValueOf(input); !v.IsValid() || (v.Kind() == reflect.Map || v.Kind() == reflect.Pointer) && v.IsNil() {
+		input = map[string]any{} // nil, or a nil map: no input
 	}
 	p := map[string]any{
 		"request_id": "svztest-" + strconv.FormatInt(h.seq.Add(1), 10),
@@ -148,8 +158,8 @@ func (h *Harness) params(target string, action bool, input any, opts []CallOptio
 		p["action"] = target
 		p["surface"] = contract.SurfaceJobStart
 	}
-	for _, o := range opts {
-		o(p)
+	for _, set := range s.members {
+		set(p)
 	}
 	return p
 }
@@ -167,7 +177,12 @@ type Response struct {
 
 // Call posts one JSON-RPC request (method and params as given) and returns its answer: use it to
 // test error answers.
-func (h *Harness) Call(t testing.TB, method string, params any) Response {
+func (h *Harness) Call(t testing.TB, method string, params any, opts ...Option) Response {
+	t.Helper()
+	return h.post(t, method, params, h.call(t, "Call", opts, false).header)
+}
+
+func (h *Harness) post(t testing.TB, method string, params any, header http.Header) Response {
 	t.Helper()
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 	if err != nil {
@@ -175,6 +190,9 @@ func (h *Harness) Call(t testing.TB, method string, params any) Response {
 	}
 	rec := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodPost, "/a2a", strings.NewReader(string(body)))
+	for k, vs := range header {
+		r.Header[k] = vs
+	}
 	r.Header.Set("X-API-Key", LocalAPIKey)
 	r.Header.Set("Content-Type", "application/json")
 	h.ctl.ServeHTTP(rec, r)
@@ -199,9 +217,10 @@ type Result struct {
 
 // Invoke calls action with input (anything that encodes as a JSON object; nil is {}) and returns
 // its result. A JSON-RPC error answer fails the test: use Call to test those.
-func (h *Harness) Invoke(t testing.TB, action string, input any, opts ...CallOption) *Result {
+func (h *Harness) Invoke(t testing.TB, action string, input any, opts ...Option) *Result {
 	t.Helper()
-	resp := h.Call(t, "supervaizer/action.invoke", h.params(action, true, input, opts))
+	s := h.call(t, "Invoke", opts, false)
+	resp := h.post(t, "supervaizer/action.invoke", h.params(action, true, input, s), s.header)
 	if resp.Error != nil || resp.Result == nil {
 		t.Fatalf("svztest: action %s answered %s; want a result", action, resp.Body)
 	}
@@ -233,9 +252,10 @@ type SurfaceResult struct {
 
 // Load loads surface with input (nil is {}) and returns its result. A JSON-RPC error answer
 // fails the test.
-func (h *Harness) Load(t testing.TB, surface string, input any, opts ...CallOption) *SurfaceResult {
+func (h *Harness) Load(t testing.TB, surface string, input any, opts ...Option) *SurfaceResult {
 	t.Helper()
-	resp := h.Call(t, "supervaizer/surface.load", h.params(surface, false, input, opts))
+	s := h.call(t, "Load", opts, false)
+	resp := h.post(t, "supervaizer/surface.load", h.params(surface, false, input, s), s.header)
 	if resp.Error != nil || resp.Result == nil {
 		t.Fatalf("svztest: surface %s answered %s; want a result", surface, resp.Body)
 	}
@@ -250,9 +270,9 @@ func (h *Harness) Load(t testing.TB, surface string, input any, opts ...CallOpti
 }
 
 // Request returns the action request a call would send, e.g. for AssertConfirmIdempotent.
-func (h *Harness) Request(t testing.TB, action string, input any, opts ...CallOption) contract.ActionRequest {
+func (h *Harness) Request(t testing.TB, action string, input any, opts ...Option) contract.ActionRequest {
 	t.Helper()
-	b, err := json.Marshal(h.params(action, true, input, opts))
+	b, err := json.Marshal(h.params(action, true, input, h.call(t, "Request", opts, false)))
 	if err != nil {
 		t.Fatalf("svztest: encode the request: %v", err)
 	}
@@ -264,10 +284,28 @@ func (h *Harness) Request(t testing.TB, action string, input any, opts ...CallOp
 }
 
 // AssertConfirmIdempotent runs the seeds' conformance check (AssertConfirmIdempotent) on action
-// with input; opts must include an IdempotencyKey.
-func (h *Harness) AssertConfirmIdempotent(t testing.TB, action string, input any, opts ...CallOption) *contract.ActionResult {
+// with input; opts must include an IdempotencyKey, and may include WithState and WithHeader.
+func (h *Harness) AssertConfirmIdempotent(t testing.TB, action string, input any, opts ...Option) *contract.ActionResult {
 	t.Helper()
-	return AssertConfirmIdempotent(t, h.ctl, LocalAPIKey, h.Request(t, action, input, opts...))
+	s := h.call(t, "AssertConfirmIdempotent", opts, true)
+	b, err := json.Marshal(h.params(action, true, input, s))
+	if err != nil {
+		t.Fatalf("svztest: encode the request: %v", err)
+	}
+	req, err := contract.DecodeActionRequest(b)
+	if err != nil {
+		t.Fatalf("svztest: the request is invalid: %v", err)
+	}
+	var pass []Option
+	for k, vs := range s.header {
+		for _, v := range vs {
+			pass = append(pass, WithHeader(k, v))
+		}
+	}
+	if s.state != nil {
+		pass = append(pass, WithState(s.state))
+	}
+	return AssertConfirmIdempotent(t, h.ctl, LocalAPIKey, *req, pass...)
 }
 
 // EffectEvent is one supervaizer.effect event of the effect stream.
@@ -326,30 +364,74 @@ var Skip = &struct{ skip bool }{true}
 // "error" result is an answer. Surfaces Studio renders itself (mission.agent.resource.*,
 // mission.agent.dataset.*), rule.checkpoint.resume (svz serves it) and ids whose input is Skip
 // are left out.
-func (h *Harness) CheckHandlers(t testing.TB, inputs map[string]any, opts ...CallOption) {
+//
+// job.start runs first (job id "svztest-check-job" unless opts set one): when it answers a
+// job_state, the surfaces of a step are loaded on that job, case.step.awaiting on its first
+// awaiting step and case.step.detail on its first step, so that a document the handler builds
+// for a real step is checked (give inputs["job.start"] an input the agent accepts). Then the
+// other surfaces, then the other actions.
+func (h *Harness) CheckHandlers(t testing.TB, inputs map[string]any, opts ...Option) {
 	t.Helper()
 	reg := h.agent.Config().Registration
-	check := func(kind, method, id string, action bool) {
+	s := h.call(t, "CheckHandlers", opts, false)
+	// check calls id once; before are members the call's options may override, after members
+	// that win over them.
+	check := func(kind, method, id string, action bool, before, after []func(map[string]any)) json.RawMessage {
 		if inputs[id] == Skip {
-			return
+			return nil
 		}
-		resp := h.Call(t, method, h.params(id, action, inputs[id], opts))
+		c := *s
+		c.members = slices.Concat(before, s.members, after)
+		resp := h.post(t, method, h.params(id, action, inputs[id], &c), s.header)
 		if resp.Error != nil {
 			t.Errorf("svztest: %s %s answers JSON-RPC %d %q: every declared %s needs a handler that answers", kind, id, resp.Error.Code, resp.Error.Message, kind)
 		}
+		return resp.Result
 	}
+	var actions []string
 	for _, a := range reg.Capabilities.Actions {
-		if a.ID == contract.RuleCheckpointResumeAction {
+		if a.ID != contract.RuleCheckpointResumeAction {
+			actions = append(actions, a.ID)
+		}
+	}
+	var job *contract.JobState
+	if slices.Contains(actions, contract.JobStartAction) {
+		defaultJob := func(p map[string]any) { p["job_id"] = "svztest-check-job" }
+		if raw := check("action", "supervaizer/action.invoke", contract.JobStartAction, true, []func(map[string]any){defaultJob}, nil); raw != nil {
+			var res contract.ActionResult
+			if json.Unmarshal(raw, &res) == nil {
+				job = res.JobState
+			}
+		}
+	}
+	for _, id := range reg.Capabilities.Surfaces {
+		if strings.HasPrefix(id, "mission.agent.resource.") || strings.HasPrefix(id, "mission.agent.dataset.") {
 			continue
 		}
-		check("action", "supervaizer/action.invoke", a.ID, true)
+		check("surface", "supervaizer/surface.load", id, false, nil, stepOf(job, id))
 	}
-	for _, s := range reg.Capabilities.Surfaces {
-		if strings.HasPrefix(s, "mission.agent.resource.") || strings.HasPrefix(s, "mission.agent.dataset.") {
-			continue
+	for _, id := range actions {
+		if id != contract.JobStartAction {
+			check("action", "supervaizer/action.invoke", id, true, nil, nil)
 		}
-		check("surface", "supervaizer/surface.load", s, false)
 	}
+}
+
+// stepOf returns the request members that load surface on a step of job: its first awaiting
+// step for case.step.awaiting, its first step for case.step.detail; none otherwise.
+func stepOf(job *contract.JobState, surface string) []func(map[string]any) {
+	if job == nil || (surface != contract.SurfaceStepAwaiting && surface != contract.SurfaceStepDetail) {
+		return nil
+	}
+	for _, c := range job.Cases {
+		for _, st := range c.Steps {
+			if surface == contract.SurfaceStepDetail || st.Awaiting != nil {
+				ids := map[string]any{"job_id": job.Job.ID, "case_id": c.ID, "step_id": st.ID}
+				return []func(map[string]any){func(p map[string]any) { maps.Copy(p, ids) }}
+			}
+		}
+	}
+	return nil
 }
 
 // As converts v (an effect's Item, Items or Rows, a draft value...) to T through JSON, failing

@@ -10,36 +10,74 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/store"
 )
 
 // eventTimeout bounds the wait for the effect event of the first call.
 const eventTimeout = 3 * time.Second
 
-// Option configures AssertConfirmIdempotent.
-type Option func(*options)
+// Option configures New, a call (Invoke, Load, Request, CheckHandlers) or
+// AssertConfirmIdempotent: one type for all. Request members (JobID, IdempotencyKey...) and
+// WithHeader given to New apply to every call of the harness, given to a call to that call;
+// the harness's own settings (WithStore, WithWorkspace, WithRuleCheckpoints, WithLogger) apply
+// to New only, and WithState to AssertConfirmIdempotent only: elsewhere they fail the test
+// rather than being ignored.
+type Option func(*settings)
 
-type options struct {
-	header http.Header
-	state  func() any
+type settings struct {
+	// New's own.
+	store       store.Store
+	workspace   string
+	logger      *slog.Logger
+	checkpoints checkpoint.Studio
+	newOnly     []string // names of New's options given, to report them given elsewhere
+
+	// Request members and headers, for New (every call) or one call.
+	members []func(map[string]any)
+	header  http.Header
+
+	// AssertConfirmIdempotent's own.
+	state func() any
+}
+
+func newSettings(opts []Option) *settings {
+	s := &settings{header: http.Header{}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// onlyFor fails t when options meant for another place were given: where names the caller.
+func (s *settings) onlyFor(t testing.TB, where string, newAllowed, stateAllowed bool) {
+	t.Helper()
+	if len(s.newOnly) > 0 && !newAllowed {
+		t.Fatalf("svztest: %s given to %s: it configures svztest.New", strings.Join(s.newOnly, ", "), where)
+	}
+	if s.state != nil && !stateAllowed {
+		t.Fatalf("svztest: WithState given to %s: it configures AssertConfirmIdempotent", where)
+	}
 }
 
 // WithHeader adds a header to every request, e.g. the workspace-authorization token.
 func WithHeader(name, value string) Option {
-	return func(o *options) { o.header.Add(name, value) }
+	return func(s *settings) { s.header.Add(name, value) }
 }
 
-// WithState observes the agent's own side effects: state returns a snapshot of them (jobs
-// created, messages sent, rows written...), compared as JSON after each call. Without it only the
-// controller's effect events witness a second run.
+// WithState observes the agent's own side effects in AssertConfirmIdempotent: state returns a
+// snapshot of them (jobs created, messages sent, rows written...), compared as JSON after each
+// call. Without it only the controller's effect events witness a second run.
 func WithState(state func() any) Option {
-	return func(o *options) { o.state = state }
+	return func(s *settings) { s.state = state }
 }
 
 // AssertConfirmIdempotent is the seeds' assert_confirm_idempotent: it sends req (which must carry
@@ -55,9 +93,10 @@ func WithState(state func() any) Option {
 // The first call must run the handler: use a fresh idempotency_key. It returns the result.
 func AssertConfirmIdempotent(t testing.TB, h http.Handler, apiKey string, req contract.ActionRequest, opts ...Option) *contract.ActionResult {
 	t.Helper()
-	o := options{header: http.Header{}}
-	for _, opt := range opts {
-		opt(&o)
+	o := newSettings(opts)
+	o.onlyFor(t, "AssertConfirmIdempotent", false, true)
+	if len(o.members) > 0 {
+		t.Fatalf("svztest: request members given to the package-level AssertConfirmIdempotent: set them on req (or use Harness.AssertConfirmIdempotent)")
 	}
 	if req.IdempotencyKey == nil || *req.IdempotencyKey == "" {
 		t.Fatalf("AssertConfirmIdempotent: the request has no idempotency_key")
@@ -81,6 +120,20 @@ func AssertConfirmIdempotent(t testing.TB, h http.Handler, apiKey string, req co
 	second := c.invoke("svztest-confirm-2", retry)
 	stateAfter := o.snapshot(t)
 
+	var firstRes contract.ActionResult
+	if err := json.Unmarshal(first, &firstRes); err != nil {
+		t.Fatalf("AssertConfirmIdempotent: decode the first result: %v", err)
+	}
+	events := c.eventsAfter(event.id)
+	retryRan := false
+	for _, ev := range events {
+		retryRan = retryRan || ev.requestID == retry.RequestID
+	}
+	if retryRan && firstRes.Status == contract.StatusError {
+		// A refusal changes nothing and so does not consume the key: the retry runs again, by design.
+		t.Fatalf("AssertConfirmIdempotent: the first call was refused: %s; the check needs a call the handler accepts\nfirst: %s",
+			refusal(firstRes.Errors), first)
+	}
 	if !bytes.Equal(first, second) {
 		t.Errorf("AssertConfirmIdempotent: the retry answered another result\nfirst: %s\nretry: %s", first, second)
 	}
@@ -91,7 +144,7 @@ func AssertConfirmIdempotent(t testing.TB, h http.Handler, apiKey string, req co
 	if rs := res.ReplaySafety; rs == nil || rs.StrictlyIdempotentResponse == nil || !*rs.StrictlyIdempotentResponse {
 		t.Errorf("AssertConfirmIdempotent: the retry's result does not set replay_safety.strictly_idempotent_response = true: %s", second)
 	}
-	for _, ev := range c.eventsAfter(event.id) {
+	for _, ev := range events {
 		if ev.requestID == retry.RequestID {
 			t.Errorf("AssertConfirmIdempotent: the retry ran the handler again: it published %s %s", effectEvent, ev.data)
 		}
@@ -102,7 +155,22 @@ func AssertConfirmIdempotent(t testing.TB, h http.Handler, apiKey string, req co
 	return &res
 }
 
-func (o options) snapshot(t testing.TB) string {
+// refusal lists the errors of a refused result: "input_required count, input_min budget".
+func refusal(errs []contract.ResultError) string {
+	if len(errs) == 0 {
+		return "status error, no errors"
+	}
+	parts := make([]string, len(errs))
+	for i, e := range errs {
+		parts[i] = e.Code
+		if e.Field != "" {
+			parts[i] += " " + e.Field
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (o *settings) snapshot(t testing.TB) string {
 	t.Helper()
 	if o.state == nil {
 		return ""

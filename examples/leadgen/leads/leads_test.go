@@ -2,7 +2,6 @@ package leads_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -68,7 +67,7 @@ func run(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var opts []svztest.HarnessOption
+	var opts []svztest.Option
 	if s != nil {
 		opts = append(opts, svztest.WithStore(s))
 	}
@@ -198,13 +197,8 @@ func run(t *testing.T, s store.Store) {
 		if string(first.JSON) != string(second.JSON) || first.JobState.Job.Status != contract.StateCompleted {
 			t.Errorf("sync = %s\nthen %s", first.JSON, second.JSON)
 		}
-		var cost struct {
-			Cost struct {
-				Total float64 `json:"total_cost"`
-			} `json:"cost"`
-		}
-		if json.Unmarshal(first.JobState.Job.Extra["information"], &cost) != nil || cost.Cost.Total != 3 {
-			t.Errorf("information = %s", first.JobState.Job.Extra["information"])
+		if info := first.JobState.Job.Information; info == nil || info.Cost == nil || info.Cost.TotalCost != 3 {
+			t.Errorf("information = %+v", info)
 		}
 	})
 
