@@ -75,7 +75,7 @@ func (c *Controller) withJobs(ctx context.Context, b *boundAgent, v *contract.Ve
 func jobFailed(req *contract.ActionRequest, err error) (*contract.ActionResult, error) {
 	switch {
 	case errors.Is(err, jobs.ErrNoJob):
-		return contract.Fail("job_not_found", fmt.Sprintf("No background job %q in this workspace", optional(req.JobID))), nil
+		return contract.Fail("job_not_found", fmt.Sprintf("No background job %q in this workspace", req.Job())), nil
 	case errors.Is(err, jobs.ErrNotAwaiting):
 		return contract.Refuse(contract.ResultError{Code: contract.InputInvalid, Message: "This step is not awaiting an answer (answered already, or not a step that waits)"}), nil
 	}
@@ -83,7 +83,7 @@ func jobFailed(req *contract.ActionRequest, err error) (*contract.ActionResult, 
 }
 
 func serveJobSync(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	snap, err := jobs.State(ctx, optional(req.JobID))
+	snap, err := jobs.State(ctx, req.Job())
 	if err != nil {
 		return jobFailed(req, err)
 	}
@@ -91,7 +91,7 @@ func serveJobSync(ctx context.Context, req *contract.ActionRequest) (*contract.A
 }
 
 func serveJobStop(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	snap, err := jobs.Stop(ctx, optional(req.JobID))
+	snap, err := jobs.Stop(ctx, req.Job())
 	if err != nil {
 		return jobFailed(req, err)
 	}
@@ -103,14 +103,7 @@ func serveJobAnswer(ctx context.Context, req *contract.ActionRequest) (*contract
 	if err != nil {
 		return jobFailed(req, err)
 	}
-	return contract.OK(contract.Effect{Type: contract.EffectStepAwaitingSubmitted, JobID: snap.Job.ID, StepID: optional(req.StepID),
+	return contract.OK(contract.Effect{Type: contract.EffectStepAwaitingSubmitted, JobID: snap.Job.ID, StepID: req.Step(),
 		Status: snap.Job.Status}).WithJobState(snap), nil
 }
 
-// optional is the value of an optional request id, "" when absent.
-func optional(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
