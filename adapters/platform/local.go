@@ -81,7 +81,7 @@ func serveLocal(ctx context.Context, build BuildFunc, getenv func(string) string
 	for _, wrap := range o.localHandlers {
 		h = wrap(h, info)
 	}
-	log.Info("controller ready", "platform", "local", "init_ms", time.Since(began).Milliseconds())
+	logReady(log, "local", began)
 	printBanner(o.stdout, info)
 	return closeHandler(httpserver.Serve(ctx, h, httpserver.WithListener(ln), httpserver.WithLoopbackOnly(), httpserver.WithLogger(log)))
 }
