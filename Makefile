@@ -5,10 +5,14 @@ export GOTOOLCHAIN := local
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: help run test lint unit bench fuzz bench-controller bench-http bench-grant bench-store bench-adapters bench-jobs sizes example-lines workbench-screenshots
+.PHONY: help build run test lint unit bench fuzz bench-controller bench-http bench-grant bench-store bench-adapters bench-jobs sizes example-lines workbench-screenshots
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-24s %s\n", $$1, $$2}'
+
+BIN_DIR ?= bin
+build: ## svz and cmd/local into $(BIN_DIR), stamped with the version and revision (svz version; mk/stamp.mk)
+	go build -ldflags '$(SVZ_STAMP)' -o '$(BIN_DIR)/' ./cmd/svz ./cmd/local
 
 run: ## serve Hello World in local mode on 127.0.0.1:8000
 	go run ./cmd/local

@@ -603,7 +603,7 @@ func (d *Deployer) checkHealth(ctx context.Context, r *run) error {
 			return "", err
 		}
 		r.res.Health = &rep
-		return fmt.Sprintf("healthy after %d attempt(s), %d Agent Card(s), /a2a answered %s", rep.Attempts, len(rep.Cards), rep.RPC), nil
+		return rep.Summary(), nil
 	})
 	if err == nil {
 		return nil
@@ -787,7 +787,7 @@ func (d *Deployer) Status(ctx context.Context) (Status, error) {
 			st.Health = err.Error()
 			return "", err
 		}
-		st.Healthy, st.Health = true, "healthy: /a2a answered "+rep.RPC
+		st.Healthy, st.Health = true, rep.Summary()
 		return st.Health, nil
 	})
 	return st, err

@@ -152,7 +152,7 @@ func (d *Deployer) runLocal(ctx context.Context, r *run) error {
 			return "", err
 		}
 		r.res.Health = &rep
-		return fmt.Sprintf("healthy after %d attempt(s), %d Agent Card(s), /a2a answered %s", rep.Attempts, len(rep.Cards), rep.RPC), nil
+		return rep.Summary(), nil
 	})
 	if err != nil {
 		if out := tail.String(); out != "" {

@@ -17,7 +17,8 @@ LAMBDA_MAIN ?= ./examples/helloworld
 # account; svz deploy builds its Lambda images with it).
 LAMBDA_TAGS ?= lambda.norpc,svz_nocloudrun,svz_nolocal,svz_nobolt,svz_nopostgres,svz_noredis,svz_noawschain,svz_nostudio
 LAMBDA_ARCH ?= $(or $(GOARCH),arm64)
-LAMBDA_GO_BUILD = CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) go build -trimpath -tags '$(LAMBDA_TAGS)' -ldflags='-s -w'
+include mk/stamp.mk
+LAMBDA_GO_BUILD = CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) go build -trimpath -tags '$(LAMBDA_TAGS)' -ldflags='-s -w $(SVZ_STAMP)'
 
 .PHONY: build-ControllerFunction rie invoke bench-lambda
 

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,10 +33,13 @@ const (
 
 // serveLocal serves the controller in local mode on a plain HTTP server: it binds loopback (a
 // wildcard host becomes 127.0.0.1; any other host that is not loopback is refused), builds the
-// controller with local mode's defaults, prints the banner and serves until ctx ends. This file is
-// left out of the Lambda bootstrap (build tag svz_nolocal), with everything it links: the place
-// to mount what only local mode serves is here, after the controller is built: the workbench at
-// /manage (workbench_local.go), then the WithLocalHandler wrappers.
+// controller with local mode's defaults, prints the banner and serves until ctx ends. Every
+// setting is checked (the controller built) before a chosen port is bound, so that a bad setting
+// is reported as such even when the port is busy; a port the kernel picks (0) cannot be busy, and
+// is bound first for the default public URL to name it. This file is left out of the Lambda
+// bootstrap (build tag svz_nolocal), with everything it links: the place to mount what only local
+// mode serves is here, after the controller is built: the workbench at /manage
+// (workbench_local.go), then the WithLocalHandler wrappers.
 func serveLocal(ctx context.Context, build BuildFunc, getenv func(string) string, log *slog.Logger, o *options, began time.Time) error {
 	host, port, err := listenSettings(getenv, o, "127.0.0.1")
 	if err != nil {
@@ -44,15 +48,15 @@ func serveLocal(ctx context.Context, build BuildFunc, getenv func(string) string
 	if host, err = loopbackHost(host); err != nil {
 		return err
 	}
-	ln, err := httpkit.Listen(net.JoinHostPort(host, port), httpserver.PortHint)
-	if err != nil {
-		return fmt.Errorf("platform: %w", err)
+	addr := net.JoinHostPort(host, port)
+	var ln net.Listener
+	if n, _ := strconv.Atoi(port); n == 0 {
+		if ln, err = listenLoopback(addr); err != nil {
+			return err
+		}
+		addr = ln.Addr().String()
 	}
-	if err := httpserver.CheckLoopback(ln); err != nil { // a host name that resolved elsewhere
-		_ = ln.Close()
-		return fmt.Errorf("platform: %w", err)
-	}
-	info := LocalInfo{URL: "http://" + ln.Addr().String(), Log: log}
+	info := LocalInfo{URL: "http://" + addr, Log: log}
 	defaults := map[string]string{}
 	if getenv(envAPIKey) == "" {
 		defaults[envAPIKey] = localAPIKey
@@ -63,8 +67,15 @@ func serveLocal(ctx context.Context, build BuildFunc, getenv func(string) string
 	env := overlay(getenv, defaults)
 	h, closeHandler, err := start(ctx, build, env, log)
 	if err != nil {
-		_ = ln.Close()
+		if ln != nil {
+			_ = ln.Close()
+		}
 		return err
+	}
+	if ln == nil {
+		if ln, err = listenLoopback(addr); err != nil {
+			return closeHandler(err)
+		}
 	}
 	info.APIKey = env(envAPIKey)
 	info.Controller, _ = h.(*core.Controller)
@@ -72,9 +83,23 @@ func serveLocal(ctx context.Context, build BuildFunc, getenv func(string) string
 	for _, wrap := range o.localHandlers {
 		h = wrap(h, info)
 	}
-	log.Info("controller ready", "platform", "local", "init_ms", time.Since(began).Milliseconds())
+	logReady(log, "local", began)
 	printBanner(o.stdout, info)
 	return closeHandler(httpserver.Serve(ctx, h, httpserver.WithListener(ln), httpserver.WithLoopbackOnly(), httpserver.WithLogger(log)))
+}
+
+// listenLoopback binds addr, refusing a host name that resolved to an address that is not
+// loopback.
+func listenLoopback(addr string) (net.Listener, error) {
+	ln, err := httpkit.Listen(addr, httpserver.PortHint)
+	if err != nil {
+		return nil, fmt.Errorf("platform: %w", err)
+	}
+	if err := httpserver.CheckLoopback(ln); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("platform: %w", err)
+	}
+	return ln, nil
 }
 
 // loopbackHost returns the host local mode listens on: 127.0.0.1 for an empty or unspecified one

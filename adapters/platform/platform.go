@@ -35,6 +35,7 @@ import (
 	"github.com/supervaize/svz/adapters/lambda"
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/config"
+	"github.com/supervaize/svz/internal/buildinfo"
 	"github.com/supervaize/svz/internal/envvar"
 	"github.com/supervaize/svz/internal/localmode"
 )
@@ -210,7 +211,7 @@ func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(
 	if err != nil {
 		return err
 	}
-	log.Info("controller ready", "platform", string(kind), "init_ms", time.Since(began).Milliseconds())
+	logReady(log, string(kind), began)
 	switch kind {
 	case onLambda:
 		lambda.Start(h, append(lambdaOpts, lambda.WithLogger(log))...)
@@ -219,6 +220,19 @@ func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(
 		return closeHandler(serveCloudRun(ctx, h))
 	}
 	return closeHandler(httpserver.Serve(ctx, h, append(httpOpts, httpserver.WithLogger(log))...))
+}
+
+// logReady logs that the controller serves, with the version and revision the build stamped
+// (package buildinfo), if any.
+func logReady(log *slog.Logger, platform string, began time.Time) {
+	attrs := []any{"platform", platform, "init_ms", time.Since(began).Milliseconds()}
+	if v := buildinfo.Version(); v != "" {
+		attrs = append(attrs, "version", v)
+	}
+	if r := buildinfo.Revision(); r != "" {
+		attrs = append(attrs, "revision", r)
+	}
+	log.Info("controller ready", attrs...)
 }
 
 // start resolves the secret references and builds the controller. closeHandler joins err (what

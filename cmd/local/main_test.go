@@ -155,7 +155,21 @@ func TestChosenKeyStaysSecret(t *testing.T) {
 	checkHello(t, runCurls(t, text, "SUPERVAIZER_API_KEY="+secret))
 }
 
+// busyPort returns a port another listener holds until the test ends.
+func busyPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// TestHelpAndFlagErrors: each bad flag or setting is reported as itself, with the port it would
+// listen on busy (settings are checked before the port is bound), never as the busy port.
 func TestHelpAndFlagErrors(t *testing.T) {
+	busy := busyPort(t)
 	var out, errOut bytes.Buffer
 	if err := run(context.Background(), []string{"-h"}, func(string) string { return "" }, &out, &errOut); err != nil ||
 		!strings.HasPrefix(out.String(), "Usage: go run ./cmd/local [--host H] [--port P]") || !strings.Contains(out.String(), "-port") {
@@ -174,12 +188,12 @@ func TestHelpAndFlagErrors(t *testing.T) {
 		{nil, map[string]string{"SUPERVAIZER_DISABLE_HELLO_WORLD": "sometimes"}, `SUPERVAIZER_DISABLE_HELLO_WORLD="sometimes" is not a boolean`},
 		{nil, map[string]string{"SUPERVAIZER_LOG_LEVEL": "verbose"}, `SUPERVAIZER_LOG_LEVEL="verbose": must be one of DEBUG, INFO, WARNING, WARN, ERROR, CRITICAL`},
 	} {
-		env := map[string]string{"SUPERVAIZER_DATA_DIR": t.TempDir()}
+		env := map[string]string{"SUPERVAIZER_DATA_DIR": t.TempDir(), "SUPERVAIZER_PORT": busy}
 		for k, v := range tc.env {
 			env[k] = v
 		}
 		err := run(context.Background(), tc.args, func(k string) string { return env[k] }, &bytes.Buffer{}, &bytes.Buffer{})
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "address already in use") {
 			t.Errorf("run(%v, %v) = %v, want %q", tc.args, tc.env, err, tc.want)
 		}
 	}
@@ -244,14 +258,16 @@ func TestHalfConfiguredTrustRefused(t *testing.T) {
 	}
 }
 
-// TestBadSettings runs the table every controller binary is held to (settingstest).
+// TestBadSettings runs the table every controller binary is held to (settingstest), with the
+// port busy: a bad setting is reported as the bad setting.
 func TestBadSettings(t *testing.T) {
+	busy := busyPort(t)
 	for _, c := range append(settingstest.Bad(), settingstest.URLs()...) {
 		if _, ok := c.Env["SUPERVAIZER_LOCAL_MODE"]; ok {
 			continue // cmd/local is local mode whatever the environment says
 		}
 		t.Run(c.Name, func(t *testing.T) {
-			env := map[string]string{"SUPERVAIZER_DATA_DIR": t.TempDir(), "SUPERVAIZER_PORT": "0"}
+			env := map[string]string{"SUPERVAIZER_DATA_DIR": t.TempDir(), "SUPERVAIZER_PORT": busy}
 			for k, v := range c.Env {
 				env[k] = v
 			}
@@ -264,6 +280,9 @@ func TestBadSettings(t *testing.T) {
 			select {
 			case err := <-done:
 				settingstest.Check(t, c, err)
+				if err != nil && strings.Contains(err.Error(), "address already in use") {
+					t.Errorf("%s: reported as the busy port: %v", c.Name, err)
+				}
 			case <-time.After(60 * time.Second):
 				t.Errorf("%s: still serving after a minute", c.Name)
 			}

@@ -40,10 +40,14 @@ func TestDeployLocal(t *testing.T) {
 				!strings.HasPrefix(res["image"].(string), "sha256:") || health == nil || health["rpc"] != "error -32601" {
 				t.Fatalf("document %v", v)
 			}
-			for _, want := range []string{"(this machine)", "✓ secrets", "SUPERVAIZER_PRIVATE_KEY made for this run only", "✓ run", tc.how, "✓ health"} {
+			for _, want := range []string{"(this machine)", "✓ secrets", "SUPERVAIZER_PRIVATE_KEY made for this run only", "✓ run", tc.how, "✓ health",
+				"/a2a answered: API key accepted, JSON-RPC reachable (an unknown method answers -32601 as expected)"} {
 				if !strings.Contains(stderr, want) {
 					t.Errorf("progress lacks %q:\n%s", want, stderr)
 				}
+			}
+			if strings.Contains(stderr, "answered error") {
+				t.Errorf("the expected -32601 reads as a failure:\n%s", stderr)
 			}
 			if strings.Contains(stderr+out, "k-local-0123456789abcdef0123456789abcdef") {
 				t.Error("the API key is in the output")

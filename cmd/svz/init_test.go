@@ -142,12 +142,22 @@ func TestVersionAndCompletion(t *testing.T) {
 	var b bytes.Buffer
 	info := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: svzModule, Version: "v0.4.1"},
 		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123abcd"}, {Key: "vcs.modified", Value: "true"}, {Key: "vcs.time", Value: "2026-11-30T10:00:00Z"}}}
-	if err := printVersion(&b, info); err != nil {
+	if err := printVersion(&b, info, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	want := "svz v0.4.1\n  revision  0123abcd (modified)\n  time      2026-11-30T10:00:00Z\n  go        go1.26.8 " + runtime.GOOS + "/" + runtime.GOARCH + "\n"
 	if b.String() != want {
 		t.Fatalf("version:\n%s\nwant\n%s", b.String(), want)
+	}
+	// A checkout built without VCS information, stamped by the Makefile.
+	b.Reset()
+	info = &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: svzModule, Version: "(devel)"}}
+	if err := printVersion(&b, info, "v0.4.1-3-g0123abc-dirty", "0123abcd0123abcd"); err != nil {
+		t.Fatal(err)
+	}
+	want = "svz v0.4.1-3-g0123abc-dirty\n  revision  0123abcd0123abcd\n  go        go1.26.8 " + runtime.GOOS + "/" + runtime.GOARCH + "\n"
+	if b.String() != want {
+		t.Fatalf("stamped version:\n%s\nwant\n%s", b.String(), want)
 	}
 	out, err := runRoot(t, "version")
 	if err != nil || !strings.HasPrefix(out, "svz ") {

@@ -147,29 +147,25 @@ func studioDocBlock(t *testing.T) string {
 	return blocks[0]
 }
 
-// TestDevStudioWalkthrough runs docs/studio.md's walkthrough as a user pastes it (go run replaced
-// by the same programs, ports by free ones): `svz dev studio` in one process, the Hello World
-// binary Studio-connected to it in another. The controller registers before it serves, its agent
-// gets its Studio id, a token the stand-in mints opens job.start, and the agent reads the
-// parameter the stand-in encrypted. Then a stand-in that refuses the handshake: the controller
-// does not start.
+// TestDevStudioWalkthrough runs docs/studio.md's walkthrough as written from the repository's
+// root (ports replaced by free ones): it builds svz and Hello World, runs `svz dev studio` in one
+// process and the Hello World binary Studio-connected to it in another. The controller registers
+// before it serves, its agent gets its Studio id, a token the stand-in mints opens job.start, and
+// the agent reads the parameter the stand-in encrypted. The walkthrough must stop what it started
+// and leave the repository as it was (runScript). Then a stand-in that refuses the handshake: the
+// controller does not start.
 func TestDevStudioWalkthrough(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the programs")
 	}
-	needTools(t, "bash", "curl", "grep")
+	needTools(t, "bash", "curl", "grep", "mktemp", "seq")
 	block := studioDocBlock(t)
-	helloBin, err := buildHelloWorld()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
+	tmp := t.TempDir()
 	port, studioPort := freeLoopbackPort(t), freeLoopbackPort(t)
-	script := strings.ReplaceAll(block, "go run ./cmd/svz", `"$SVZ"`)
-	script = strings.ReplaceAll(script, "go run ./examples/helloworld", `"$HELLO"`)
-	script = strings.ReplaceAll(script, "127.0.0.1:8000", "127.0.0.1:"+port)
+	script := strings.ReplaceAll(block, "127.0.0.1:8000", "127.0.0.1:"+port)
 	script = strings.ReplaceAll(script, "127.0.0.1:8800", "127.0.0.1:"+studioPort)
-	out := runScript(t, dir, script, "SVZ="+svzShim(t, dir), "HELLO="+helloBin, "SUPERVAIZER_PORT="+port)
+	out := runScript(t, tmp, script, []string{port, studioPort}, "SUPERVAIZER_PORT="+port)
+	dir := scriptDir(t, tmp)
 	for _, want := range []string{`"agent_server_id":"studio-agent-`, `"message":"Completed 1 cases","greeting":"Bonjour"`,
 		`"event_type": "server.register"`, "Studio registration handshake verified", "registered with Studio"} {
 		if !strings.Contains(out, want) {

@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/supervaize/svz/internal/buildinfo"
 )
 
 func newVersionCmd() *cobra.Command {
@@ -16,15 +18,16 @@ func newVersionCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info, _ := debug.ReadBuildInfo()
-			return printVersion(cmd.OutOrStdout(), info)
+			return printVersion(cmd.OutOrStdout(), info, buildinfo.Version(), buildinfo.Revision())
 		},
 	}
 }
 
-// printVersion prints what the build recorded: the module version (a release such as v0.3.0 when
-// installed with go install …@version, "(devel)" for a build from a checkout), the revision and
-// time of the source when the build recorded them (-buildvcs), and the toolchain.
-func printVersion(w io.Writer, info *debug.BuildInfo) error {
+// printVersion prints what the build recorded: the version and revision stamped by the Makefile's
+// build (make build; mk/stamp.mk), else the module version (a release such as v0.3.0 when
+// installed with go install …@version, "(devel)" for a build from a checkout) and the revision
+// and time of the source when the build recorded them (-buildvcs); then the toolchain.
+func printVersion(w io.Writer, info *debug.BuildInfo, stampedVersion, stampedRevision string) error {
 	version, goVersion := "unknown", runtime.Version()
 	settings := map[string]string{}
 	if info != nil {
@@ -36,13 +39,20 @@ func printVersion(w io.Writer, info *debug.BuildInfo) error {
 			settings[s.Key] = s.Value
 		}
 	}
+	if stampedVersion != "" {
+		version = stampedVersion
+	}
 	if _, err := fmt.Fprintf(w, "svz %s\n", version); err != nil {
 		return err
 	}
-	if rev := settings["vcs.revision"]; rev != "" {
-		if settings["vcs.modified"] == "true" {
-			rev += " (modified)"
-		}
+	rev := settings["vcs.revision"]
+	if rev != "" && settings["vcs.modified"] == "true" {
+		rev += " (modified)"
+	}
+	if stampedRevision != "" {
+		rev = stampedRevision
+	}
+	if rev != "" {
 		fmt.Fprintf(w, "  revision  %s\n", rev)
 	}
 	if t := settings["vcs.time"]; t != "" {

@@ -134,11 +134,14 @@ func finish[Out any](r *runner, err error) (Outcome[Out], error) {
 }
 
 // enter continues an existing occurrence from its state. quiet (for rule.checkpoint.resume)
-// leaves an occurrence that another instance holds, or that needs recovery, as it is instead
-// of failing.
+// leaves an occurrence that needs recovery as it is instead of failing; one that another
+// instance runs is ErrActive, unwrapped, for the resume to wait for or refuse.
 func (r *runner) enter(ctx context.Context, quiet bool) error {
 	fail := func(err error) error {
-		if quiet {
+		switch {
+		case quiet && err == ErrActive:
+			return err
+		case quiet:
 			return nil
 		}
 		return recovery(err)

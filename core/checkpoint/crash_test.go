@@ -63,8 +63,9 @@ type crashSpec struct {
 
 // Scenarios: the Studio decisions of each phase.
 var crashScenarios = map[string]map[string]string{
-	"allow": nil,
-	"pause": {"before": "pause", "after": "pause"},
+	"allow":        nil,
+	"pause":        {"before": "pause", "after": "pause"},
+	"pause-before": {"before": "pause"},
 }
 
 func (c *crashSpec) occurrence() checkpoint.Occurrence {
@@ -510,6 +511,33 @@ func crashAcrossProcesses(t *testing.T, env []string) {
 			}, func() store.Store { return openEnv(t, env) })
 		})
 	}
+	t.Run("ResumeAfterKill", func(t *testing.T) {
+		resumeAfterKill(t, func(spec *crashSpec, fake *fakeStudio) {
+			// Studio SIGKILLs the child when the after checkpoint reaches it: the child dies
+			// waiting for the answer, holding the occurrence's lease.
+			raw, _ := json.Marshal(spec)
+			cmd := exec.Command(self, "-test.run=^$")
+			cmd.Env = append(append(os.Environ(), env...), crashChildEnv+"="+string(raw))
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			pid := make(chan int, 1)
+			var once sync.Once
+			fake.setHook(func(c studioCall, _ answer) {
+				if c.Body.OccurrenceID == spec.Occ && c.Body.Phase == "after" {
+					once.Do(func() { _ = syscall.Kill(<-pid, syscall.SIGKILL) })
+				}
+			})
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pid <- cmd.Process.Pid
+			err := cmd.Wait()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || !exit.Sys().(syscall.WaitStatus).Signaled() {
+				t.Fatalf("the child to kill ended with %v:\n%s", err, out.String())
+			}
+		}, func() store.Store { return openEnv(t, env) })
+	})
 }
 
 // crashInProcess runs the crash loops in this process, on s: at the crash point the run's
@@ -534,6 +562,21 @@ func crashInProcess(t *testing.T, s store.Store) {
 			}, func() store.Store { return nopClose{s} })
 		})
 	}
+	t.Run("ResumeAfterKill", func(t *testing.T) {
+		resumeAfterKill(t, func(spec *crashSpec, fake *fakeStudio) {
+			// The run stops dead at the after checkpoint: the store refuses its every write after
+			// Studio received it, as if the process were gone (its lease stays in the record).
+			k := &killer{}
+			fake.setHook(func(c studioCall, _ answer) {
+				if c.Body.OccurrenceID == spec.Occ && c.Body.Phase == "after" {
+					k.dead.Store(true)
+				}
+			})
+			if _, err := crashRun(context.Background(), spec, s, k); !errors.Is(err, errDead) || !k.dead.Load() {
+				t.Fatalf("the run to kill ended with %v", err)
+			}
+		}, func() store.Store { return nopClose{s} })
+	})
 }
 
 // nopClose keeps the shared memory store open when a crash loop closes its handle.
@@ -543,4 +586,127 @@ func (nopClose) Close() error { return nil }
 
 func (n nopClose) List(ctx context.Context, prefix, after string, limit int) (store.Page, error) {
 	return n.Store.(store.Lister).List(ctx, prefix, after, limit)
+}
+
+// resumeAfterKill: the step is in its resume (allow, on instance 1), its after checkpoint waits
+// for Studio's answer, and instance 1 is killed; Studio delivers the unanswered resume again to
+// instance 2, while the dead instance's lease still runs. A call whose deadline comes before the
+// lease ends is refused (Studio delivers it again); one with room waits the lease out on the
+// service's clock, sends the same after checkpoint again and finishes the step. Never an allow
+// that did nothing.
+func resumeAfterKill(t *testing.T, kill func(spec *crashSpec, fake *fakeStudio), open func() store.Store) {
+	fake := newFakeStudio(t, crashScenarios["pause-before"])
+	spec := newCrashSpec(t.TempDir(), "pause-before", 0, fake.srv.URL, testenv.UniqueName("ws-"))
+	kill(&spec, fake)
+	fake.setHook(nil)
+	if n := len(lines(t, spec.Effects)); n != 1 {
+		t.Fatalf("the killed run ran the effect %d times, want once", n)
+	}
+	s := open()
+	defer s.Close()
+	until := leaseUntil(t, s, spec.Occ)
+	if until.IsZero() {
+		t.Fatal("the killed instance holds no lease on the occurrence")
+	}
+
+	// Instance 2, on a manual clock ten seconds before the dead instance's lease ends; its timer
+	// hands each wait to the test.
+	var mu sync.Mutex
+	now := until.Add(-10 * time.Second)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	type timer struct {
+		d time.Duration
+		c chan time.Time
+	}
+	timers := make(chan timer, 64)
+	svc := checkpoint.NewService(checkpoint.Config{Store: s, Studio: fake.client(t), Logger: slog.New(slog.DiscardHandler), Now: clock,
+		After: func(d time.Duration) <-chan time.Time {
+			c := make(chan time.Time, 1)
+			timers <- timer{d, c}
+			return c
+		}})
+	reg, step := fileStep(&spec, &killer{})
+	before, ok := fake.answer(spec.Occ, "before")
+	if !ok {
+		t.Fatal("Studio never answered the before checkpoint")
+	}
+	req := resumeRequestFor(spec.occurrence(), "before", "allow", before)
+	afterCalls := func() (raw []string) {
+		for _, c := range fake.callsOf(spec.Occ) {
+			if c.Body.Phase == "after" {
+				raw = append(raw, c.Raw)
+			}
+		}
+		return raw
+	}
+
+	// A deadline before the lease ends: refused at once, nothing sent or run.
+	short, cancel := context.WithTimeout(checkpoint.NewContext(context.Background(), svc, reg, agentSlug, spec.WS), time.Second)
+	res, err := checkpoint.Resume(short, req)
+	cancel()
+	if !errors.Is(err, checkpoint.ErrActive) {
+		st, _ := checkpoint.StepState(checkpoint.NewContext(context.Background(), svc, reg, agentSlug, spec.WS), step, spec.occurrence())
+		t.Fatalf("resume with a deadline before the dead instance's lease ends: %+v, %v; want an error (Studio delivers it again); the step is %s",
+			res, err, st.Status)
+	}
+	if n := len(afterCalls()); n != 1 {
+		t.Fatalf("the refused resume sent the after checkpoint: %d calls", n)
+	}
+
+	// Room enough: the resume waits the lease out (the test moves the clock), then finishes.
+	ctx, cancel := context.WithTimeout(checkpoint.NewContext(context.Background(), svc, reg, agentSlug, spec.WS), time.Minute)
+	defer cancel()
+	type result struct {
+		res *contract.ActionResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { res, err := checkpoint.Resume(ctx, req); done <- result{res, err} }()
+	var got result
+	select {
+	case got = <-done:
+		t.Fatalf("the resume answered without waiting for the dead instance's lease: %+v, %v", got.res, got.err)
+	case tm := <-timers:
+		if tm.d != 10*time.Second {
+			t.Errorf("the resume waits %s, want the 10 s left of the lease", tm.d)
+		}
+		mu.Lock()
+		now = now.Add(tm.d)
+		mu.Unlock()
+		tm.c <- time.Now()
+	case <-time.After(30 * time.Second):
+		t.Fatal("the resume neither answered nor waited")
+	}
+	select {
+	case got = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the resume did not answer after the lease ended")
+	}
+	if got.err != nil {
+		t.Fatalf("resume after the lease: %v", got.err)
+	}
+	b, err := contract.AppendJSON(nil, got.res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := resumed(spec.JobID, "allow", before.CheckpointID); string(b) != want {
+		t.Errorf("resume answered %s\nwant %s", b, want)
+	}
+	st, err := checkpoint.StepState(checkpoint.NewContext(context.Background(), svc, reg, agentSlug, spec.WS), step, spec.occurrence())
+	if err != nil || st.Status != checkpoint.Completed {
+		t.Errorf("the step after the resume: %+v, %v; want completed", st, err)
+	}
+	if e, a := len(lines(t, spec.Effects)), len(lines(t, spec.Advances)); e != 1 || a != 1 {
+		t.Errorf("the effect ran %d times, the advance %d; want once each", e, a)
+	}
+	raw := afterCalls()
+	if len(raw) != 2 || raw[0] != raw[1] {
+		t.Errorf("after checkpoints sent %d times, want twice, byte for byte the same:\n%s", len(raw), strings.Join(raw, "\n"))
+	}
+	for _, c := range fake.callsOf(spec.Occ) {
+		if c.Token != spec.Token {
+			t.Errorf("a %s checkpoint went without the job's token", c.Body.Phase)
+		}
+	}
+	noSecretsIn(t, s, spec.Token)
 }

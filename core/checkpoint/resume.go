@@ -105,8 +105,11 @@ func parseResume(req *contract.ActionRequest) (*decision, error) {
 // The result is the reference's: one rule.checkpoint.resumed effect whose status is the decision
 // delivered (allow or stop) or pending_delivery, and summary.checkpoint_id. A pause, a decision
 // for another agent or snapshot, or one that does not match the stored occurrence is an error
-// (JSON-RPC -32603, the reference's message in the log); the checkpoint keeps waiting. What
-// happens after the decision (an effect that fails, a paused after checkpoint) does not change
+// (JSON-RPC -32603, the reference's message in the log); the checkpoint keeps waiting. A
+// decision recorded already for an occurrence that another instance runs waits for that
+// instance's lease (it may have died in the step), within the call's deadline; when it cannot,
+// the resume is refused (ErrActive) so that Studio delivers it again, never answered as if the
+// step had gone on. What happens after the decision (an effect that fails, a paused after checkpoint) does not change
 // the answer: the step's state says it (StepState).
 func Resume(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
 	d, err := parseResume(req)
@@ -155,6 +158,7 @@ func (sc *scope) resume(ctx context.Context, d *decision) (string, error) {
 	}
 	rec := &r.rec
 	p := rec.phase(d.Phase)
+	kept := false
 	switch {
 	case rec.Agent != d.Agent:
 		return "", ErrResumeOtherAgent
@@ -167,28 +171,43 @@ func (sc *scope) resume(ctx context.Context, d *decision) (string, error) {
 		if err := sc.keep(ctx, d); err != nil {
 			return "", err
 		}
+		kept = true
 	case p.CheckpointID != d.CheckpointID || p.InputHash != d.InputHash:
 		return "", ErrResumeMismatch
 	case p.Status == DecisionPause:
 		if err := sc.keep(ctx, d); err != nil {
 			return "", err
 		}
+		kept = true
 	case p.Status != d.Status:
 		return "", ErrResumeMismatch // decided already, otherwise
 	}
-	// Continue the occurrence here unless another instance holds it (that one applies the
-	// decision when it lets go); what comes after the decision is the step's business, logged.
-	for range maxAttempts {
+	// Continue the occurrence here. A kept decision is applied by the instance that holds the
+	// occurrence when it lets go (pending_delivery). A decision recorded already whose occurrence
+	// another instance runs (this resume delivered again, maybe because that instance died in it)
+	// waits for that instance's lease: answering now would tell Studio the step went on when
+	// nothing did. What comes after the decision is the step's business, logged.
+	start := sc.svc.now()
+	for attempts := 0; attempts < maxAttempts; {
 		err := r.enter(ctx, true)
-		if !errors.Is(err, errRetry) {
-			if err != nil {
-				sc.svc.log.ErrorContext(ctx, "rule checkpoint: the step did not complete after the decision", "agent_slug", d.Agent,
-					"job_id", d.JobID, "case_id", d.CaseID, "occurrence_id", d.OccurrenceID, "error", err)
+		switch {
+		case errors.Is(err, errRetry):
+			attempts++
+		case errors.Is(err, ErrActive) && !kept:
+			if err := r.waitLease(ctx, start); err != nil {
+				return "", err
 			}
-			break
+		case err != nil && !errors.Is(err, ErrActive):
+			sc.svc.log.ErrorContext(ctx, "rule checkpoint: the step did not complete after the decision", "agent_slug", d.Agent,
+				"job_id", d.JobID, "case_id", d.CaseID, "occurrence_id", d.OccurrenceID, "error", err)
+			attempts = maxAttempts
+		default:
+			attempts = maxAttempts
 		}
-		if _, err := r.load(ctx); err != nil {
-			return "", err
+		if attempts < maxAttempts {
+			if _, err := r.load(ctx); err != nil {
+				return "", err
+			}
 		}
 	}
 	if _, err := r.load(ctx); err != nil {
@@ -198,6 +217,27 @@ func (sc *scope) resume(ctx context.Context, d *decision) (string, error) {
 		return d.Status, nil
 	}
 	return StatusPendingDelivery, nil
+}
+
+// waitLease waits, on the service's clock, for the end of the lease another instance holds on
+// the loaded occurrence. It refuses (ErrActive, which Studio answers by delivering the resume
+// again) when the lease outlasts the call's deadline, or when the holder keeps renewing it past
+// what a dead instance's lease can last from start: that instance is alive and running the step.
+func (r *runner) waitLease(ctx context.Context, start time.Time) error {
+	until := r.rec.Lease.Until
+	left := until.Sub(r.sc.svc.now())
+	if until.Sub(start) > r.sc.svc.lease+2*SkewMargin {
+		return fmt.Errorf("%w: another instance is running it (its lease keeps being renewed); deliver the resume again", ErrActive)
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= left {
+		return fmt.Errorf("%w: another instance holds it for %s more, past this call's deadline; deliver the resume again", ErrActive, left.Round(time.Millisecond))
+	}
+	select {
+	case <-r.sc.svc.after(left):
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: another instance held it until this call ended (%w); deliver the resume again", ErrActive, context.Cause(ctx))
+	}
 }
 
 // keep stores d for its occurrence (replacing an earlier decision for the same phase) until

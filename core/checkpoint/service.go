@@ -68,7 +68,8 @@ type Config struct {
 	Now func() time.Time
 	// Lease is the lease of a running occurrence (DefaultLease).
 	Lease time.Duration
-	// After is the renewal timer (time.After); tests replace it to renew on demand.
+	// After is the timer (time.After) of lease renewals and of a resume waiting out another
+	// instance's lease; tests replace it to fire on demand.
 	After func(time.Duration) <-chan time.Time
 }
 

@@ -46,6 +46,20 @@ type Report struct {
 	RPC string `json:"rpc"`
 }
 
+// Summary says in words what a passed check verified, for progress lines: the probe's -32601 is
+// the expected answer (its method does not exist), so it reads as the success it is.
+func (r Report) Summary() string {
+	answer := "the probe answered " + r.RPC
+	switch r.RPC {
+	case "error -32601":
+		answer = "an unknown method answers -32601 as expected"
+	case "result":
+		answer = "the probe answered a result"
+	}
+	return fmt.Sprintf("healthy after %d attempt(s): health operational, %d Agent Card(s) served, /a2a answered: API key accepted, JSON-RPC reachable (%s)",
+		r.Attempts, len(r.Cards), answer)
+}
+
 // maxCards bounds the cards checked per attempt: a controller serves a handful of agents.
 const maxCards = 20
 

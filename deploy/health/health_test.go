@@ -276,3 +276,20 @@ func FuzzParseEnvelope(f *testing.F) {
 		}
 	})
 }
+
+// TestSummary: a passed check says in words what it verified; the expected -32601 never reads as
+// a failure.
+func TestSummary(t *testing.T) {
+	for _, tc := range []struct {
+		rpc, want string
+	}{
+		{"error -32601", "healthy after 2 attempt(s): health operational, 1 Agent Card(s) served, /a2a answered: API key accepted, JSON-RPC reachable (an unknown method answers -32601 as expected)"},
+		{"result", "healthy after 2 attempt(s): health operational, 1 Agent Card(s) served, /a2a answered: API key accepted, JSON-RPC reachable (the probe answered a result)"},
+		{"error -32030", "healthy after 2 attempt(s): health operational, 1 Agent Card(s) served, /a2a answered: API key accepted, JSON-RPC reachable (the probe answered error -32030)"},
+	} {
+		rep := health.Report{Attempts: 2, Cards: []string{"http://x/card.json"}, RPC: tc.rpc}
+		if got := rep.Summary(); got != tc.want {
+			t.Errorf("%s: %q\nwant %q", tc.rpc, got, tc.want)
+		}
+	}
+}
