@@ -374,6 +374,10 @@ func markStrict(res *contract.ActionResult, strict bool) *contract.ActionResult 
 	return &out
 }
 
+// KeyPrefix starts the store key of every record of the gate. The gate never lists them: a store
+// may keep them out of its listing index (the DynamoDB store does, through storeenv).
+const KeyPrefix = "idempotency/"
+
 // scopeKey is the store key of a request: a hash of the verified workspace, agent slug, action
 // and idempotency key, length-prefixed so no two tuples collide and of fixed size whatever the
 // caller sends. Bootstrap actions have no verified workspace; they are scoped by the request's
@@ -390,7 +394,7 @@ func scopeKey(req *contract.ActionRequest) string {
 		h.Write(n[:])
 		h.Write([]byte(part))
 	}
-	return "idempotency/v1/" + hex.EncodeToString(h.Sum(nil))
+	return KeyPrefix + "v1/" + hex.EncodeToString(h.Sum(nil))
 }
 
 // keyID names a key in logs: the first 12 hex digits of its hash.
