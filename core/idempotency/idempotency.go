@@ -152,13 +152,39 @@ func New(s store.Store, opts ...Option) *Gate {
 // Errors are store failures (nothing ran) or run's own error (the key was released); the caller
 // maps them to an internal error without showing them.
 func (g *Gate) Do(ctx context.Context, req *contract.ActionRequest, run func(context.Context) (*contract.ActionResult, error)) (*contract.ActionResult, error) {
+	res, _, err := g.do(ctx, req, run, nil)
+	return res, err
+}
+
+// Event is an effect event a caller appends to a log once an action ran (core's effect stream).
+type Event struct {
+	Log  store.Log
+	Name string
+	Keep store.Retention
+	// Data encodes the event of the recorded result (the one answered and replayed).
+	Data func(*contract.ActionResult) ([]byte, error)
+}
+
+// DoAppending is Do, and saves a store call: when the handler ran, its result is recorded and ev
+// appended in one atomic write (store.UpdateAppender), if the gate's store is ev.Log and
+// implements it; appended reports that it was. When appended is false and the handler ran, the
+// caller appends ev itself: the result could not be recorded with it (a store failure, a lost
+// lease, a result too large), or the store cannot do both at once. A write whose outcome is
+// unknown (a timeout) is resolved by reading the record: the append happened exactly when the
+// record holds the result.
+func (g *Gate) DoAppending(ctx context.Context, req *contract.ActionRequest, run func(context.Context) (*contract.ActionResult, error), ev Event) (res *contract.ActionResult, appended bool, err error) {
+	return g.do(ctx, req, run, &ev)
+}
+
+func (g *Gate) do(ctx context.Context, req *contract.ActionRequest, run func(context.Context) (*contract.ActionResult, error), ev *Event) (*contract.ActionResult, bool, error) {
 	if req.IdempotencyKey == nil {
-		return run(ctx)
+		res, err := run(ctx)
+		return res, false, err
 	}
 	key := scopeKey(req)
 	fp, err := fingerprint(req)
 	if err != nil {
-		return nil, fmt.Errorf("idempotency: %s: %w", req.Action, err)
+		return nil, false, fmt.Errorf("idempotency: %s: %w", req.Action, err)
 	}
 	now := g.now()
 	runEnd := now.Add(g.maxRun)
@@ -166,20 +192,21 @@ func (g *Gate) Do(ctx context.Context, req *contract.ActionRequest, run func(con
 		runEnd = d
 	}
 	if !runEnd.After(now) {
-		return nil, fmt.Errorf("idempotency: %s: the request deadline has passed: %w", req.Action, context.DeadlineExceeded)
+		return nil, false, fmt.Errorf("idempotency: %s: the request deadline has passed: %w", req.Action, context.DeadlineExceeded)
 	}
 	claim, err := json.Marshal(record{State: stateRunning, Fingerprint: fp})
 	if err != nil {
-		return nil, fmt.Errorf("idempotency: %s: %w", req.Action, err)
+		return nil, false, fmt.Errorf("idempotency: %s: %w", req.Action, err)
 	}
 	rec, err := g.store.Create(ctx, key, claim, g.leaseEnd(now, runEnd))
 	switch {
 	case err == nil:
-		return g.runClaimed(ctx, req, key, fp, claim, rec.Version, runEnd, run)
+		return g.runClaimed(ctx, req, key, fp, claim, rec.Version, runEnd, run, ev)
 	case errors.Is(err, store.ErrExists):
-		return g.answer(req, fp, rec)
+		res, err := g.answer(req, fp, rec)
+		return res, false, err
 	}
-	return nil, fmt.Errorf("idempotency: claim %s: %w", req.Action, err)
+	return nil, false, fmt.Errorf("idempotency: claim %s: %w", req.Action, err)
 }
 
 // leaseEnd is the expiry of a claim written at now: one lease later, never past the run's end,
@@ -195,7 +222,7 @@ func (g *Gate) leaseEnd(now, runEnd time.Time) time.Time {
 // runClaimed runs the handler under the lease, renewing it while the handler runs, and records
 // its outcome.
 func (g *Gate) runClaimed(ctx context.Context, req *contract.ActionRequest, key, fp string, claim []byte, version uint64,
-	runEnd time.Time, run func(context.Context) (*contract.ActionResult, error)) (*contract.ActionResult, error) {
+	runEnd time.Time, run func(context.Context) (*contract.ActionResult, error), ev *Event) (*contract.ActionResult, bool, error) {
 	log := g.log.With("action", req.Action, "agent_slug", req.AgentSlug, "request_id", req.RequestID, "key", keyID(key))
 	runCtx, cancel := context.WithDeadline(ctx, runEnd)
 	stop, renewed := make(chan struct{}), make(chan uint64)
@@ -225,24 +252,63 @@ func (g *Gate) runClaimed(ctx context.Context, req *contract.ActionRequest, key,
 				"lease_end", g.leaseEnd(g.now(), runEnd), "error", derr)
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return res, nil
+		return res, false, nil
 	}
 	if len(value) > g.store.MaxValueSize() {
-		return g.unrecordable(wctx, log, key, fp, version, res, len(body)), nil
+		return g.unrecordable(wctx, log, key, fp, version, res, len(body)), false, nil
+	}
+	if done, appended := g.recordAppending(wctx, log, key, version, value, res, ev); done {
+		return res, appended, nil
 	}
 	_, err = g.store.Update(wctx, key, version, value, g.now().Add(g.retention))
 	switch {
 	case err == nil:
-		return res, nil
+		return res, false, nil
 	case errors.Is(err, store.ErrTooLarge): // a backend that counts more than the value
-		return g.unrecordable(wctx, log, key, fp, version, res, len(body)), nil
+		return g.unrecordable(wctx, log, key, fp, version, res, len(body)), false, nil
 	}
 	// The store failed, or the run outlived its lease and lost the key. The work is done: answer
 	// it, flagged as not replayable.
 	log.ErrorContext(ctx, "idempotency: cannot record the result; a retry after the lease may run again", "error", err)
-	return markStrict(res, false), nil
+	return markStrict(res, false), false, nil
+}
+
+// recordAppending records a completed run and appends its event in one store call, when ev
+// asks for it and the store can. done reports that the record is written (appended with it:
+// both or neither); false leaves recording, and appending, to the caller's usual path: nothing
+// was written, or what happened could not be told.
+func (g *Gate) recordAppending(ctx context.Context, log *slog.Logger, key string, version uint64, value []byte,
+	res *contract.ActionResult, ev *Event) (done, appended bool) {
+	if ev == nil || ev.Data == nil || any(ev.Log) != any(g.store) {
+		return false, false
+	}
+	ua, ok := g.store.(store.UpdateAppender)
+	if !ok {
+		return false, false
+	}
+	data, err := ev.Data(res)
+	if err != nil || len(data) > g.store.MaxValueSize() {
+		return false, false // the caller's own append reports it
+	}
+	_, err = ua.UpdateAppend(ctx, key, version, value, g.now().Add(g.retention), ev.Name, data, ev.Keep)
+	switch {
+	case err == nil:
+		return true, true
+	case errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
+		// Nothing was written: the usual Update says what to do (an unrecordable result, a lost
+		// lease), and the caller appends the event.
+		return false, false
+	}
+	// Unknown outcome (a timeout, a broken connection): the record tells. Holding this run's
+	// value, it was written, and the event with it.
+	cur, gerr := g.store.Get(ctx, key)
+	if gerr == nil && bytes.Equal(cur.Value, value) {
+		return true, true
+	}
+	log.WarnContext(ctx, "idempotency: recording the result with its effect event failed; recording them apart", "error", err)
+	return false, false
 }
 
 // renew extends the claim every quarter lease until stop is closed, and returns the claim's

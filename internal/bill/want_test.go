@@ -8,5 +8,5 @@ const (
 	// Write units of a replay (a failed conditional PutItem, billed at the stored item's size).
 	wantReplayWCU = 1
 	// PostgreSQL and Redis round trips of a new keyed job.start.
-	wantKeyedTrips = 3
+	wantKeyedTrips = 2
 )
