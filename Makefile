@@ -5,7 +5,7 @@ export GOTOOLCHAIN := local
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: help build run test lint unit bench fuzz bench-controller bench-http bench-grant bench-store bench-adapters bench-jobs sizes example-lines workbench-screenshots
+.PHONY: help build run test lint unit bench fuzz bench-controller bench-http bench-grant bench-store bench-bill bench-adapters bench-jobs sizes example-lines workbench-screenshots
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-24s %s\n", $$1, $$2}'
@@ -44,6 +44,9 @@ bench-grant: ## workspace-grant token verification (docs/grants.md#cost)
 
 bench-store: ## every store backend and the idempotency gate, against real servers (docs/state.md#performance)
 	scripts/with-services go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./core/store/... ./core/idempotency
+
+bench-bill: ## store requests, DynamoDB units and dollars per call kind, against moto (docs/performance.md#the-bill-per-call)
+	scripts/with-services go test -count=1 -run '^$$' -bench Bill -benchtime 1x ./internal/bill
 
 bench-adapters: ## the Lambda adapter against aws-lambda-go-api-proxy (docs/platforms.md#measured-figures)
 	go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./adapters/lambda

@@ -30,6 +30,7 @@ import (
 	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
+	"github.com/supervaize/svz/core/idempotency"
 	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/core/store"
 )
@@ -39,6 +40,15 @@ import (
 // status "error" result, or calls run once and records its result.
 type ActionGate interface {
 	Do(ctx context.Context, req *contract.ActionRequest, run func(context.Context) (*contract.ActionResult, error)) (*contract.ActionResult, error)
+}
+
+// AppendingGate is an ActionGate that can append a run's effect event in the same store write as
+// its record (idempotency.Gate on a store.UpdateAppender): one store call instead of two.
+// appended reports that it did; otherwise the controller appends the event itself.
+type AppendingGate interface {
+	ActionGate
+	DoAppending(ctx context.Context, req *contract.ActionRequest, run func(context.Context) (*contract.ActionResult, error),
+		ev idempotency.Event) (res *contract.ActionResult, appended bool, err error)
 }
 
 // Defaults of Config.

@@ -163,12 +163,21 @@ func (c *Controller) invokeAction(ctx context.Context, env envelope) rpcResponse
 
 // runGated runs the action through the idempotency gate; ran reports whether the handler ran
 // (false for a replayed or refused retry).
+// A gate that appends the effect event with the run's record (AppendingGate) saves a store
+// call; appended then reports that the event is in the log, and ran is false so that it is not
+// appended again.
 func (c *Controller) runGated(ctx context.Context, agent *boundAgent, h ActionHandler, req *contract.ActionRequest) (res *contract.ActionResult, ran bool, err error) {
-	res, err = c.cfg.Gate.Do(ctx, req, func(ctx context.Context) (*contract.ActionResult, error) {
+	run := func(ctx context.Context) (*contract.ActionResult, error) {
 		ran = true
 		return c.checkAndRun(ctx, agent, h, req)
-	})
-	return res, ran, err
+	}
+	ag, ok := c.cfg.Gate.(AppendingGate)
+	if !ok {
+		res, err = c.cfg.Gate.Do(ctx, req, run)
+		return res, ran, err
+	}
+	res, appended, err := ag.DoAppending(ctx, req, run, c.events.gateEvent(req))
+	return res, ran && !appended, err
 }
 
 // checkAndRun checks the request's input against the action's declared fields, then runs the

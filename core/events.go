@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/idempotency"
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
 )
@@ -216,6 +217,13 @@ func (e *effectLog) appendEffects(ctx context.Context, req *contract.ActionReque
 		e.logger.ErrorContext(ctx, "effect event not recorded: GET /a2a/events will not show it (the action ran and its result is answered)",
 			"agent_slug", req.AgentSlug, "action", req.Action, "request_id", req.RequestID, "error", err)
 	}
+}
+
+// gateEvent is the effect event of req for a gate that appends it with the run's record.
+func (e *effectLog) gateEvent(req *contract.ActionRequest) idempotency.Event {
+	return idempotency.Event{Log: e.log, Name: e.name, Keep: e.keep, Data: func(res *contract.ActionResult) ([]byte, error) {
+		return encodeEffectEvent(req, res.Effects)
+	}}
 }
 
 // follow registers a stream with the follower, starting it if needed; the returned func

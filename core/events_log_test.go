@@ -17,6 +17,7 @@ import (
 
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/idempotency"
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
 )
@@ -313,6 +314,23 @@ func TestReplayAppendsNothing(t *testing.T) {
 	}
 	if _, _, evs := pollEvents(t, c, "0-0"); len(evs) != 2 || evs[1].event != "supervaizer.effect" {
 		t.Fatalf("three calls, one run: %v", names(evs))
+	}
+}
+
+// TestGateAppendsTheEventOnce: with the idempotency gate on a store that updates and appends at
+// once, the event is written with the record (not again by the controller), and replays add none.
+func TestGateAppendsTheEventOnce(t *testing.T) {
+	s := memory.New()
+	c := effectController(t, core.Config{Store: s, Gate: idempotency.New(s)})
+	for i := range 3 {
+		post(t, c, rpcBody(t, i, actionInvoke, params(map[string]any{"idempotency_key": "idem-1"})), nil)
+	}
+	if _, _, evs := pollEvents(t, c, "0-0"); len(evs) != 2 || evs[1].event != "supervaizer.effect" {
+		t.Fatalf("three calls, one run: %v", names(evs))
+	}
+	r, err := s.ReadLog(context.Background(), "effects/SRV-test", 0, 10)
+	if err != nil || len(r.Entries) != 1 || !strings.Contains(string(r.Entries[0].Data), `"job.started"`) {
+		t.Fatalf("the store's log: %+v, %v; want the one event", r, err)
 	}
 }
 

@@ -3,6 +3,8 @@ package idempotency_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha512"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -554,7 +556,8 @@ func TestLeaseExpiryThenRetry(t *testing.T) {
 
 func TestResultTooLargeIsNeverRunAgain(t *testing.T) {
 	f := newFixture(t, memory.WithMaxValueSize(1024))
-	big := strings.Repeat("x", 2000)
+	// Incompressible: a packed record of it is still larger than the store accepts.
+	big := hex.EncodeToString(sha512Chain(1000))
 	h := handler{result: func(int32) (*contract.ActionResult, error) {
 		return &contract.ActionResult{Status: contract.StatusOK, Effects: []contract.Effect{{Type: "job.started", Message: big}}}, nil
 	}}
@@ -635,4 +638,15 @@ func BenchmarkGate(b *testing.B) {
 			}
 		}
 	})
+}
+
+// sha512Chain returns n bytes that deflate does not shrink.
+func sha512Chain(n int) []byte {
+	var out []byte
+	sum := sha512.Sum512(nil)
+	for len(out) < n {
+		out = append(out, sum[:]...)
+		sum = sha512.Sum512(sum[:])
+	}
+	return out[:n]
 }

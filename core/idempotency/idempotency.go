@@ -45,6 +45,7 @@ package idempotency
 
 import (
 	"bytes"
+	"compress/flate"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -52,8 +53,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/supervaize/svz/core/contract"
@@ -112,6 +115,8 @@ type Gate struct {
 	log       *slog.Logger
 	// after is the renewal timer (time.After); tests replace it to renew on demand.
 	after func(time.Duration) <-chan time.Time
+	// deflaters recycles the compressors of pack (each holds about 1 MB of tables).
+	deflaters sync.Pool
 }
 
 // Option configures a Gate.
@@ -147,13 +152,39 @@ func New(s store.Store, opts ...Option) *Gate {
 // Errors are store failures (nothing ran) or run's own error (the key was released); the caller
 // maps them to an internal error without showing them.
 func (g *Gate) Do(ctx context.Context, req *contract.ActionRequest, run func(context.Context) (*contract.ActionResult, error)) (*contract.ActionResult, error) {
+	res, _, err := g.do(ctx, req, run, nil)
+	return res, err
+}
+
+// Event is an effect event a caller appends to a log once an action ran (core's effect stream).
+type Event struct {
+	Log  store.Log
+	Name string
+	Keep store.Retention
+	// Data encodes the event of the recorded result (the one answered and replayed).
+	Data func(*contract.ActionResult) ([]byte, error)
+}
+
+// DoAppending is Do, and saves a store call: when the handler ran, its result is recorded and ev
+// appended in one atomic write (store.UpdateAppender), if the gate's store is ev.Log and
+// implements it; appended reports that it was. When appended is false and the handler ran, the
+// caller appends ev itself: the result could not be recorded with it (a store failure, a lost
+// lease, a result too large), or the store cannot do both at once. A write whose outcome is
+// unknown (a timeout) is resolved by reading the record: the append happened exactly when the
+// record holds the result.
+func (g *Gate) DoAppending(ctx context.Context, req *contract.ActionRequest, run func(context.Context) (*contract.ActionResult, error), ev Event) (res *contract.ActionResult, appended bool, err error) {
+	return g.do(ctx, req, run, &ev)
+}
+
+func (g *Gate) do(ctx context.Context, req *contract.ActionRequest, run func(context.Context) (*contract.ActionResult, error), ev *Event) (*contract.ActionResult, bool, error) {
 	if req.IdempotencyKey == nil {
-		return run(ctx)
+		res, err := run(ctx)
+		return res, false, err
 	}
 	key := scopeKey(req)
 	fp, err := fingerprint(req)
 	if err != nil {
-		return nil, fmt.Errorf("idempotency: %s: %w", req.Action, err)
+		return nil, false, fmt.Errorf("idempotency: %s: %w", req.Action, err)
 	}
 	now := g.now()
 	runEnd := now.Add(g.maxRun)
@@ -161,20 +192,21 @@ func (g *Gate) Do(ctx context.Context, req *contract.ActionRequest, run func(con
 		runEnd = d
 	}
 	if !runEnd.After(now) {
-		return nil, fmt.Errorf("idempotency: %s: the request deadline has passed: %w", req.Action, context.DeadlineExceeded)
+		return nil, false, fmt.Errorf("idempotency: %s: the request deadline has passed: %w", req.Action, context.DeadlineExceeded)
 	}
 	claim, err := json.Marshal(record{State: stateRunning, Fingerprint: fp})
 	if err != nil {
-		return nil, fmt.Errorf("idempotency: %s: %w", req.Action, err)
+		return nil, false, fmt.Errorf("idempotency: %s: %w", req.Action, err)
 	}
 	rec, err := g.store.Create(ctx, key, claim, g.leaseEnd(now, runEnd))
 	switch {
 	case err == nil:
-		return g.runClaimed(ctx, req, key, fp, claim, rec.Version, runEnd, run)
+		return g.runClaimed(ctx, req, key, fp, claim, rec.Version, runEnd, run, ev)
 	case errors.Is(err, store.ErrExists):
-		return g.answer(req, fp, rec)
+		res, err := g.answer(req, fp, rec)
+		return res, false, err
 	}
-	return nil, fmt.Errorf("idempotency: claim %s: %w", req.Action, err)
+	return nil, false, fmt.Errorf("idempotency: claim %s: %w", req.Action, err)
 }
 
 // leaseEnd is the expiry of a claim written at now: one lease later, never past the run's end,
@@ -190,7 +222,7 @@ func (g *Gate) leaseEnd(now, runEnd time.Time) time.Time {
 // runClaimed runs the handler under the lease, renewing it while the handler runs, and records
 // its outcome.
 func (g *Gate) runClaimed(ctx context.Context, req *contract.ActionRequest, key, fp string, claim []byte, version uint64,
-	runEnd time.Time, run func(context.Context) (*contract.ActionResult, error)) (*contract.ActionResult, error) {
+	runEnd time.Time, run func(context.Context) (*contract.ActionResult, error), ev *Event) (*contract.ActionResult, bool, error) {
 	log := g.log.With("action", req.Action, "agent_slug", req.AgentSlug, "request_id", req.RequestID, "key", keyID(key))
 	runCtx, cancel := context.WithDeadline(ctx, runEnd)
 	stop, renewed := make(chan struct{}), make(chan uint64)
@@ -207,6 +239,9 @@ func (g *Gate) runClaimed(ctx context.Context, req *contract.ActionRequest, key,
 	if err == nil && !refused {
 		value, err = json.Marshal(record{State: stateDone, Fingerprint: fp, Result: body})
 	}
+	if err == nil && !refused {
+		value = g.pack(value)
+	}
 	// The run is over and must be recorded or released even if the caller has gone away.
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer wcancel()
@@ -217,24 +252,63 @@ func (g *Gate) runClaimed(ctx context.Context, req *contract.ActionRequest, key,
 				"lease_end", g.leaseEnd(g.now(), runEnd), "error", derr)
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return res, nil
+		return res, false, nil
 	}
 	if len(value) > g.store.MaxValueSize() {
-		return g.unrecordable(wctx, log, key, fp, version, res, len(body)), nil
+		return g.unrecordable(wctx, log, key, fp, version, res, len(body)), false, nil
+	}
+	if done, appended := g.recordAppending(wctx, log, key, version, value, res, ev); done {
+		return res, appended, nil
 	}
 	_, err = g.store.Update(wctx, key, version, value, g.now().Add(g.retention))
 	switch {
 	case err == nil:
-		return res, nil
+		return res, false, nil
 	case errors.Is(err, store.ErrTooLarge): // a backend that counts more than the value
-		return g.unrecordable(wctx, log, key, fp, version, res, len(body)), nil
+		return g.unrecordable(wctx, log, key, fp, version, res, len(body)), false, nil
 	}
 	// The store failed, or the run outlived its lease and lost the key. The work is done: answer
 	// it, flagged as not replayable.
 	log.ErrorContext(ctx, "idempotency: cannot record the result; a retry after the lease may run again", "error", err)
-	return markStrict(res, false), nil
+	return markStrict(res, false), false, nil
+}
+
+// recordAppending records a completed run and appends its event in one store call, when ev
+// asks for it and the store can. done reports that the record is written (appended with it:
+// both or neither); false leaves recording, and appending, to the caller's usual path: nothing
+// was written, or what happened could not be told.
+func (g *Gate) recordAppending(ctx context.Context, log *slog.Logger, key string, version uint64, value []byte,
+	res *contract.ActionResult, ev *Event) (done, appended bool) {
+	if ev == nil || ev.Data == nil || any(ev.Log) != any(g.store) {
+		return false, false
+	}
+	ua, ok := g.store.(store.UpdateAppender)
+	if !ok {
+		return false, false
+	}
+	data, err := ev.Data(res)
+	if err != nil || len(data) > g.store.MaxValueSize() {
+		return false, false // the caller's own append reports it
+	}
+	_, err = ua.UpdateAppend(ctx, key, version, value, g.now().Add(g.retention), ev.Name, data, ev.Keep)
+	switch {
+	case err == nil:
+		return true, true
+	case errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
+		// Nothing was written: the usual Update says what to do (an unrecordable result, a lost
+		// lease), and the caller appends the event.
+		return false, false
+	}
+	// Unknown outcome (a timeout, a broken connection): the record tells. Holding this run's
+	// value, it was written, and the event with it.
+	cur, gerr := g.store.Get(ctx, key)
+	if gerr == nil && bytes.Equal(cur.Value, value) {
+		return true, true
+	}
+	log.WarnContext(ctx, "idempotency: recording the result with its effect event failed; recording them apart", "error", err)
+	return false, false
 }
 
 // renew extends the claim every quarter lease until stop is closed, and returns the claim's
@@ -307,7 +381,11 @@ func (g *Gate) unrecordable(ctx context.Context, log *slog.Logger, key, fp strin
 // answer replies to a request whose key holds a live record.
 func (g *Gate) answer(req *contract.ActionRequest, fp string, rec store.Record) (*contract.ActionResult, error) {
 	var r record
-	if err := json.Unmarshal(rec.Value, &r); err != nil {
+	value, err := unpack(rec.Value)
+	if err == nil {
+		err = json.Unmarshal(value, &r)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("idempotency: %s: unreadable record: %w", req.Action, err)
 	}
 	if r.Fingerprint != fp {
@@ -362,6 +440,10 @@ func markStrict(res *contract.ActionResult, strict bool) *contract.ActionResult 
 	return &out
 }
 
+// KeyPrefix starts the store key of every record of the gate. The gate never lists them: a store
+// may keep them out of its listing index (the DynamoDB store does, through storeenv).
+const KeyPrefix = "idempotency/"
+
 // scopeKey is the store key of a request: a hash of the verified workspace, agent slug, action
 // and idempotency key, length-prefixed so no two tuples collide and of fixed size whatever the
 // caller sends. Bootstrap actions have no verified workspace; they are scoped by the request's
@@ -378,7 +460,7 @@ func scopeKey(req *contract.ActionRequest) string {
 		h.Write(n[:])
 		h.Write([]byte(part))
 	}
-	return "idempotency/v1/" + hex.EncodeToString(h.Sum(nil))
+	return KeyPrefix + "v1/" + hex.EncodeToString(h.Sum(nil))
 }
 
 // keyID names a key in logs: the first 12 hex digits of its hash.
@@ -419,4 +501,55 @@ func fingerprint(req *contract.ActionRequest) (string, error) {
 	}
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// Packed records. A completed record is stored deflated when that makes it smaller: a JSON
+// result shrinks about threefold, which keeps Hello World's job.start record under the 1 KB of one
+// DynamoDB write unit, and a replay (a failed conditional write, billed at the stored item's
+// size) at one unit too. A packed value starts with packedMark, which no JSON text does; records
+// written before packing existed are read as they are.
+const (
+	packedMark = 0x01
+	// maxUnpacked bounds what an unpacked record may grow to: far above any value a store
+	// accepts deflated (flate's best ratio is about 1000:1), so only a corrupt record reaches it.
+	maxUnpacked = 64 << 20
+)
+
+// pack returns value deflated behind packedMark, or value itself when that is not smaller.
+func (g *Gate) pack(value []byte) []byte {
+	var buf bytes.Buffer
+	buf.Grow(len(value)/2 + 16)
+	buf.WriteByte(packedMark)
+	w, _ := g.deflaters.Get().(*flate.Writer)
+	if w == nil {
+		w, _ = flate.NewWriter(&buf, flate.BestSpeed) // BestSpeed is a valid level: never an error
+	} else {
+		w.Reset(&buf)
+	}
+	_, err := w.Write(value)
+	if err == nil {
+		err = w.Close()
+	}
+	g.deflaters.Put(w)
+	if err != nil || buf.Len() >= len(value) {
+		return value
+	}
+	return buf.Bytes()
+}
+
+// unpack returns the JSON of a stored record, inflating a packed one.
+func unpack(value []byte) ([]byte, error) {
+	if len(value) == 0 || value[0] != packedMark {
+		return value, nil
+	}
+	r := flate.NewReader(bytes.NewReader(value[1:]))
+	defer r.Close()
+	out, err := io.ReadAll(io.LimitReader(r, maxUnpacked+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("inflate the record: %w", err)
+	case len(out) > maxUnpacked:
+		return nil, errors.New("inflate the record: larger than 64 MiB")
+	}
+	return out, nil
 }

@@ -83,3 +83,17 @@ const MaxLogNameLen = 200
 
 // MaxLogRead is the largest limit ReadLog honours; a larger limit is lowered to it.
 const MaxLogRead = 1000
+
+// UpdateAppender is implemented by stores that can update a record and append to a log in one
+// atomic call, where Update and AppendLog take a round trip each: the idempotency gate completes
+// a run's record and appends its effect event with it (one PostgreSQL statement, one Redis
+// script, one bbolt transaction). storetest.RunUpdateAppend is its conformance suite.
+type UpdateAppender interface {
+	// UpdateAppend does what Update(key, version, value, expiresAt) does and, only when that
+	// writes, what AppendLog(name, data, keep) does: both or neither, never one alone. It fails
+	// as Update does (ErrNotFound, ErrConflict, ErrTooLarge) and as AppendLog does; ErrInvalid
+	// for an argument either refuses, before anything is written. When a retry after a lost
+	// answer finds its own write applied, it succeeds without appending again.
+	UpdateAppend(ctx context.Context, key string, version uint64, value []byte, expiresAt time.Time,
+		name string, data []byte, keep Retention) (Record, error)
+}

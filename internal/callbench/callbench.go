@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"time"
@@ -49,7 +50,10 @@ type Bench struct {
 
 // New builds the controller (from environment settings, as a deployment does) and the floor.
 // Close the controller when done.
-func New(ctx context.Context) (*Bench, error) {
+func New(ctx context.Context) (*Bench, error) { return NewWith(ctx, nil) }
+
+// NewWith is New with settings added or replaced (e.g. another SUPERVAIZER_STORE).
+func NewWith(ctx context.Context, settings map[string]string) (*Bench, error) {
 	iss := granttest.NewIssuer("bench-key")
 	env := map[string]string{
 		config.EnvAPIKey:         APIKey,
@@ -60,6 +64,7 @@ func New(ctx context.Context) (*Bench, error) {
 		grant.EnvPublicKey:       iss.PublicKeyPEM(),
 		"SUPERVAIZER_STORE":      "memory",
 	}
+	maps.Copy(env, settings)
 	a, err := hello.NewAgent()
 	if err != nil {
 		return nil, err
@@ -97,6 +102,12 @@ func (b *Bench) NewToken(n int) string {
 		"agent_slug", hello.Slug, "workspace_id", WorkspaceID, "workspace_slug", nil,
 		"exp", b.now.Add(time.Hour).Unix(), "jti", fmt.Sprint("bench-", n))
 	return b.issuer.Token(claims)
+}
+
+// KeyedJobStartBody is JobStartBody with an idempotency key (a confirm, as Studio sends it).
+func KeyedJobStartBody(key string) []byte {
+	return rpcBody(grant.MethodActionInvoke, map[string]any{"action": "job.start", "job_id": "job-1", "input": map[string]any{"count": 3},
+		"idempotency_key": key})
 }
 
 // Request is a POST /a2a of body with the API key and token.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 
@@ -22,7 +23,10 @@ import (
 // the same process directly. Each append deletes up to LogReclaimBatch entries that retention no
 // longer allows, in its own transaction (no extra fsync).
 
-var _ store.Log = (*Store)(nil)
+var (
+	_ store.Log            = (*Store)(nil)
+	_ store.UpdateAppender = (*Store)(nil)
+)
 
 const (
 	logsBucket  = "svz.log.v1"
@@ -42,44 +46,82 @@ func (s *Store) AppendLog(ctx context.Context, name string, data []byte, keep st
 	}
 	now := s.now()
 	var pos store.LogPosition
-	err := s.db.Update(func(tx *bbolt.Tx) error {
-		heads, err := tx.CreateBucketIfNotExists([]byte(headsBucket))
-		if err != nil {
-			return err
-		}
-		root, err := tx.CreateBucketIfNotExists([]byte(logsBucket))
-		if err != nil {
-			return err
-		}
-		b, err := root.CreateBucketIfNotExists([]byte(name))
-		if err != nil {
-			return err
-		}
-		epoch, last, err := decodeHead(heads.Get([]byte(name)))
-		if err != nil {
-			return fmt.Errorf("log %q: %w", name, err)
-		}
-		if epoch == "" {
-			epoch = kit.NewEpoch()
-		}
-		last++
-		entry := make([]byte, 8+len(data))
-		binary.BigEndian.PutUint64(entry, uint64(now.UnixMilli()))
-		copy(entry[8:], data)
-		if err := b.Put(seqKey(last), entry); err != nil {
-			return err
-		}
-		if err := heads.Put([]byte(name), encodeHead(epoch, last)); err != nil {
-			return err
-		}
-		pos = store.LogPosition{Epoch: epoch, Seq: last}
-		return trimLog(b, last, keep, kit.Cutoff(keep, now))
+	err := s.db.Update(func(tx *bbolt.Tx) (err error) {
+		pos, err = appendTx(tx, name, data, keep, now)
+		return err
 	})
 	if err != nil {
 		return store.LogPosition{}, fmt.Errorf("bolt: append log: %w", closedErr(err))
 	}
 	s.logs.Observe(name, pos.Epoch, pos.Seq)
 	return pos, nil
+}
+
+// UpdateAppend implements store.UpdateAppender: the update and the append in one transaction.
+func (s *Store) UpdateAppend(ctx context.Context, key string, version uint64, value []byte, expiresAt time.Time,
+	name string, data []byte, keep store.Retention) (store.Record, error) {
+	if err := kit.CheckAppend(name, data, MaxValueSize, keep); err != nil {
+		return store.Record{}, fmt.Errorf("bolt: update append: %w", err)
+	}
+	var (
+		rec store.Record
+		pos store.LogPosition
+	)
+	err := s.update(ctx, key, value, expiresAt, func(b *bbolt.Bucket) error {
+		cur, ok, err := s.live(b, key)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			return store.ErrNotFound
+		case cur.Version != version:
+			return store.ErrConflict
+		}
+		if rec, err = put(b, key, value, expiresAt); err != nil {
+			return err
+		}
+		pos, err = appendTx(b.Tx(), name, data, keep, s.now())
+		return err
+	})
+	if err != nil {
+		return store.Record{}, fmt.Errorf("bolt: update append: %w", err)
+	}
+	s.logs.Observe(name, pos.Epoch, pos.Seq)
+	return rec, nil
+}
+
+// appendTx appends within tx.
+func appendTx(tx *bbolt.Tx, name string, data []byte, keep store.Retention, now time.Time) (store.LogPosition, error) {
+	heads, err := tx.CreateBucketIfNotExists([]byte(headsBucket))
+	if err != nil {
+		return store.LogPosition{}, err
+	}
+	root, err := tx.CreateBucketIfNotExists([]byte(logsBucket))
+	if err != nil {
+		return store.LogPosition{}, err
+	}
+	b, err := root.CreateBucketIfNotExists([]byte(name))
+	if err != nil {
+		return store.LogPosition{}, err
+	}
+	epoch, last, err := decodeHead(heads.Get([]byte(name)))
+	if err != nil {
+		return store.LogPosition{}, fmt.Errorf("log %q: %w", name, err)
+	}
+	if epoch == "" {
+		epoch = kit.NewEpoch()
+	}
+	last++
+	entry := make([]byte, 8+len(data))
+	binary.BigEndian.PutUint64(entry, uint64(now.UnixMilli()))
+	copy(entry[8:], data)
+	if err := b.Put(seqKey(last), entry); err != nil {
+		return store.LogPosition{}, err
+	}
+	if err := heads.Put([]byte(name), encodeHead(epoch, last)); err != nil {
+		return store.LogPosition{}, err
+	}
+	return store.LogPosition{Epoch: epoch, Seq: last}, trimLog(b, last, keep, kit.Cutoff(keep, now))
 }
 
 // trimLog deletes, oldest first, up to LogReclaimBatch entries beyond keep. Keys are collected

@@ -69,3 +69,13 @@ func BenchmarkLog(b *testing.B) {
 		return s, s
 	}, nil)
 }
+
+func TestUpdateAppendConformance(t *testing.T) {
+	storetest.RunUpdateAppend(t, storetest.OneInstance(func(t testing.TB, now func() time.Time) store.Store {
+		s, err := bolt.Open(filepath.Join(t.TempDir(), "svz.db"), bolt.WithClock(now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}), storetest.InProcess("a bbolt file is in the process"))
+}

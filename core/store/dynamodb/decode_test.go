@@ -82,7 +82,7 @@ func FuzzDecodeAnswer(f *testing.F) {
 		if rec.Version == 0 || rec.Value == nil || rec.ExpiresAt.UnixMilli() != ms {
 			t.Fatalf("accepted %s as %+v", answer, rec)
 		}
-		again, err := json.Marshal(struct{ Item fullItem }{encode("k", rec)})
+		again, err := json.Marshal(struct{ Item fullItem }{encode("k", rec, true)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestEncode(t *testing.T) {
 		{[]byte{0, 1, 2}, `{"k":{"S":"idem/ü"},"ix":{"S":"0"},"v":{"B":"AAEC"},"ver":{"N":"42"},"exp":{"N":"1700000000123"},"ttl":{"N":"1700003601"}}`},
 		{[]byte{}, `{"k":{"S":"idem/ü"},"ix":{"S":"0"},"v":{"B":""},"ver":{"N":"42"},"exp":{"N":"1700000000123"},"ttl":{"N":"1700003601"}}`},
 	} {
-		b, err := json.Marshal(encode("idem/ü", store.Record{Value: tc.value, Version: 42, ExpiresAt: exp}))
+		b, err := json.Marshal(encode("idem/ü", store.Record{Value: tc.value, Version: 42, ExpiresAt: exp}, true))
 		if err != nil || string(b) != tc.want {
 			t.Errorf("encode = %s %v\nwant     %s", b, err, tc.want)
 		}
@@ -169,7 +169,7 @@ func TestConditionFailed(t *testing.T) {
 // TestBatchFitsAnAnswer: a BatchGetItem of batchKeys items of the largest size, base64 and all,
 // fits what awsapi reads of an answer.
 func TestBatchFitsAnAnswer(t *testing.T) {
-	it := encode(strings.Repeat("k", store.MaxKeyLen), store.Record{Value: make([]byte, MaxValueSize), Version: 1<<63 - 1, ExpiresAt: time.UnixMilli(1 << 50)})
+	it := encode(strings.Repeat("k", store.MaxKeyLen), store.Record{Value: make([]byte, MaxValueSize), Version: 1<<63 - 1, ExpiresAt: time.UnixMilli(1 << 50)}, true)
 	b, err := json.Marshal(it)
 	if err != nil {
 		t.Fatal(err)

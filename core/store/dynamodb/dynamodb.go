@@ -27,10 +27,12 @@
 // IndexName (sort key k, projection KEYS_ONLY), so that List is a Query of the index's one
 // partition with begins_with on k, in byte order, then strongly consistent BatchGetItem reads of
 // the page's items. A KEYS_ONLY index changes only when an item is created or deleted, never on
-// Update. The cost: creations and deletions of the whole table go through one index partition
-// (about 1,000 a second before DynamoDB throttles them), and the index is eventually consistent,
-// so a record created or deleted in the last second or so may be missing from, or still in, the
-// keys a listing reads (the values are read consistently: a deleted record is never listed).
+// Update; each such change costs one more write unit. Items under the prefixes of WithUnlisted
+// (the idempotency records, which are never listed) carry no ix and cost the index nothing. The
+// cost: creations and deletions of listed items go through one index partition (about 1,000 a
+// second before DynamoDB throttles them), and the index is eventually consistent, so a record
+// created or deleted in the last second or so may be missing from, or still in, the keys a
+// listing reads (the values are read consistently: a deleted record is never listed).
 // A table without the index serves every call but List (see CreateTable).
 package dynamodb
 
@@ -41,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,6 +99,8 @@ type Store struct {
 	timeout time.Duration
 	closed  atomic.Bool
 	indexed atomic.Bool // the table has IndexName
+	// unlisted: keys under these prefixes stay out of the index (WithUnlisted).
+	unlisted []string
 
 	logPoll  time.Duration // store.Log, in log.go
 	logOnce  sync.Once
@@ -116,6 +121,25 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = no
 // WithTimeout bounds every call, awsapi's retries included (default DefaultTimeout; 0 or less:
 // no bound but the caller's context and awsapi's per-attempt limit).
 func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
+
+// WithUnlisted keeps records whose key starts with one of prefixes out of the index IndexName:
+// they are never listed, and their creation and deletion cost no index write (one write unit
+// each). List then refuses, with store.ErrInvalid, a prefix whose records could include such
+// keys, rather than answer a listing that silently misses them. The idempotency records are
+// such keys (storeenv passes their prefix): the gate reads them by key, never lists them.
+func WithUnlisted(prefixes ...string) Option {
+	return func(s *Store) { s.unlisted = append(s.unlisted, prefixes...) }
+}
+
+// listed reports whether the record under key enters the index.
+func (s *Store) listed(key string) bool {
+	for _, p := range s.unlisted {
+		if strings.HasPrefix(key, p) {
+			return false
+		}
+	}
+	return true
+}
 
 // NewClient returns a DynamoDB API client configured by getenv (os.Getenv in production):
 // AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL, and the credentials of the
@@ -287,7 +311,7 @@ type (
 	// fullItem is a record as stored; its JSON names are the Attr constants.
 	fullItem struct {
 		K   sAttr  `json:"k"`
-		Ix  sAttr  `json:"ix"`
+		Ix  *sAttr `json:"ix,omitempty"` // absent for a key WithUnlisted keeps out of the index
 		V   bAttr  `json:"v"`
 		Ver nAttr  `json:"ver"`
 		Exp nAttr  `json:"exp"`
@@ -356,7 +380,7 @@ func (s *Store) Create(ctx context.Context, key string, value []byte, expiresAt 
 	rec := store.Record{Value: kit.Clone(value), Version: kit.NewVersion(), ExpiresAt: kit.Time(kit.Millis(expiresAt))}
 	err := s.api.Call(ctx, "PutItem", putItemInput{
 		TableName:                           s.table,
-		Item:                                encode(key, rec),
+		Item:                                encode(key, rec, s.listed(key)),
 		ConditionExpression:                 "attribute_not_exists(#k) OR #exp <= :now",
 		ExpressionAttributeNames:            map[string]string{"#k": AttrKey, "#exp": AttrExpires},
 		ExpressionAttributeValues:           map[string]nAttr{":now": number(kit.Millis(now))},
@@ -392,7 +416,7 @@ func (s *Store) Update(ctx context.Context, key string, version uint64, value []
 	rec := store.Record{Value: kit.Clone(value), Version: kit.NewVersion(), ExpiresAt: kit.Time(kit.Millis(expiresAt))}
 	err := s.api.Call(ctx, "PutItem", putItemInput{
 		TableName:                           s.table,
-		Item:                                encode(key, rec),
+		Item:                                encode(key, rec, s.listed(key)),
 		ConditionExpression:                 "#ver = :ver AND #exp > :now",
 		ExpressionAttributeNames:            map[string]string{"#ver": AttrVersion, "#exp": AttrExpires},
 		ExpressionAttributeValues:           map[string]nAttr{":ver": {strconv.FormatUint(version, 10)}, ":now": number(kit.Millis(now))},
@@ -457,14 +481,17 @@ func (s *Store) readyWrite(ctx context.Context, key string, value []byte, expire
 	return kit.ReadyWrite(ctx, s.closed.Load(), key, value, MaxValueSize, expiresAt, now)
 }
 
-func encode(key string, r store.Record) fullItem {
+// encode returns the item of a record; listed puts it in the index.
+func encode(key string, r store.Record, listed bool) fullItem {
 	exp := kit.Millis(r.ExpiresAt)
 	item := fullItem{
 		K:   sAttr{key},
-		Ix:  sAttr{indexValue},
 		V:   bAttr{r.Value},
 		Ver: nAttr{strconv.FormatUint(r.Version, 10)},
 		Exp: number(exp),
+	}
+	if listed {
+		item.Ix = &sAttr{indexValue}
 	}
 	if exp != kit.NeverMillis {
 		ttl := number(exp/1000 + 1 + int64(SweepGrace/time.Second))

@@ -395,3 +395,59 @@ func TestListNeedsTheIndex(t *testing.T) {
 		t.Errorf("List after adding the index = %+v", page)
 	}
 }
+
+// TestUnlisted: a record under a WithUnlisted prefix carries no ix, before and after an Update,
+// so it never enters the index; other records do; a listing that could hold unlisted keys is
+// refused instead of answered without them.
+func TestUnlisted(t *testing.T) {
+	c := client(t, testenv.Need(t, testenv.AWSEndpoint))
+	name := table(t, c)
+	s := open(t, c, name, dynamodb.WithUnlisted("idem/"))
+	ctx := context.Background()
+	exp := time.Now().Add(time.Minute)
+	hasIx := func(key string) bool {
+		t.Helper()
+		var out struct{ Item map[string]map[string]string }
+		err := c.Call(ctx, "GetItem", map[string]any{"TableName": name, "ConsistentRead": true, "Key": map[string]any{"k": map[string]string{"S": key}}}, &out)
+		if err != nil || out.Item == nil {
+			t.Fatalf("GetItem %q: %v, %v", key, out.Item, err)
+		}
+		_, ok := out.Item["ix"]
+		return ok
+	}
+	r, err := s.Create(ctx, "idem/a", []byte("1"), exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasIx("idem/a") {
+		t.Error("an unlisted record was created in the index")
+	}
+	if _, err := s.Update(ctx, "idem/a", r.Version, []byte("2"), exp); err != nil {
+		t.Fatal(err)
+	}
+	if hasIx("idem/a") {
+		t.Error("an unlisted record entered the index on Update")
+	}
+	if got, err := s.Get(ctx, "idem/a"); err != nil || string(got.Value) != "2" {
+		t.Fatalf("Get = %q, %v", got.Value, err)
+	}
+	for _, k := range []string{"idem", "idemx/b", "other/c"} {
+		if _, err := s.Create(ctx, k, []byte(k), exp); err != nil {
+			t.Fatal(err)
+		}
+		if !hasIx(k) {
+			t.Errorf("listed record %q is not in the index", k)
+		}
+	}
+	for _, prefix := range []string{"i", "idem", "idem/", "idem/a"} {
+		if _, err := s.List(ctx, prefix, "", 10); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("List(%q) = %v, want ErrInvalid", prefix, err)
+		}
+	}
+	for prefix, want := range map[string]string{"idemx": "idemx/b", "other/": "other/c"} {
+		p, err := s.List(ctx, prefix, "", 10)
+		if err != nil || len(p.Items) != 1 || p.Items[0].Key != want {
+			t.Errorf("List(%q) = %+v, %v; want %s", prefix, p, err, want)
+		}
+	}
+}

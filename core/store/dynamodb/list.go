@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,6 +52,12 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) (stor
 	limit, err := kit.ReadyList(ctx, s.closed.Load(), prefix, after, limit)
 	if err != nil {
 		return store.Page{}, fmt.Errorf("dynamodb: list: %w", err)
+	}
+	for _, p := range s.unlisted {
+		if strings.HasPrefix(prefix, p) || strings.HasPrefix(p, prefix) {
+			return store.Page{}, fmt.Errorf("dynamodb: list: prefix %q may hold keys under %q, which this store keeps out of its index (WithUnlisted): %w",
+				prefix, p, store.ErrInvalid)
+		}
 	}
 	span := kit.ListRange(prefix, after)
 	if span.Empty {

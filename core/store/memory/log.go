@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/internal/kit"
@@ -13,7 +14,10 @@ import (
 // effects of its own instance, and a restart starts every log afresh (with a new epoch, so
 // readers holding old positions are told their events were lost).
 
-var _ store.Log = (*Store)(nil)
+var (
+	_ store.Log            = (*Store)(nil)
+	_ store.UpdateAppender = (*Store)(nil)
+)
 
 // logs holds the store's logs; its own mutex keeps appends off the records' lock.
 type logs struct {
@@ -39,10 +43,14 @@ func (s *Store) AppendLog(ctx context.Context, name string, data []byte, keep st
 	if err := kit.CheckAppend(name, data, s.maxSize, keep); err != nil {
 		return store.LogPosition{}, fmt.Errorf("memory: append log: %w", err)
 	}
-	now := s.now()
 	l := &s.logs
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.appendLocked(name, data, keep, s.now()), nil
+}
+
+// appendLocked appends under l.mu.
+func (l *logs) appendLocked(name string, data []byte, keep store.Retention, now time.Time) store.LogPosition {
 	if l.m == nil {
 		l.m = make(map[string]*memLog)
 	}
@@ -56,7 +64,36 @@ func (s *Store) AppendLog(ctx context.Context, name string, data []byte, keep st
 	lg.trim(keep, kit.Cutoff(keep, now))
 	// Under l.mu, so that a watch starting concurrently never sees positions go backwards.
 	l.heads.Observe(name, lg.epoch, lg.last)
-	return store.LogPosition{Epoch: lg.epoch, Seq: lg.last}, nil
+	return store.LogPosition{Epoch: lg.epoch, Seq: lg.last}
+}
+
+// UpdateAppend implements store.UpdateAppender: the record's lock, then the logs' (AppendLog
+// takes only the latter, so the two never wait on each other in opposite orders).
+func (s *Store) UpdateAppend(ctx context.Context, key string, version uint64, value []byte, expiresAt time.Time,
+	name string, data []byte, keep store.Retention) (store.Record, error) {
+	if err := s.beginWrite(ctx, key, value, expiresAt); err != nil {
+		return store.Record{}, fmt.Errorf("memory: update append: %w", err)
+	}
+	if err := kit.CheckAppend(name, data, s.maxSize, keep); err != nil {
+		return store.Record{}, fmt.Errorf("memory: update append: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.Record{}, fmt.Errorf("memory: update append: %w", store.ErrClosed)
+	}
+	e, ok := s.live(key)
+	switch {
+	case !ok:
+		return store.Record{}, fmt.Errorf("memory: update append: %w", store.ErrNotFound)
+	case e.version != version:
+		return store.Record{}, fmt.Errorf("memory: update append: %w", store.ErrConflict)
+	}
+	e = s.put(key, value, expiresAt)
+	s.logs.mu.Lock()
+	s.logs.appendLocked(name, data, keep, s.now())
+	s.logs.mu.Unlock()
+	return e.record(), nil
 }
 
 // trim drops the entries keep no longer allows, oldest first.

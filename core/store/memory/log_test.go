@@ -43,3 +43,9 @@ func BenchmarkLog(b *testing.B) {
 		return s, s
 	}, nil)
 }
+
+func TestUpdateAppendConformance(t *testing.T) {
+	storetest.RunUpdateAppend(t, storetest.OneInstance(func(t testing.TB, now func() time.Time) store.Store {
+		return memory.New(memory.WithClock(now), memory.WithMaxValueSize(256<<10))
+	}), storetest.InProcess("the memory store is in the process"))
+}

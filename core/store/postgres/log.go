@@ -41,7 +41,10 @@ import (
 // A read is one statement too, on one snapshot: the head, the oldest kept position and the
 // entries.
 
-var _ store.Log = (*Store)(nil)
+var (
+	_ store.Log            = (*Store)(nil)
+	_ store.UpdateAppender = (*Store)(nil)
+)
 
 // LogReclaimBatch bounds the entries one append deletes.
 const LogReclaimBatch = 64
@@ -151,6 +154,82 @@ func (s *Store) AppendLog(ctx context.Context, name string, data []byte, keep st
 	p.Seq = uint64(seq)
 	s.log.heads.Observe(name, p.Epoch, p.Seq)
 	return p, nil
+}
+
+// updateAppendSQL is Update's statement and the append's in one: the append's head row is
+// written only from the row the update returns, so both happen or neither. Row locks are taken
+// record, then head, then entries (an append takes head, then entries): no two statements wait
+// on each other in opposite orders.
+//
+// $1 key, $2 version, $3 value, $4 new version, $5 expires_ms, $6 now_ms; $7 name, $8 epoch of
+// a new log, $9 at_ms, $10 data, $11 count bound, $12 cutoff_ms, $13 channel.
+func (l *pgLog) updateAppendSQL(table string) string {
+	return `WITH cur AS (SELECT version, expires_ms FROM ` + table + ` WHERE key = $1),
+		upd AS (UPDATE ` + table + ` SET value = $3, version = $4, expires_ms = $5
+			WHERE key = $1 AND version = $2 AND expires_ms > $6 RETURNING 1),
+		h AS (
+			INSERT INTO ` + l.head + ` AS hd (name, epoch, seq) SELECT $7, $8, 1 FROM upd
+			ON CONFLICT (name) DO UPDATE SET seq = hd.seq + 1
+			RETURNING epoch, seq
+		), ins AS (
+			INSERT INTO ` + l.log + ` (name, seq, at_ms, data) SELECT $7, h.seq, $9, $10 FROM h RETURNING seq
+		), old AS (
+			SELECT seq, at_ms FROM ` + l.log + ` WHERE name = $7 ORDER BY seq LIMIT ` + strconv.Itoa(LogReclaimBatch) + `
+		), gc AS (
+			DELETE FROM ` + l.log + ` WHERE name = $7 AND seq IN (
+				SELECT o.seq FROM old o, h WHERE o.seq <= h.seq - $11
+					OR o.seq < coalesce((SELECT min(p.seq) FROM old p WHERE p.at_ms >= $12), h.seq))
+			RETURNING 1
+		)
+		SELECT EXISTS (SELECT 1 FROM upd), (SELECT version FROM cur), (SELECT expires_ms FROM cur),
+			(SELECT epoch FROM h), (SELECT seq FROM h), (SELECT count(*) FROM gc),
+			(SELECT count(*) FROM (SELECT pg_notify($13, h.seq || ' ' || h.epoch || ' ' || $7) FROM h, ins) n)`
+}
+
+// UpdateAppend implements store.UpdateAppender in one round trip. Like Update, it is sent again
+// when its connection broke before the answer: a retry whose first attempt was applied finds
+// its own version, writes nothing (so appends nothing) and succeeds.
+func (s *Store) UpdateAppend(ctx context.Context, key string, version uint64, value []byte, expiresAt time.Time,
+	name string, data []byte, keep store.Retention) (store.Record, error) {
+	now := s.now()
+	if err := s.readyWrite(ctx, key, value, expiresAt, now); err != nil {
+		return store.Record{}, fmt.Errorf("postgres: update append: %w", err)
+	}
+	if err := kit.CheckAppend(name, data, MaxValueSize, keep); err != nil {
+		return store.Record{}, fmt.Errorf("postgres: update append: %w", err)
+	}
+	ctx, cancel := kit.Bound(ctx, s.timeout)
+	defer cancel()
+	next := int64(kit.NewVersion())
+	count := int64(1) << 62 // no count bound
+	if keep.MaxCount > 0 {
+		count = int64(keep.MaxCount)
+	}
+	var (
+		updated                bool
+		curVersion, curExpires *int64
+		epoch                  *string
+		seq                    *int64
+		gone, sig              int64
+	)
+	err := s.retry(ctx, func() error {
+		return s.pool.QueryRow(ctx, s.sqlUpdateAppend, key, int64(version), nonNil(value), next, kit.Millis(expiresAt), kit.Millis(now),
+			name, kit.NewEpoch(), now.UnixMilli(), nonNil(data), count, kit.Cutoff(keep, now), s.log.channel).
+			Scan(&updated, &curVersion, &curExpires, &epoch, &seq, &gone, &sig)
+	})
+	switch {
+	case err != nil:
+		return store.Record{}, fmt.Errorf("postgres: update append: %w", s.timedOut(ctx, err))
+	case updated, curVersion != nil && *curVersion == next: // the latter: a retry after the first attempt was applied
+		if epoch != nil && seq != nil {
+			s.log.heads.Observe(name, *epoch, uint64(*seq))
+		}
+		return record(kit.Clone(value), next, kit.Millis(expiresAt)), nil
+	case curVersion == nil || !kit.Live(*curExpires, now):
+		return store.Record{}, fmt.Errorf("postgres: update append: %w", store.ErrNotFound)
+	default:
+		return store.Record{}, fmt.Errorf("postgres: update append: %w", store.ErrConflict)
+	}
 }
 
 // ReadLog implements store.Log in one round trip.

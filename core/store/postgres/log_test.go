@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -115,4 +116,45 @@ func BenchmarkLog(b *testing.B) {
 		b.Cleanup(func() { _ = w.Close(); _ = r.Close() })
 		return w, r
 	}, tr.n.Load)
+}
+
+func TestUpdateAppendConformance(t *testing.T) {
+	url := testenv.Need(t, testenv.PostgresURL)
+	table := logTable(t, url)
+	base, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.RunUpdateAppend(t, func(t testing.TB, now func() time.Time) store.Store {
+		return open(t, base.Copy(), postgres.WithTable(table), postgres.WithClock(now))
+	}, storetest.Network(storetest.Remote{Addr: postgres.Address(base),
+		Open: func(t testing.TB, now func() time.Time, addr string, timeout time.Duration) store.Store {
+			return open(t, via(t, base, addr, timeout), postgres.WithTable(table), postgres.WithClock(now), postgres.WithTimeout(timeout))
+		}}))
+}
+
+// TestUpdateAppendOneRoundTrip pins UpdateAppend's promise: the update and the append in one.
+func TestUpdateAppendOneRoundTrip(t *testing.T) {
+	url := testenv.Need(t, testenv.PostgresURL)
+	var tr trips
+	cfg := tr.config(t, url)
+	cfg.MaxConns = 1 // statements are cached per connection
+	s := open(t, cfg, postgres.WithTable(logTable(t, url)))
+	defer s.Close()
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour)
+	keep := store.Retention{MaxAge: time.Hour, MaxCount: 2}
+	for i := range 4 { // prepares the statements; the third also trims
+		r, err := s.Create(ctx, "ua/"+strconv.Itoa(i), []byte("claim"), exp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := tr.n.Load()
+		if _, err := s.UpdateAppend(ctx, "ua/"+strconv.Itoa(i), r.Version, []byte("done"), exp, "rt", []byte("e"), keep); err != nil {
+			t.Fatal(i, err)
+		}
+		if got := tr.n.Load() - before; i == 3 && got != 1 {
+			t.Errorf("UpdateAppend took %d round trips, want 1", got)
+		}
+	}
 }

@@ -86,6 +86,7 @@ type Store struct {
 	table   string        // quoted; names the advisory lock of reclamation
 
 	sqlGet, sqlCreate, sqlCreateReclaim, sqlUpdate, sqlDelete, sqlList, sqlListToEnd string
+	sqlUpdateAppend                                                                  string // log.go
 
 	log *pgLog // store.Log, in log.go
 }
@@ -152,6 +153,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	}
 	s := &Store{pool: pool, now: o.now, table: table, timeout: o.timeout, log: newLog(o.table)}
 	s.prepareSQL(table)
+	s.sqlUpdateAppend = s.log.updateAppendSQL(table)
 	if err := s.setup(ctx, table, indexes); err != nil {
 		pool.Close()
 		return nil, err

@@ -31,34 +31,37 @@ import (
 // server must not evict them (no allkeys-* maxmemory policy, as for the store's records). A read
 // is one script. Each process that waits on a log runs one blocking XREAD on its stream.
 
-var _ store.Log = (*Store)(nil)
+var (
+	_ store.Log            = (*Store)(nil)
+	_ store.UpdateAppender = (*Store)(nil)
+)
 
 // LogReclaimBatch bounds the entries whose age one append checks.
 const LogReclaimBatch = 64
 
-// appendLogScript: KEYS stream, head. ARGV data, now_ms, max_count (0: none), cutoff_ms ("":
-// none), epoch of a new log, token, reclaim batch. Returns {epoch, position}.
-const appendLogScript = `
-local recent = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 4)
+// appendLogBody appends to a log: K = {stream, head}, A = {data, now_ms, max_count (0: none),
+// cutoff_ms ("": none), epoch of a new log, token, reclaim batch}. Returns {epoch, position}.
+const appendLogBody = `
+local recent = redis.call('XREVRANGE', K[1], '+', '-', 'COUNT', 4)
 for _, e in ipairs(recent) do
 	local f = e[2]
 	for i = 1, #f, 2 do
-		if f[i] == 'k' and f[i + 1] == ARGV[6] then
-			return {redis.call('HGET', KEYS[2], 'ep'), tonumber(string.match(e[1], '^(%d+)'))}
+		if f[i] == 'k' and f[i + 1] == A[6] then
+			return {redis.call('HGET', K[2], 'ep'), tonumber(string.match(e[1], '^(%d+)'))}
 		end
 	end
 end
-local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
+local seq = redis.call('HINCRBY', K[2], 'seq', 1)
 if seq == 1 then
-	redis.call('DEL', KEYS[1])
-	redis.call('HSET', KEYS[2], 'ep', ARGV[5])
+	redis.call('DEL', K[1])
+	redis.call('HSET', K[2], 'ep', A[5])
 end
-local ep = redis.call('HGET', KEYS[2], 'ep')
+local ep = redis.call('HGET', K[2], 'ep')
 local id = string.format('%d-0', seq)
-if tonumber(ARGV[3]) > 0 then
-	redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[3], id, 'd', ARGV[1], 't', ARGV[2], 'k', ARGV[6])
+if tonumber(A[3]) > 0 then
+	redis.call('XADD', K[1], 'MAXLEN', A[3], id, 'd', A[1], 't', A[2], 'k', A[6])
 else
-	redis.call('XADD', KEYS[1], id, 'd', ARGV[1], 't', ARGV[2], 'k', ARGV[6])
+	redis.call('XADD', K[1], id, 'd', A[1], 't', A[2], 'k', A[6])
 end
 local function at(e)
 	for i = 1, #e[2], 2 do
@@ -66,11 +69,11 @@ local function at(e)
 	end
 	return 0
 end
-if ARGV[4] ~= '' then
-	local cutoff = tonumber(ARGV[4])
-	local oldest = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
+if A[4] ~= '' then
+	local cutoff = tonumber(A[4])
+	local oldest = redis.call('XRANGE', K[1], '-', '+', 'COUNT', 1)
 	if #oldest > 0 and at(oldest[1]) < cutoff then
-		local old = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', ARGV[7])
+		local old = redis.call('XRANGE', K[1], '-', '+', 'COUNT', A[7])
 		local minid = nil
 		for _, e in ipairs(old) do
 			if at(e) >= cutoff then
@@ -79,10 +82,33 @@ if ARGV[4] ~= '' then
 			end
 			minid = string.format('%d-0', tonumber(string.match(e[1], '^(%d+)')) + 1)
 		end
-		redis.call('XTRIM', KEYS[1], 'MINID', minid)
+		redis.call('XTRIM', K[1], 'MINID', minid)
 	end
 end
 return {ep, seq}`
+
+// appendLogScript: KEYS stream, head; ARGV as A of appendLogBody.
+const appendLogScript = `local K, A = KEYS, ARGV` + appendLogBody
+
+// updateAppendScript: updateScript's, then, only when it wrote, appendLogBody's; one script, so
+// both happen or neither. KEYS record, index, stream, head. ARGV updateScript's 7, then
+// appendLogBody's 7. Returns updateScript's answer (a retry that finds its own version appends
+// nothing), with the appended {epoch, position} after a 1 that wrote.
+const updateAppendScript = `
+local cur = redis.call('HMGET', KEYS[1], 'ver', 'exp')
+if not cur[1] or tonumber(cur[2]) <= tonumber(ARGV[5]) then
+	return {0}
+end
+if cur[1] == ARGV[3] then return {1} end
+if cur[1] ~= ARGV[1] then
+	return {-1}
+end
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'ver', ARGV[3], 'exp', ARGV[4])
+if tonumber(ARGV[6]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[6]) else redis.call('PERSIST', KEYS[1]) end
+redis.call('ZADD', KEYS[2], 0, ARGV[7])
+local K, A = {KEYS[3], KEYS[4]}, {ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14]}
+local appended = (function()` + appendLogBody + `end)()
+return {1, appended[1], appended[2]}`
 
 // readLogScript: KEYS stream, head. ARGV after, limit. Returns {} for a log never appended to,
 // else {epoch, last, first, entries}.
@@ -100,17 +126,18 @@ return {h[1], h[2], first, entries}`
 
 // redisLogs is the log state of a Store.
 type redisLogs struct {
-	append, read *goredis.Script
-	heads        kit.Heads
-	watches      kit.Watchers // one XREAD loop per waited-on log
+	append, read, updateAppend *goredis.Script
+	heads                      kit.Heads
+	watches                    kit.Watchers // one XREAD loop per waited-on log
 }
 
 // logs returns the log state, created on first use (New is not changed by logs).
 func (s *Store) logs() *redisLogs {
 	s.logOnce.Do(func() {
 		s.logState = &redisLogs{
-			append: goredis.NewScript(appendLogScript),
-			read:   goredis.NewScript(readLogScript),
+			append:       goredis.NewScript(appendLogScript),
+			updateAppend: goredis.NewScript(updateAppendScript),
+			read:         goredis.NewScript(readLogScript),
 		}
 	})
 	return s.logState
@@ -150,6 +177,54 @@ func (s *Store) AppendLog(ctx context.Context, name string, data []byte, keep st
 	}
 	l.heads.Observe(name, epoch, uint64(seq))
 	return store.LogPosition{Epoch: epoch, Seq: uint64(seq)}, nil
+}
+
+// UpdateAppend implements store.UpdateAppender in one round trip: one script that updates the
+// record and appends to the log. The keys are four in one script: the store's one Redis (see the
+// package doc), as for every write.
+func (s *Store) UpdateAppend(ctx context.Context, key string, version uint64, value []byte, expiresAt time.Time,
+	name string, data []byte, keep store.Retention) (store.Record, error) {
+	now := s.now()
+	if err := s.readyWrite(ctx, key, value, expiresAt, now); err != nil {
+		return store.Record{}, fmt.Errorf("redis: update append: %w", err)
+	}
+	if err := kit.CheckAppend(name, data, MaxValueSize, keep); err != nil {
+		return store.Record{}, fmt.Errorf("redis: update append: %w", err)
+	}
+	ctx, cancel := kit.Bound(ctx, s.timeout)
+	defer cancel()
+	cutoff := ""
+	if keep.MaxAge > 0 {
+		cutoff = strconv.FormatInt(kit.Cutoff(keep, now), 10)
+	}
+	next := kit.NewVersion()
+	stream, head := logKeys(name)
+	l := s.logs()
+	res, err := l.updateAppend.Run(ctx, s.client, []string{KeyPrefix + key, IndexKey, stream, head},
+		strconv.FormatUint(version, 10), value, strconv.FormatUint(next, 10), kit.Millis(expiresAt), kit.Millis(now),
+		pexpire(expiresAt, now), key,
+		data, now.UnixMilli(), keep.MaxCount, cutoff, kit.NewEpoch(), kit.NewEpoch(), LogReclaimBatch).Slice()
+	if err != nil {
+		return store.Record{}, fmt.Errorf("redis: update append: %w", kit.TimedOut(ctx, err))
+	}
+	if len(res) == 0 {
+		return store.Record{}, fmt.Errorf("redis: update append: %w: empty answer", errCorrupt)
+	}
+	code, _ := res[0].(int64)
+	switch {
+	case code == 0:
+		return store.Record{}, fmt.Errorf("redis: update append: %w", store.ErrNotFound)
+	case code < 0:
+		return store.Record{}, fmt.Errorf("redis: update append: %w", store.ErrConflict)
+	}
+	if len(res) == 3 {
+		epoch, ok1 := res[1].(string)
+		seq, ok2 := res[2].(int64)
+		if ok1 && ok2 && seq > 0 {
+			l.heads.Observe(name, epoch, uint64(seq))
+		}
+	}
+	return store.Record{Value: kit.Clone(value), Version: next, ExpiresAt: kit.Time(kit.Millis(expiresAt))}, nil
 }
 
 // ReadLog implements store.Log in one round trip.

@@ -108,3 +108,15 @@ func BenchmarkLog(b *testing.B) {
 		return w, r
 	}, tr.n.Load)
 }
+
+func TestUpdateAppendConformance(t *testing.T) {
+	opts := options(t)
+	storetest.RunUpdateAppend(t, func(t testing.TB, now func() time.Time) store.Store {
+		return open(t, client(t), redis.WithClock(now))
+	}, storetest.Network(storetest.Remote{Addr: opts.Addr,
+		Open: func(t testing.TB, now func() time.Time, addr string, timeout time.Duration) store.Store {
+			o := options(t)
+			o.Addr = addr
+			return open(t, goredis.NewClient(o), redis.WithClock(now), redis.WithTimeout(timeout))
+		}}))
+}

@@ -12,6 +12,10 @@ import (
 	"github.com/supervaize/svz/internal/awsapi/awschain"
 )
 
+// unlistedPrefixes are the keys no one lists, kept out of the DynamoDB index to save its write
+// unit: the idempotency records (idempotency.KeyPrefix; a test keeps the two equal).
+var unlistedPrefixes = []string{"idempotency/"}
+
 // openDynamoDB reads the AWS settings through getenv too (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB,
 // the credentials of the environment or of the container endpoint: see internal/awsapi), and
 // without those credentials falls back to the AWS SDK's default chain (awschain), loaded only
@@ -30,7 +34,7 @@ func openDynamoDB(ctx context.Context, getenv func(string) string, set settings)
 	if err != nil {
 		return nil, fmt.Errorf("%s=dynamodb: %w", Kind, err)
 	}
-	s, err := dynamodb.New(ctx, api, table, dynamodb.WithTimeout(set.timeout))
+	s, err := dynamodb.New(ctx, api, table, dynamodb.WithTimeout(set.timeout), dynamodb.WithUnlisted(unlistedPrefixes...))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Table, err)
 	}

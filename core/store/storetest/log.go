@@ -721,3 +721,16 @@ func (h *handle) Close() error {
 	}
 	return nil
 }
+
+// UpdateAppend delegates to the shared store (a store.UpdateAppender, or it fails).
+func (h *handle) UpdateAppend(ctx context.Context, key string, version uint64, value []byte, exp time.Time,
+	name string, data []byte, keep store.Retention) (store.Record, error) {
+	if h.isClosed() {
+		return store.Record{}, store.ErrClosed
+	}
+	ua, ok := h.s.(store.UpdateAppender)
+	if !ok {
+		return store.Record{}, fmt.Errorf("%T does not implement store.UpdateAppender", h.s)
+	}
+	return ua.UpdateAppend(ctx, key, version, value, exp, name, data, keep)
+}

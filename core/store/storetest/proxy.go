@@ -22,6 +22,7 @@ type Proxy struct {
 	blackhole bool
 	conns     map[*proxyConn]bool
 	accepted  int
+	trips     int // round trips: requests sent after an answer (or first) on a connection
 }
 
 // proxyConn is one client connection and its connection to the server.
@@ -30,6 +31,10 @@ type proxyConn struct {
 	// lose: the answer to the request just forwarded is to be lost. dead: a blackhole swallowed
 	// this connection: nothing it carries reaches the other side any more.
 	lose, dead bool
+	// answered: the server sent something since the client last did, so the client's next
+	// bytes start a new round trip.
+	answered bool
+	sent     bool
 }
 
 // NewProxy listens on a free loopback port and forwards every connection to target (host:port)
@@ -84,6 +89,15 @@ func (p *Proxy) Blackhole(on bool) {
 			}
 		}
 	}
+}
+
+// RoundTrips is the number of round trips clients made so far: on each connection, bytes a
+// client sends after the server answered (or first) start one. Pipelined requests count once,
+// as they cost one wait. (The bill meter counts PostgreSQL and Redis calls with it.)
+func (p *Proxy) RoundTrips() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.trips
 }
 
 // Open is the number of client connections open now.
@@ -164,6 +178,10 @@ func (p *Proxy) requests(c *proxyConn) {
 			chunk := buf[:n]
 			p.mu.Lock()
 			dead := c.dead
+			if !c.sent || c.answered {
+				p.trips++
+				c.sent, c.answered = true, false
+			}
 			if !dead && p.marker != nil && bytes.Contains(append(tail, chunk...), p.marker) {
 				c.lose, p.marker = true, nil
 			}
@@ -197,6 +215,7 @@ func (p *Proxy) answers(c *proxyConn) {
 		if n > 0 {
 			p.mu.Lock()
 			lose, dead := c.lose, c.dead
+			c.answered = true
 			if lose {
 				p.lost++
 			}
