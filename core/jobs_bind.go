@@ -106,4 +106,3 @@ func serveJobAnswer(ctx context.Context, req *contract.ActionRequest) (*contract
 	return contract.OK(contract.Effect{Type: contract.EffectStepAwaitingSubmitted, JobID: snap.Job.ID, StepID: req.Step(),
 		Status: snap.Job.Status}).WithJobState(snap), nil
 }
-

@@ -268,6 +268,12 @@ func (g *Gate) runClaimed(ctx context.Context, req *contract.ActionRequest, key,
 		return res, false, nil
 	case errors.Is(err, store.ErrTooLarge): // a backend that counts more than the value
 		return g.unrecordable(wctx, log, key, fp, version, res, len(body)), false, nil
+	case errors.Is(err, store.ErrConflict):
+		// Only this run writes this value: holding it, the record was written by the record-and-
+		// append above whose answer was lost and which landed late, event included.
+		if cur, gerr := g.store.Get(wctx, key); gerr == nil && bytes.Equal(cur.Value, value) {
+			return res, true, nil
+		}
 	}
 	// The store failed, or the run outlived its lease and lost the key. The work is done: answer
 	// it, flagged as not replayable.
