@@ -18,11 +18,27 @@ type uaStore struct {
 	calls int
 	fail  error // returned after doing the write when applied is true, instead of it otherwise
 	apply bool
+	// late: the failed UpdateAppend lands later, just before the next Update (a statement the
+	// server commits after its client gave up on the answer).
+	late    bool
+	pending func()
+}
+
+func (s *uaStore) Update(ctx context.Context, key string, version uint64, value []byte, exp time.Time) (store.Record, error) {
+	if s.pending != nil {
+		s.pending()
+		s.pending = nil
+	}
+	return s.Store.Update(ctx, key, version, value, exp)
 }
 
 func (s *uaStore) UpdateAppend(ctx context.Context, key string, version uint64, value []byte, exp time.Time,
 	name string, data []byte, keep store.Retention) (store.Record, error) {
 	s.calls++
+	if s.late {
+		s.pending = func() { _, _ = s.Store.UpdateAppend(ctx, key, version, value, exp, name, data, keep) }
+		return store.Record{}, s.fail
+	}
 	if s.fail != nil && !s.apply {
 		return store.Record{}, s.fail
 	}
@@ -64,6 +80,7 @@ func TestDoAppending(t *testing.T) {
 		name         string
 		fail         error
 		apply        bool
+		late         bool
 		otherLog     bool
 		wantAppended bool
 		wantEntries  int
@@ -73,9 +90,10 @@ func TestDoAppending(t *testing.T) {
 		{name: "refused before writing", fail: fmt.Errorf("wrapped: %w", store.ErrInvalid)},
 		{name: "unknown outcome, not written", fail: errors.New("connection reset")},
 		{name: "unknown outcome, written", fail: errors.New("connection reset"), apply: true, wantAppended: true, wantEntries: 1},
+		{name: "unknown outcome, written after the read", fail: errors.New("timeout"), late: true, wantAppended: true, wantEntries: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &uaStore{Store: memory.New(), fail: tc.fail, apply: tc.apply}
+			s := &uaStore{Store: memory.New(), fail: tc.fail, apply: tc.apply, late: tc.late}
 			g := New(s)
 			var l store.Log = s
 			if tc.otherLog {
