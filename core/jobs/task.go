@@ -130,6 +130,7 @@ func (t *task) renew(ctx context.Context, stop <-chan struct{}) {
 		case <-s.cfg.After(s.cfg.Lease / 3):
 		}
 		err := t.write(ctx, func(r *record) bool {
+			t.apply(r) // the running step (active) and its progress, for job.sync meanwhile
 			r.LeaseUntil = s.now().Add(s.cfg.Lease)
 			return true
 		})

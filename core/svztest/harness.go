@@ -15,12 +15,14 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/idempotency"
+	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/core/state"
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
@@ -80,10 +82,14 @@ func New(t testing.TB, agent *core.Agent, opts ...Option) *Harness {
 		t.Cleanup(func() { _ = mem.Close() })
 		s = mem
 	}
+	var queue jobs.Dispatcher
+	if agent.Works().Len() > 0 {
+		queue = jobs.NewPool() // as on a plain server: background work runs in process (WaitJob)
+	}
 	ctl, err := core.New(core.Config{
 		APIKey: LocalAPIKey, ServerID: "svztest-server", Authorizer: grant.LocalBypass{ServerID: "svztest-server"},
 		Store: s, Gate: idempotency.New(s, idempotency.WithLogger(cfg.logger)), Logger: cfg.logger, EventBuffer: 4096,
-		RuleCheckpoints: cfg.checkpoints,
+		RuleCheckpoints: cfg.checkpoints, Jobs: queue,
 	}, agent)
 	if err != nil {
 		t.Fatalf("svztest.New: %v", err)
@@ -499,6 +505,34 @@ func plainNumbers(v reflect.Value) {
 		}
 	}
 }
+
+// WaitJob polls job.sync for job (with opts, e.g. Workspace) until its status is status and
+// returns that answer; it fails the test when the job reaches another terminal status first
+// (completed, failed, cancelled) or after WaitJobTimeout. For agents with background work
+// (jobs.Define), which the harness runs in an in-process pool.
+func (h *Harness) WaitJob(t testing.TB, job, status string, opts ...Option) *Result {
+	t.Helper()
+	deadline := time.Now().Add(WaitJobTimeout)
+	for {
+		res := h.Invoke(t, contract.JobSyncAction, nil, append([]Option{JobID(job)}, opts...)...)
+		got := ""
+		if res.JobState != nil {
+			got = res.JobState.Job.Status
+		}
+		switch {
+		case got == status:
+			return res
+		case got == contract.StateCompleted || got == contract.StateFailed || got == contract.StateCancelled:
+			t.Fatalf("svztest: job %s is %s, not %s: %s", job, got, status, res.JSON)
+		case time.Now().After(deadline):
+			t.Fatalf("svztest: job %s is still %q after %s, not %s: %s", job, got, WaitJobTimeout, status, res.JSON)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// WaitJobTimeout bounds WaitJob (room for a loaded machine).
+const WaitJobTimeout = 30 * time.Second
 
 // String names the harness in failures.
 func (h *Harness) String() string { return fmt.Sprintf("svztest harness of %s", h.agent.Slug()) }

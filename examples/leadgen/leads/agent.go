@@ -1,10 +1,11 @@
 // Package leads is a lead-generation agent: the realistic example of svz (examples/helloworld is
 // the protocol's minimal one). The operator sets a job up through a guided setup plan (target,
-// volume, review), previews its cost, may try a dry run, then starts it; the job runs two cases
-// in two lanes (research in "work", the report in "deliverable"), waits for a human review of the
-// report, and on approval adds the leads to the contacts resource. Everything it keeps lives in
-// the controller's store through package state, per verified workspace, so it runs the same on
-// Lambda, Cloud Run or a plain server, and job.sync rebuilds the job from there.
+// volume, review), previews its cost, may try a dry run, then starts it. job.start answers at
+// once: the search runs in the background (package jobs) in steps, in two cases in two lanes
+// (research in "work": find, score; the report in "deliverable": report, review, import), waits
+// for a human review of the report, and on approval adds the leads to the contacts resource.
+// Everything it keeps lives in the controller's store, per verified workspace, so it runs the
+// same on Lambda, Cloud Run or a plain server, and any instance continues a job.
 package leads
 
 import (
@@ -12,11 +13,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/a2ui"
+	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/config"
 	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/internal/envvar"
 )
 
 // Identity of the agent.
@@ -110,8 +115,19 @@ func Registration() (*contract.Registration, error) {
 	})
 }
 
-// NewAgent returns the agent with its handlers.
-func NewAgent() (*core.Agent, error) {
+// FindDelay is the setting that slows the demo directory's search: each batch of ten leads takes
+// this long (a Go duration, default 0), so that a user sees a job run for a while.
+const FindDelay = "LEADGEN_FIND_DELAY"
+
+// leadAgent is the agent's background work (the lead search) and its guarded import.
+type leadAgent struct {
+	findDelay time.Duration
+	work      *jobs.Work[Run]
+	imp       *checkpoint.Step[ImportInput, ImportResult]
+}
+
+// NewAgent returns the agent with its handlers; findDelay slows its search (FindDelay).
+func NewAgent(findDelay time.Duration) (*core.Agent, error) {
 	reg, err := Registration()
 	if err != nil {
 		return nil, err
@@ -126,14 +142,16 @@ func NewAgent() (*core.Agent, error) {
 	a.DeclareInput(TestRun, Plan().InputFields()) // the dry run takes the job.start form as is
 	a.DeclareInput(contract.ArtifactGetAction, []contract.FieldDefinition{{ID: "artifact_id", Label: "Artifact", Type: contract.FieldResourceRef, Required: true}})
 	core.ServeResource[Contact](a, Contacts, "email") // list, get, create, update, delete on the state
-	gv := defineImport(a)                             // the guarded import of governed jobs
+	la := &leadAgent{findDelay: findDelay}
+	la.work = jobs.Define(a, "leads.search", la.search, jobs.View(view)) // svz serves job.stop
+	la.defineImport(a)                                                   // the guarded import of governed jobs
 	a.HandleSurface(contract.SurfaceJobStart, core.SurfaceFunc(startForm))
 	a.HandleSurface(contract.SurfaceStepAwaiting, core.SurfaceFunc(reviewSurface))
 	a.HandleSurface(contract.SurfaceStepDetail, core.SurfaceFunc(reportDetail))
 	for id, h := range map[string]core.ActionFunc{
 		SuggestRegion: suggestRegion, contract.JobStartPreviewAction: preview, TestRun: testRun,
-		contract.JobStartAction: gv.start, contract.JobSyncAction: gv.sync, contract.StepAwaitingSubmitAction: gv.submitReview,
-		contract.JobStopAction: stop, contract.ArtifactGetAction: getArtifact, "dataset." + Runs + ".query": queryRuns,
+		contract.JobStartAction: la.start, contract.JobSyncAction: la.sync, contract.StepAwaitingSubmitAction: submitReview,
+		contract.ArtifactGetAction: getArtifact, "dataset." + Runs + ".query": queryRuns,
 	} {
 		a.HandleAction(id, h)
 	}
@@ -142,7 +160,11 @@ func NewAgent() (*core.Agent, error) {
 
 // Build is the controller configured from the environment (adapters/platform runs it).
 func Build(ctx context.Context, getenv func(string) string, log *slog.Logger) (http.Handler, error) {
-	a, err := NewAgent()
+	delay, err := envvar.Duration(getenv, FindDelay, 0, 0, time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	a, err := NewAgent(delay)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +200,7 @@ func reportDetail(ctx context.Context, req *contract.SurfaceRequest) (*contract.
 	}
 	return a2ui.Result(ctx, req.Surface, a2ui.Detail{
 		Title: "Lead report", Summary: fmt.Sprintf("%d %s leads in %s", len(job.Leads), job.Setup.Industry, job.Setup.Region),
-		Facts: []a2ui.Fact{{Label: "Status", Value: job.Status}, {Label: "Credits", Value: job.Credits}, {Label: "Review", Value: job.Review}},
-		Body:  &a2ui.Body{Language: "markdown", Value: job.Report}, Artifacts: job.artifacts(),
+		Facts: []a2ui.Fact{{Label: "Status", Value: statusOf(ctx, job.ID)}, {Label: "Credits", Value: job.Credits}, {Label: "Review", Value: job.Review}},
+		Body:  &a2ui.Body{Language: "markdown", Value: job.Report}, Artifacts: artifacts(job.ID, len(job.Leads)),
 	})
 }

@@ -1,20 +1,21 @@
 package leads
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
-	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/jobs"
 )
 
-// A governed job (its job.start carries Studio's rule_snapshot) imports its leads into contacts
-// as a guarded step: Studio's rules decide before the import (the before checkpoint) and before
-// the job completes (the after checkpoint), and may pause either until an operator decides. An
-// ungoverned job imports directly, as before. See docs/checkpoints.md.
+// A governed job (its job.start carries Studio's rule_snapshot) imports its leads as a guarded
+// step: Studio's rules decide before the import and before the job completes, and may pause
+// either until an operator decides (docs/checkpoints.md). An ungoverned job imports as a step.
 
 // ImportStep is the guarded import's stable name: every instance defines it under this name, so
 // that whichever receives rule.checkpoint.resume continues a paused import.
@@ -26,8 +27,7 @@ func RuleCheckpoints() *contract.RuleCheckpoints {
 	return &contract.RuleCheckpoints{Phases: []string{contract.PhaseBefore, contract.PhaseAfter}, SecretRefs: []string{"context.reviewer_email"}}
 }
 
-// ImportInput and ImportResult are the guarded import's input and result, kept in the store
-// between a pause and its resume.
+// ImportInput and ImportResult are the guarded import's, kept in the store over a pause.
 type ImportInput struct {
 	JobID string `json:"job_id"`
 }
@@ -36,36 +36,20 @@ type ImportResult struct {
 	Imported int `json:"imported"`
 }
 
-// governance is the agent's guarded import.
-type governance struct {
-	imp *checkpoint.Step[ImportInput, ImportResult]
-}
-
-func defineImport(a *core.Agent) governance {
-	return governance{imp: checkpoint.Define(a, ImportStep, checkpoint.Funcs[ImportInput, ImportResult]{
+func (a *leadAgent) defineImport(owner *core.Agent) {
+	a.imp = checkpoint.Define(owner, ImportStep, checkpoint.Funcs[ImportInput, ImportResult]{
 		// The effect: the contacts are written (upserts, so a recovery could redo them by hand).
 		Effect: func(ctx context.Context, in ImportInput) (ImportResult, error) {
-			job, err := jobs(ctx).Get(ctx, in.JobID)
+			job, err := records(ctx).Get(ctx, in.JobID)
 			if err != nil {
 				return ImportResult{}, err
 			}
-			if err := importLeads(ctx, job); err != nil {
-				return ImportResult{}, err
-			}
-			return ImportResult{Imported: len(job.Leads)}, nil
+			return importLeads(ctx, job)
 		},
 		AfterContext: func(in ImportInput, r ImportResult) (any, error) {
 			return map[string]any{"operation": "contacts.import", "job_id": in.JobID, "imported": r.Imported}, nil
 		},
-		// The advance: the job completes once the after checkpoint allows it.
-		Advance: func(ctx context.Context, in ImportInput, r ImportResult) error {
-			_, err := jobs(ctx).Update(ctx, in.JobID, func(j *Job) error {
-				j.Status, j.Imported = contract.StateCompleted, r.Imported
-				return nil
-			})
-			return err
-		},
-	})}
+	})
 }
 
 // importOccurrence is the import of job: one attempt, so one occurrence id.
@@ -85,41 +69,52 @@ func gateOf(ctx context.Context, req *contract.ActionRequest) (*checkpoint.Gate,
 	case errors.Is(err, checkpoint.ErrRetrySnapshot), errors.Is(err, checkpoint.ErrOtherAgent):
 		return nil, contract.Fail("rule_snapshot_refused", err.Error()), nil
 	}
-	// Anything else (no Studio connection, the store) is the controller's problem: -32603, the
-	// reason in the log, and the retry runs again once it is fixed.
+	// Anything else (no Studio connection, the store): -32603, the reason in the log; Studio retries.
 	return g, nil, err
 }
 
-// importLeadsOf imports an approved job's leads: under the job's gate when it is governed (the
-// outcome says where the import stands), directly otherwise (nil outcome).
-func (gv governance) importLeadsOf(ctx context.Context, job Job) (*checkpoint.Outcome[ImportResult], error) {
-	if !job.Governed {
-		return nil, importLeads(ctx, job)
-	}
+// governedImport runs the guarded import in the work. A pause leaves the job awaiting Studio's
+// decision; once decided, sync hands the job on and this runs again on the stored outcome.
+func (a *leadAgent) governedImport(ctx context.Context, job Job) error {
 	g, err := checkpoint.JobGate(ctx, job.ID)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	before := map[string]any{"operation": "contacts.import", "job_id": job.ID, "leads": len(job.Leads),
 		"industry": job.Setup.Industry, "region": job.Setup.Region, "reviewer_email": job.Setup.ReviewerEmail}
-	out, err := checkpoint.RunGuardedStep(ctx, g, gv.imp, importOccurrence(job.ID), before, ImportInput{JobID: job.ID})
-	if err != nil {
-		return nil, fmt.Errorf("guarded import of job %s: %w", job.ID, err)
+	out, err := checkpoint.RunGuardedStep(ctx, g, a.imp, importOccurrence(job.ID), before, ImportInput{JobID: job.ID})
+	switch {
+	case err != nil:
+		return fmt.Errorf("guarded import of job %s: %w", job.ID, err)
+	case out.Status == checkpoint.Awaiting:
+		_, err = jobs.Await[ImportResult](ctx, "import", contract.Awaiting{Reason: "rule_checkpoint", Action: contract.RuleCheckpointResumeAction},
+			delivery, jobs.Title(importTitle))
+		return err
+	case out.Status != checkpoint.Completed:
+		return jobs.Permanent(fmt.Errorf("guarded import of job %s: %w", job.ID, cmp.Or(out.Err(), errors.New(string(out.Status)))))
 	}
-	return &out, nil
+	_, err = jobs.Step(ctx, "import", func(context.Context) (ImportResult, error) { return out.Result, nil }, delivery, jobs.Title(importTitle))
+	return err
 }
 
-// importState is where a governed, approved job's import stands (nil when it has not started).
-func (gv governance) importState(ctx context.Context, job Job) (*checkpoint.Outcome[ImportResult], error) {
-	if !job.Governed || job.Review != "approved" {
-		return nil, nil
+// sync is job.sync: the job's state from its task, and a paused import that Studio decided since
+// (rule.checkpoint.resume ran or stopped it) handed on to the work. Not from the resume's
+// Advance: it runs before the occurrence is recorded completed, so the work would find it busy.
+func (a *leadAgent) sync(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+	id := deref(req.JobID)
+	js, err := jobs.State(ctx, id)
+	if err != nil {
+		return failed(req.JobID, err)
 	}
-	out, err := checkpoint.StepState(ctx, gv.imp, importOccurrence(job.ID))
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, nil // not started: the snapshot shows no import step
-	case err != nil:
-		return nil, err
+	if js.Job.Status == contract.StateAwaiting {
+		out, err := checkpoint.StepState(ctx, a.imp, importOccurrence(id))
+		if err == nil && (out.Status == checkpoint.Completed || out.Status == checkpoint.Blocked || out.Status == checkpoint.RecoveryRequired) {
+			next, err := jobs.Answer(ctx, &contract.ActionRequest{JobID: req.JobID, StepID: ptr(id + "-import"), Input: must(json.Marshal(out.Result))})
+			if err != nil && !errors.Is(err, jobs.ErrNotAwaiting) {
+				return nil, err
+			}
+			js = cmp.Or(next, js)
+		}
 	}
-	return &out, nil
+	return contract.OK(contract.Effect{Type: contract.EffectJobSynced, JobID: id, Status: js.Job.Status}).WithJobState(js), nil
 }

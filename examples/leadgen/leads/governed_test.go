@@ -88,6 +88,26 @@ func contactsOf(t *testing.T, h *svztest.Harness, jobID string) int {
 	return n
 }
 
+// approve waits for job's review, then approves it.
+func approve(t *testing.T, h *svztest.Harness, job string) {
+	t.Helper()
+	h.WaitJob(t, job, contract.StateAwaiting)
+	if res := h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# ok", "approved": true}, svztest.JobID(job)); res.Status != contract.StatusOK {
+		t.Fatalf("approval = %s", res.JSON)
+	}
+}
+
+func stepOf(res *svztest.Result, id string) *contract.Step {
+	for _, c := range res.JobState.Cases {
+		for i := range c.Steps {
+			if c.Steps[i].ID == id {
+				return &c.Steps[i]
+			}
+		}
+	}
+	return nil
+}
+
 func TestGovernedImport(t *testing.T) {
 	ds := standIn(t, map[string]string{"before": "pause"})
 	client, err := studio.New(studio.Settings{APIURL: ds.URL(), WorkspaceID: devstudio.DefaultWorkspace, APIKey: ds.APIKey(), Timeout: 30 * time.Second})
@@ -100,7 +120,7 @@ func TestGovernedImport(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	controllers := make([]*svztest.Harness, 2) // two instances on one store
 	for k := range controllers {
-		a, err := leads.NewAgent()
+		a, err := leads.NewAgent(0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,13 +132,18 @@ func TestGovernedImport(t *testing.T) {
 
 	t.Run("pause, then Studio's allow on the other instance", func(t *testing.T) {
 		res := h1.Invoke(t, contract.JobStartAction, governedInput("Nordics", token), svztest.JobID("gov-1"))
-		if res.JobState.Job.Status != contract.StateAwaiting || len(res.JobState.Cases[1].Steps) != 1 {
+		if res.JobState.Job.Status != contract.StateActive {
 			t.Fatalf("job.start = %s", res.JSON)
 		}
-		res = h1.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# ok", "approved": true}, svztest.JobID("gov-1"))
-		steps := res.JobState.Cases[1].Steps
-		if res.JobState.Job.Status != contract.StateAwaiting || len(steps) != 2 || steps[1].ID != "gov-1-import" || steps[1].Status != contract.StateAwaiting {
-			t.Fatalf("approval = %s", res.JSON)
+		approve(t, h1, "gov-1")
+		res = h1.WaitJob(t, "gov-1", contract.StateAwaiting)
+		if st := stepOf(res, "gov-1-import"); st == nil || st.Status != contract.StateAwaiting || st.Awaiting.Action != contract.RuleCheckpointResumeAction {
+			t.Fatalf("after the approval = %s", res.JSON)
+		}
+		// Only the review takes an answer from step.awaiting.submit, never a paused import.
+		if res := h1.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# ok", "approved": true}, svztest.JobID("gov-1"),
+			svztest.StepID("gov-1-import")); !res.Refusal() {
+			t.Errorf("an answer to the import = %s", res.JSON)
 		}
 		if n := contactsOf(t, h1, "gov-1"); n != 0 {
 			t.Fatalf("%d contacts imported before Studio allowed it", n)
@@ -145,8 +170,8 @@ func TestGovernedImport(t *testing.T) {
 		if n := contactsOf(t, h1, "gov-1"); n != 3 {
 			t.Errorf("%d contacts imported, want 3", n)
 		}
-		res = h1.Invoke(t, contract.JobSyncAction, nil, svztest.JobID("gov-1"))
-		if res.JobState.Job.Status != contract.StateCompleted || res.JobState.Cases[1].Steps[1].Status != contract.StateCompleted {
+		res = h1.WaitJob(t, "gov-1", contract.StateCompleted)
+		if st := stepOf(res, "gov-1-import"); st == nil || st.Status != contract.StateCompleted {
 			t.Errorf("job.sync = %s", res.JSON)
 		}
 		answers = append(answers, string(res.JSON))
@@ -154,22 +179,24 @@ func TestGovernedImport(t *testing.T) {
 
 	t.Run("Studio's stop", func(t *testing.T) {
 		h1.Invoke(t, contract.JobStartAction, governedInput("Iberia", token), svztest.JobID("gov-2"))
-		h1.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# ok", "approved": true}, svztest.JobID("gov-2"))
+		approve(t, h1, "gov-2")
+		h1.WaitJob(t, "gov-2", contract.StateAwaiting)
 		rec := lastCheckpoint(t, ds)
 		res := h2.Invoke(t, contract.RuleCheckpointResumeAction, resumeInput(rec, "before", "stop", "gov-2-import-1"),
 			svztest.JobID("gov-2"), svztest.CaseID("gov-2-report"))
 		if res.Effects[0].Status != "stop" {
 			t.Errorf("resume = %s", res.JSON)
 		}
-		res = h1.Invoke(t, contract.JobSyncAction, nil, svztest.JobID("gov-2"))
-		if res.JobState.Job.Status != contract.StateFailed || contactsOf(t, h1, "gov-2") != 0 {
+		res = h1.WaitJob(t, "gov-2", contract.StateFailed)
+		if !strings.Contains(string(res.JobState.Job.Extra["error"]), "returned 'stop'") || contactsOf(t, h1, "gov-2") != 0 {
 			t.Errorf("job.sync = %s, %d contacts", res.JSON, contactsOf(t, h1, "gov-2"))
 		}
 	})
 
 	t.Run("a pause in a resume is refused and the checkpoint keeps waiting", func(t *testing.T) {
 		h1.Invoke(t, contract.JobStartAction, governedInput("Baltics", token), svztest.JobID("gov-3"))
-		h1.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# ok", "approved": true}, svztest.JobID("gov-3"))
+		approve(t, h1, "gov-3")
+		h1.WaitJob(t, "gov-3", contract.StateAwaiting)
 		rec := lastCheckpoint(t, ds)
 		resp := h2.Call(t, "supervaizer/action.invoke", h2.Request(t, contract.RuleCheckpointResumeAction,
 			resumeInput(rec, "before", "pause", "gov-3-import-1"), svztest.JobID("gov-3"), svztest.CaseID("gov-3-report")))
@@ -183,10 +210,11 @@ func TestGovernedImport(t *testing.T) {
 	})
 
 	t.Run("an ungoverned job imports as before, and the token is nowhere", func(t *testing.T) {
-		res := h1.Invoke(t, contract.JobStartAction, setup, svztest.JobID("plain-1"))
-		h1.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# ok", "approved": true}, svztest.JobID("plain-1"))
-		if len(res.JobState.Cases[1].Steps) != 1 {
-			t.Errorf("an ungoverned job has no import step: %s", res.JSON)
+		h1.Invoke(t, contract.JobStartAction, setup, svztest.JobID("plain-1"))
+		approve(t, h1, "plain-1")
+		res := h1.WaitJob(t, "plain-1", contract.StateCompleted)
+		if st := stepOf(res, "plain-1-import"); st == nil || st.Status != contract.StateCompleted || contactsOf(t, h1, "plain-1") != 3 {
+			t.Errorf("an ungoverned job imports as a plain step: %s", res.JSON)
 		}
 		haystack := logs.String() + strings.Join(answers, "")
 		records := 0
@@ -269,26 +297,43 @@ func TestGovernedThroughStudio(t *testing.T) {
 	token := testenv.UniqueName("rule-snapshot-token-")
 	in := governedInput("Benelux", token)
 	in["require_review"] = false // the import runs at job.start
-	res := call(contract.JobStartAction, in, "")
-	raw, _ := json.Marshal(res["job_state"])
-	var js contract.JobState
-	if err := json.Unmarshal(raw, &js); err != nil || js.Job.Status != contract.StateAwaiting || len(js.Cases) != 2 ||
-		len(js.Cases[1].Steps) != 2 || js.Cases[1].Steps[1].ID != "gov-9-import" || js.Cases[1].Steps[1].Status != contract.StateAwaiting {
-		t.Fatalf("job.start = %s", raw)
+	if res := call(contract.JobStartAction, in, ""); res["job_state"].(map[string]any)["job"].(map[string]any)["status"] != contract.StateActive {
+		t.Fatalf("job.start = %v", res)
+	}
+	js := waitSync(t, func() map[string]any { return call(contract.JobSyncAction, map[string]any{}, "") }, contract.StateAwaiting)
+	if len(js.Cases) != 2 || len(js.Cases[1].Steps) != 2 || js.Cases[1].Steps[1].ID != "gov-9-import" || js.Cases[1].Steps[1].Status != contract.StateAwaiting {
+		t.Fatalf("job.sync = %+v", js)
 	}
 	rec := lastCheckpoint(t, ds)
 	if rec.Decision != "pause" || !strings.Contains(string(rec.Request), `"phase":"after"`) {
 		t.Fatalf("checkpoint %+v", rec)
 	}
-	res = call(contract.RuleCheckpointResumeAction, resumeInput(rec, "after", "allow", "gov-9-import-1"), "gov-9-report")
+	res := call(contract.RuleCheckpointResumeAction, resumeInput(rec, "after", "allow", "gov-9-import-1"), "gov-9-report")
 	if eff := res["effects"].([]any)[0].(map[string]any); eff["status"] != "allow" {
 		t.Fatalf("resume = %v", res)
 	}
-	res = call(contract.JobSyncAction, map[string]any{}, "")
-	if res["job_state"].(map[string]any)["job"].(map[string]any)["status"] != contract.StateCompleted {
-		t.Errorf("job.sync = %v", res)
-	}
+	waitSync(t, func() map[string]any { return call(contract.JobSyncAction, map[string]any{}, "") }, contract.StateCompleted)
 	if strings.Contains(logs.String(), token) || strings.Contains(logs.String(), ds.APIKey()) {
 		t.Errorf("the logs hold the token or the Studio key:\n%s", logs.String())
+	}
+}
+
+// waitSync calls job.sync (sync) until the job's status is status, for 30 s at most.
+func waitSync(t *testing.T, sync func() map[string]any, status string) contract.JobState {
+	t.Helper()
+	deadline := time.Now().Add(svztest.WaitJobTimeout)
+	for {
+		raw, _ := json.Marshal(sync()["job_state"])
+		var js contract.JobState
+		if err := json.Unmarshal(raw, &js); err != nil {
+			t.Fatalf("job.sync: %v: %s", err, raw)
+		}
+		if js.Job.Status == status {
+			return js
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job.sync is still %s, not %s: %s", js.Job.Status, status, raw)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

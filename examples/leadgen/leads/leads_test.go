@@ -2,8 +2,10 @@ package leads_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -63,7 +65,7 @@ func errorsOf(res *svztest.Result) string {
 var setup = map[string]any{"industry": "saas", "region": "Western Europe", "leads": "3", "require_review": "true", "reviewer_email": "ann@example.com"}
 
 func run(t *testing.T, s store.Store) {
-	a, err := leads.NewAgent()
+	a, err := leads.NewAgent(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,14 +134,25 @@ func run(t *testing.T, s store.Store) {
 		}
 	})
 
-	t.Run("start runs once per key, two cases in two lanes", func(t *testing.T) {
+	t.Run("start runs once per key, in the background, two cases in two lanes", func(t *testing.T) {
 		res := h.AssertConfirmIdempotent(t, contract.JobStartAction, setup, svztest.JobID("job-1"), svztest.IdempotencyKey("start-1"))
-		js := res.JobState
-		if js == nil || js.Job.Status != contract.StateAwaiting || len(js.Cases) != 2 || js.Cases[0].Lane != "work" || js.Cases[1].Lane != "deliverable" {
-			t.Fatalf("job_state = %+v", js)
+		if res.JobState == nil || res.JobState.Job.Status != contract.StateActive || res.Effects[0].Type != contract.EffectJobStarted {
+			t.Fatalf("job.start = %+v", res)
 		}
-		step := js.Cases[1].Steps[0]
-		if step.Status != contract.StateAwaiting || step.Awaiting == nil || step.Awaiting.Action != contract.StepAwaitingSubmitAction {
+		js := h.WaitJob(t, "job-1", contract.StateAwaiting).JobState
+		var steps []string
+		for _, c := range js.Cases {
+			for _, st := range c.Steps {
+				steps = append(steps, c.Lane+"/"+c.ID+"/"+st.ID+"="+st.Status)
+			}
+		}
+		want := "work/job-1-research/job-1-find=completed work/job-1-research/job-1-score=completed " +
+			"deliverable/job-1-report/job-1-report=completed deliverable/job-1-report/job-1-review=awaiting"
+		if got := strings.Join(steps, " "); got != want || js.Cases[0].Metadata["progress"] == nil {
+			t.Fatalf("steps = %s\nwant %s\n%+v", got, want, js)
+		}
+		step := js.Cases[1].Steps[1]
+		if step.Awaiting == nil || step.Awaiting.Action != contract.StepAwaitingSubmitAction || len(step.Awaiting.Fields) != 3 {
 			t.Errorf("review step = %+v", step)
 		}
 		var started int
@@ -178,8 +191,12 @@ func run(t *testing.T, s store.Store) {
 			t.Errorf("incomplete review = %s", got)
 		}
 		res = h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# edited", "approved": "yes"}, svztest.JobID("job-1"))
-		if res.Status != contract.StatusOK || res.JobState.Job.Status != contract.StateCompleted || len(res.JobState.Cases[1].Steps[0].Outputs) != 1 {
+		if res.Status != contract.StatusOK || res.JobState.Job.Status != contract.StateActive || res.Effects[0].StepID != "job-1-review" {
 			t.Errorf("review = %s", res.JSON)
+		}
+		res = h.WaitJob(t, "job-1", contract.StateCompleted)
+		if steps := res.JobState.Cases[1].Steps; len(steps) != 4 || len(steps[1].Outputs) != 1 || steps[2].ID != "job-1-decide" || steps[3].ID != "job-1-import" {
+			t.Errorf("job.sync = %s", res.JSON)
 		}
 		c, err := state.Of[leads.Contact](h.Context(), leads.Contacts).Get(h.Context(), "contact@saas-western-europe-002.example")
 		if err != nil || c.JobID != "job-1" {
@@ -258,6 +275,7 @@ func run(t *testing.T, s store.Store) {
 
 	t.Run("dataset and stop", func(t *testing.T) {
 		h.Invoke(t, contract.JobStartAction, setup, svztest.JobID("job-2"))
+		h.WaitJob(t, "job-2", contract.StateAwaiting)
 		if res := h.Invoke(t, contract.JobStopAction, nil, svztest.JobID("job-2")); res.JobState.Job.Status != contract.StateCancelled {
 			t.Errorf("stop = %s", res.JSON)
 		}
@@ -270,4 +288,34 @@ func run(t *testing.T, s store.Store) {
 			t.Errorf("rows = %v", rows)
 		}
 	})
+}
+
+// A slow search (LEADGEN_FIND_DELAY) runs in the background: job.stop cancels its running step.
+func TestSlowSearchStops(t *testing.T) {
+	a, err := leads.NewAgent(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := svztest.New(t, a)
+	if res := h.Invoke(t, contract.JobStartAction, setup, svztest.JobID("slow-1")); res.JobState.Job.Status != contract.StateActive {
+		t.Fatalf("job.start = %s", res.JSON)
+	}
+	h.Invoke(t, contract.JobStopAction, nil, svztest.JobID("slow-1"))
+	res := h.WaitJob(t, "slow-1", contract.StateCancelled)
+	if c := res.JobState.Cases[0]; c.ID != "slow-1-research" || len(c.Steps) != 1 || c.Steps[0].Status != contract.StateCancelled {
+		t.Errorf("job.sync = %s", res.JSON)
+	}
+}
+
+func TestFindDelaySetting(t *testing.T) {
+	for value, want := range map[string]string{
+		"soon": `LEADGEN_FIND_DELAY="soon": must be a duration such as 30s, 5m or 1h, from 0s to 1h0m0s`,
+		"-1s":  `LEADGEN_FIND_DELAY="-1s": must be a duration such as 30s, 5m or 1h, from 0s to 1h0m0s`,
+	} {
+		env := map[string]string{leads.FindDelay: value, "SUPERVAIZER_STORE": "memory"}
+		_, err := leads.Build(context.Background(), func(k string) string { return env[k] }, slog.New(slog.DiscardHandler))
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: %v\nwant %s", value, err, want)
+		}
+	}
 }

@@ -2,12 +2,14 @@ package leads
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
-	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/core/state"
 )
 
@@ -35,21 +37,16 @@ type Contact struct {
 	JobID string `json:"job_id,omitempty"`
 }
 
-// Job is the agent's record of a job: everything job.sync needs to rebuild its snapshot.
+// Job is the agent's record of a job (written by its report step) for the surfaces, artifacts and
+// dataset; the job's steps and status are the task svz keeps (package jobs).
 type Job struct {
-	ID        string  `json:"id"`
-	MissionID string  `json:"mission_id"`
-	Status    string  `json:"status"`
-	Setup     Setup   `json:"setup"`
-	Leads     []Lead  `json:"leads"`
-	Credits   float64 `json:"credits"`
-	Report    string  `json:"report"`
-	Review    string  `json:"review,omitempty"` // approved or rejected
-	Comment   string  `json:"comment,omitempty"`
-	// Governed: job.start carried Studio's rule_snapshot; the import runs under rule checkpoints
-	// (governed.go). Imported is how many leads the guarded import imported.
-	Governed bool `json:"governed,omitempty"`
-	Imported int  `json:"imported,omitempty"`
+	ID      string  `json:"id"`
+	Setup   Setup   `json:"setup"`
+	Leads   []Lead  `json:"leads"`
+	Credits float64 `json:"credits"`
+	Report  string  `json:"report"`
+	Review  string  `json:"review,omitempty"` // approved or rejected
+	Comment string  `json:"comment,omitempty"`
 }
 
 // rate is the cost of one lead, in credits.
@@ -66,15 +63,22 @@ func estimate(s Setup) *contract.CostEstimate {
 		Basis: fmt.Sprintf("%s mode, %d leads; the high end counts retries", s.Mode, s.Leads)}
 }
 
-// find is the research itself (a deterministic stand-in for a search API).
+// find and score are the research itself (deterministic stand-ins for a search API and a model).
 func find(s Setup, n int) []Lead {
 	out := make([]Lead, n)
 	region := strings.ToLower(strings.Join(strings.Fields(s.Region), "-"))
 	for i := range out {
 		company := fmt.Sprintf("%s-%s-%03d", s.Industry, region, i+1)
-		out[i] = Lead{Email: "contact@" + company + ".example", Name: fmt.Sprintf("Contact %d", i+1), Company: company, Score: 100 - i%100}
+		out[i] = Lead{Email: "contact@" + company + ".example", Name: fmt.Sprintf("Contact %d", i+1), Company: company}
 	}
 	return out
+}
+
+func score(leads []Lead) []Lead {
+	for i := range leads {
+		leads[i].Score = 100 - i%100
+	}
+	return leads
 }
 
 func report(s Setup, leads []Lead) string {
@@ -86,13 +90,13 @@ func report(s Setup, leads []Lead) string {
 	return b.String()
 }
 
-func jobs(ctx context.Context) state.Collection[Job] { return state.Of[Job](ctx, "jobs") }
+func records(ctx context.Context) state.Collection[Job] { return state.Of[Job](ctx, "jobs") }
 
 func jobOf(ctx context.Context, id *string) (Job, error) {
 	if id == nil {
 		return Job{}, state.ErrNotFound
 	}
-	return jobs(ctx).Get(ctx, *id)
+	return records(ctx).Get(ctx, *id)
 }
 
 func notFound(id *string) contract.ResultError {
@@ -109,7 +113,7 @@ func deref(p *string) string {
 // failed answers an error about a job: a business error when the job does not exist, an
 // internal error (the store is down...) otherwise.
 func failed(id *string, err error) (*contract.ActionResult, error) {
-	if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrInvalid) {
+	if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrInvalid) || errors.Is(err, jobs.ErrNoJob) {
 		e := notFound(id)
 		return contract.Fail(e.Code, e.Message), nil
 	}
@@ -159,15 +163,27 @@ func testRun(_ context.Context, req *contract.ActionRequest) (*contract.ActionRe
 	}
 	n := 3 * rate(s.Mode)
 	return &contract.ActionResult{Status: contract.StatusOK,
-		Effects: []contract.Effect{{Type: "job.tested", Items: find(s, 3), Message: "3 sample leads"}},
+		Effects: []contract.Effect{{Type: "job.tested", Items: score(find(s, 3)), Message: "3 sample leads"}},
 		DryRun:  &contract.DryRunOutcome{Deletable: true, CostIncurred: &contract.CostEstimate{Status: contract.CostEstimated, Unit: "credits", Min: &n, Max: &n, Basis: "3 sample leads"}},
 	}, nil
 }
 
-// start runs the research and parks the report for review. The job record is written with Upsert
-// so a run that starts again (its first process died: see docs/state.md) converges on it. A
-// governed job (Studio sent a rule_snapshot) imports under rule checkpoints (governed.go).
-func (gv governance) start(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+// Run is the input of the lead search (the background work); Review the review step's answer.
+type Run struct {
+	JobID    string `json:"job_id"`
+	Setup    Setup  `json:"setup"`
+	Governed bool   `json:"governed,omitempty"` // job.start carried Studio's rule_snapshot (governed.go)
+}
+
+type Review struct {
+	Report   string `json:"report"`
+	Approved bool   `json:"approved"`
+	Comment  string `json:"comment,omitempty"`
+}
+
+// start starts the lead search in the background: the answer shows the job active at once, and
+// job.sync follows its steps. A governed job imports under rule checkpoints (governed.go).
+func (a *leadAgent) start(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
 	var s Setup
 	if err := req.DecodeInput(&s); err != nil {
 		return nil, err
@@ -179,117 +195,123 @@ func (gv governance) start(ctx context.Context, req *contract.ActionRequest) (*c
 	if refused != nil || err != nil {
 		return refused, err
 	}
-	leads := find(s, s.Leads)
-	job := Job{ID: *req.JobID, MissionID: req.MissionID, Status: contract.StateAwaiting, Setup: s, Leads: leads,
-		Credits: float64(len(leads)) * rate(s.Mode), Report: report(s, leads), Governed: gate != nil}
-	if !s.RequireReview && !job.Governed {
-		job.Status, job.Review = contract.StateCompleted, "approved"
-		if err := importLeads(ctx, job); err != nil {
-			return nil, err
-		}
-	}
-	if !s.RequireReview && job.Governed {
-		job.Status, job.Review = contract.StateActive, "approved" // the guarded import completes it
-	}
-	if _, err := jobs(ctx).Upsert(ctx, job.ID, func(j *Job) error { *j = job; return nil }); err != nil {
-		return nil, err
-	}
-	var imp *checkpoint.Outcome[ImportResult]
-	if !s.RequireReview && job.Governed {
-		if imp, err = gv.importLeadsOf(ctx, job); err != nil {
-			return nil, err
-		}
-		if job, err = jobs(ctx).Get(ctx, job.ID); err != nil {
-			return nil, err
-		}
-	}
-	snap := job.snapshot(imp)
-	return contract.OK(contract.Effect{Type: contract.EffectJobStarted, JobID: job.ID, Status: snap.Job.Status,
-		Message: fmt.Sprintf("Found %d leads", len(leads))}).WithJobState(snap), nil
+	return a.work.Started(ctx, req, Run{JobID: *req.JobID, Setup: s, Governed: gate != nil})
 }
 
-func importLeads(ctx context.Context, job Job) error {
-	for _, l := range job.Leads {
-		if _, err := state.Of[Contact](ctx, Contacts).Upsert(ctx, l.Email, func(c *Contact) error { *c = Contact{Lead: l, JobID: job.ID}; return nil }); err != nil {
+// Where the steps show in job_state: research in the work lane, the report in the deliverable one.
+var (
+	research = jobs.InCase("research", "work", "Research")
+	delivery = jobs.InCase("report", "deliverable", "Report")
+)
+
+// search is the lead search, in steps whose results svz keeps in the store: a delivery that a
+// crash or a deploy cut short continues at the first unfinished step, on any instance.
+func (a *leadAgent) search(ctx context.Context, r Run) error {
+	s, id := r.Setup, r.JobID
+	found, err := jobs.Step(ctx, "find", func(ctx context.Context) ([]Lead, error) { return a.lookUp(ctx, s) },
+		research, jobs.Title(fmt.Sprintf("Find %d leads", s.Leads)), jobs.Outputs(artifacts(id, s.Leads)[0]))
+	if err != nil {
+		return err
+	}
+	leads, err := jobs.Step(ctx, "score", func(context.Context) ([]Lead, error) { return score(found), nil }, research, jobs.Title("Score the leads"))
+	if err != nil {
+		return err
+	}
+	job := Job{ID: id, Setup: s, Leads: leads, Credits: float64(len(leads)) * rate(s.Mode), Report: report(s, leads)}
+	if _, err = jobs.Step(ctx, "report", func(ctx context.Context) (float64, error) {
+		_, err := records(ctx).Upsert(ctx, id, func(j *Job) error { *j = job; return nil })
+		return job.Credits, err
+	}, delivery, jobs.Title("Write the report")); err != nil {
+		return err
+	}
+	if s.RequireReview {
+		ans, err := jobs.Await[Review](ctx, "review", contract.Awaiting{Fields: reviewFields()}, delivery, jobs.Title("Review the report"), jobs.Outputs(artifacts(id, s.Leads)[1]))
+		if err != nil {
+			return err
+		}
+		if job, err = jobs.Step(ctx, "decide", func(ctx context.Context) (Job, error) {
+			return records(ctx).Update(ctx, id, func(j *Job) error {
+				j.Report, j.Comment, j.Review = ans.Report, ans.Comment, verdict[ans.Approved]
+				return nil
+			})
+		}, delivery, jobs.Title("Apply the review")); err != nil || job.Review != "approved" {
 			return err
 		}
 	}
-	return nil
+	if r.Governed {
+		return a.governedImport(ctx, job)
+	}
+	_, err = jobs.Step(ctx, "import", func(ctx context.Context) (ImportResult, error) { return importLeads(ctx, job) }, delivery, jobs.Title(importTitle))
+	return err
 }
 
-// sync rebuilds the job's snapshot from the store: the same state gives the same projection.
-func (gv governance) sync(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	job, err := jobOf(ctx, req.JobID)
-	if err != nil {
-		return failed(req.JobID, err)
+const importTitle = "Import the leads into contacts"
+
+var verdict = map[bool]string{true: "approved", false: "rejected"}
+
+// lookUp is the demo directory's search: batches of ten leads, each taking the agent's find
+// delay (LEADGEN_FIND_DELAY), so that a job visibly runs a while.
+func (a *leadAgent) lookUp(ctx context.Context, s Setup) ([]Lead, error) {
+	for done := 0; done < s.Leads; done += 10 {
+		_ = jobs.Progress(ctx, "research", done, s.Leads)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(a.findDelay):
+		}
 	}
-	imp, err := gv.importState(ctx, job)
-	if err != nil {
-		return nil, err
-	}
-	snap := job.snapshot(imp)
-	return contract.OK(contract.Effect{Type: contract.EffectJobSynced, JobID: job.ID, Status: snap.Job.Status}).WithJobState(snap), nil
+	_ = jobs.Progress(ctx, "research", s.Leads, s.Leads)
+	return find(s, s.Leads), nil
 }
 
-// submitReview records the review; an approval imports the leads (under rule checkpoints for a
-// governed job: submitting the approval again continues an import that could not finish).
-func (gv governance) submitReview(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	var in struct {
-		Report   string `json:"report"`
-		Approved bool   `json:"approved"`
-		Comment  string `json:"comment"`
+// view adds the lead run's label and cost to the job state svz projects from the task.
+func view(js *contract.JobState, r jobs.Results) {
+	js.Job.Display = &contract.JobDisplay{EntityLabel: "Lead run", StateLabel: js.Job.Status}
+	var credits float64
+	r.Decode("report", &credits)
+	if js.Job.Extra == nil {
+		js.Job.Extra = contract.Extra{}
 	}
+	js.Job.Extra["information"] = []byte(fmt.Sprintf(`{"cost":{"total_cost":%g}}`, credits))
+}
+
+func importLeads(ctx context.Context, job Job) (ImportResult, error) {
+	for _, l := range job.Leads {
+		if _, err := state.Of[Contact](ctx, Contacts).Upsert(ctx, l.Email, func(c *Contact) error { *c = Contact{Lead: l, JobID: job.ID}; return nil }); err != nil {
+			return ImportResult{}, err
+		}
+	}
+	return ImportResult{Imported: len(job.Leads)}, nil
+}
+
+// submitReview hands the checked review to the waiting job (which applies it, then imports on
+// approval). Only the review step takes an answer here: a governed import waits for Studio's
+// rule.checkpoint.resume, never for this action.
+func submitReview(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+	var in Review
 	if err := req.DecodeValid(&in, reviewFields()); err != nil {
 		return contract.Refused(err)
 	}
-	job, err := jobs(ctx).Update(ctx, deref(req.JobID), func(j *Job) error {
-		if j.Governed && j.Status == contract.StateActive && j.Review == "approved" && in.Approved {
-			return nil // the approval again: the guarded import goes on below
-		}
-		if j.Status != contract.StateAwaiting {
-			return errAnswered
-		}
-		j.Report, j.Comment, j.Status, j.Review = in.Report, in.Comment, contract.StateCompleted, "rejected"
-		if in.Approved {
-			j.Review = "approved"
-			if j.Governed {
-				j.Status = contract.StateActive // the guarded import completes it
-			}
-		}
-		return nil
-	})
-	switch {
-	case errors.Is(err, errAnswered):
+	answer := *req
+	answer.StepID, answer.Input = ptr(deref(req.JobID)+"-review"), must(json.Marshal(in))
+	js, err := jobs.Answer(ctx, &answer)
+	if errors.Is(err, jobs.ErrNotAwaiting) {
 		return contract.Refuse(contract.ResultError{Code: contract.InputInvalid, Message: "This review was already submitted"}), nil
-	case err != nil:
+	} else if err != nil {
 		return failed(req.JobID, err)
 	}
-	var imp *checkpoint.Outcome[ImportResult]
-	if in.Approved {
-		if imp, err = gv.importLeadsOf(ctx, job); err != nil {
-			return nil, err
-		}
-		if job, err = jobs(ctx).Get(ctx, job.ID); err != nil {
-			return nil, err
-		}
-	}
-	return contract.OK(contract.Effect{Type: contract.EffectStepAwaitingSubmitted, JobID: job.ID, CaseID: job.ID + "-report",
-		StepID: job.ID + "-review", Status: contract.StateCompleted, Message: "Review " + job.Review}).WithJobState(job.snapshot(imp)), nil
+	return contract.OK(contract.Effect{Type: contract.EffectStepAwaitingSubmitted, JobID: js.Job.ID, CaseID: js.Job.ID + "-report",
+		StepID: *answer.StepID, Status: js.Job.Status, Message: "Review " + verdict[in.Approved]}).WithJobState(js), nil
 }
 
-var errAnswered = errors.New("already answered")
+func must(b []byte, _ error) json.RawMessage { return b }
 
-func stop(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	job, err := jobs(ctx).Update(ctx, deref(req.JobID), func(j *Job) error {
-		if j.Status == contract.StateAwaiting {
-			j.Status = contract.StateCancelled
-		}
-		return nil
-	})
-	if err != nil {
-		return failed(req.JobID, err)
+// statusOf is the job's status in its state ("" when it has none).
+func statusOf(ctx context.Context, id string) (status string) {
+	if js, err := jobs.State(ctx, id); err == nil {
+		status = js.Job.Status
 	}
-	return contract.OK(contract.Effect{Type: contract.EffectJobStopped, JobID: job.ID, Status: job.Status}).WithJobState(job.snapshot(nil)), nil
+	return status
 }
 
 func getArtifact(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
@@ -300,7 +322,7 @@ func getArtifact(ctx context.Context, req *contract.ActionRequest) (*contract.Ac
 		return nil, err
 	}
 	id, _ := strings.CutPrefix(in.ArtifactID, "report:")
-	job, err := jobs(ctx).Get(ctx, id)
+	job, err := records(ctx).Get(ctx, id)
 	if err != nil {
 		return failed(&id, err)
 	}
@@ -317,57 +339,18 @@ func queryRuns(ctx context.Context, _ *contract.ActionRequest) (*contract.Action
 		Credits float64 `json:"credits"`
 	}
 	var rows []row
-	for r, err := range jobs(ctx).All(ctx, "") {
+	for r, err := range records(ctx).All(ctx, "") {
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, row{r.ID, r.Value.Status, len(r.Value.Leads), r.Value.Credits})
+		rows = append(rows, row{r.ID, statusOf(ctx, r.ID), len(r.Value.Leads), r.Value.Credits})
 	}
 	return contract.OK(contract.Effect{Type: contract.EffectDatasetQueried, Dataset: Runs, Count: ptr(len(rows)), Rows: rows}), nil
 }
 
-// snapshot is the job's state as Studio shows it: the research case in the work lane, the report
-// case in the deliverable lane, whose review step awaits the operator. A governed job's import
-// (imp, when it started) is a step of the report case, and its status is the job's: awaiting
-// while a rule checkpoint is paused, failed when one stopped it.
-func (j Job) snapshot(imp *checkpoint.Outcome[ImportResult]) *contract.JobState {
-	review := contract.Step{ID: j.ID + "-review", Activity: contract.ActivityOperation, Status: j.Status, Title: "Review the report"}
-	if j.Review != "" {
-		review.Status = contract.StateCompleted
-	}
-	status := j.Status
-	if imp != nil {
-		status = imp.StepStatus()
-	}
-	if j.Status == contract.StateAwaiting {
-		review.Awaiting = &contract.Awaiting{Reason: contract.AwaitingHumanInput, Surface: contract.SurfaceStepAwaiting,
-			Action: contract.StepAwaitingSubmitAction, Fields: reviewFields()}
-	}
-	if j.Review != "" {
-		review.Outputs = j.artifacts()[1:]
-	}
-	steps := []contract.Step{review}
-	if imp != nil {
-		steps = append(steps, contract.Step{ID: importOccurrence(j.ID).StepID, Activity: contract.ActivityOperation, Status: status,
-			Title: "Import the leads into contacts"})
-	}
-	return &contract.JobState{
-		Job: contract.Job{ID: j.ID, AgentSlug: Slug, MissionID: j.MissionID, Status: status,
-			Source:  contract.JobSource{Type: contract.SourceFreshStart},
-			Display: &contract.JobDisplay{EntityLabel: "Lead run", StateLabel: status},
-			Extra:   contract.Extra{"information": []byte(fmt.Sprintf(`{"cost":{"total_cost":%g}}`, j.Credits))}},
-		Cases: []contract.Case{
-			{ID: j.ID + "-research", Lane: "work", Title: "Research", Status: contract.StateCompleted, Steps: []contract.Step{{
-				ID: j.ID + "-find", Activity: contract.ActivityOperation, Status: contract.StateCompleted, Title: fmt.Sprintf("Find %d leads", j.Setup.Leads),
-				Outputs: j.artifacts()[:1]}}},
-			{ID: j.ID + "-report", Lane: "deliverable", Title: "Report", Status: status, Steps: steps},
-		},
-	}
-}
-
-func (j Job) artifacts() []contract.ArtifactRef {
+func artifacts(id string, n int) []contract.ArtifactRef {
 	return []contract.ArtifactRef{
-		{ID: "leads:" + j.ID, Type: "lead_list", Title: fmt.Sprintf("%d leads", len(j.Leads))},
-		{ID: "report:" + j.ID, Type: "report", Title: "Lead report", MediaType: "text/markdown"},
+		{ID: "leads:" + id, Type: "lead_list", Title: fmt.Sprintf("%d leads", n)},
+		{ID: "report:" + id, Type: "report", Title: "Lead report", MediaType: "text/markdown"},
 	}
 }

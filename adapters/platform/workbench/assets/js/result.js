@@ -77,7 +77,7 @@ function statusKind(s) {
 
 // jobState is the snapshot as a tree: the job, its cases, their steps, each step's awaiting
 // object (with a link to load its surface) and outputs.
-function jobState(s, ctx) {
+export function jobState(s, ctx) {
   const job = s.job || {};
   const cases = Array.isArray(s.cases) ? s.cases : [];
   return h('div', {class: 'job-state', id: 'job-state'},
@@ -86,7 +86,7 @@ function jobState(s, ctx) {
         (job.source ? ' · source ' + text(job.source.type, '?') : ''))),
     job.display ? tree(job.display) : null,
     job.information ? h('details', {}, h('summary', {}, 'information'), tree(job.information)) : null,
-    cases.length ? h('ul', {class: 'cases'}, cases.map((c) => h('li', {class: 'case'},
+    cases.length ? h('ul', {class: 'cases'}, cases.map((c) => h('li', {class: 'case', 'data-case': text(c.id, '')},
       'Case ', h('code', {}, text(c.id, '?')), ' ', badge(statusKind(c.status), text(c.status, '—')),
       ' ', text(c.title), h('span', {class: 'hint'}, ' lane ' + text(c.lane, 'work')),
       c.metadata && Object.keys(c.metadata).length ? h('details', {}, h('summary', {}, 'metadata'), tree(c.metadata)) : null,
@@ -95,7 +95,7 @@ function jobState(s, ctx) {
 
 function step(st, c, job, ctx) {
   const a = st.awaiting;
-  return h('li', {class: 'step'},
+  return h('li', {class: 'step', 'data-step': text(st.id, ''), 'data-status': text(st.status, '')},
     'Step ', h('code', {}, text(st.id, '?')), ' ', badge(statusKind(st.status), text(st.status, '?')),
     ' ', text(st.title), h('span', {class: 'hint'}, ' ' + text(st.activity, '')),
     a ? h('div', {class: 'awaiting'},

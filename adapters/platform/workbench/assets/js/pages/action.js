@@ -6,6 +6,7 @@ import {h, clear, params, pretty, link, flag} from '../dom.js';
 import {baseRequest, newID} from '../client.js';
 import {actions, surfaces} from '../agents.js';
 import {renderAnswer} from '../result.js';
+import {followJob} from '../follow.js';
 import {agentPicker, idInputs, parseInput} from './common.js';
 
 export async function actionPage(root, app) {
@@ -118,6 +119,7 @@ export async function actionPage(root, app) {
     try {
       const answer = await app.client.rpc('supervaizer/action.invoke', req);
       clear(out, h('h3', {}, 'Answer of ', h('code', {}, action), dryRun.checked ? ' (dry run)' : ''), renderAnswer(answer, {agent: a.slug}));
+      followJob(app, out, answer, req);
     } finally {
       invoke.disabled = false;
     }

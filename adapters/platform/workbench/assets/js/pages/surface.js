@@ -8,6 +8,7 @@ import {surfaces} from '../agents.js';
 import {renderDocument} from '../document.js';
 import {fieldErrors} from '../form.js';
 import {renderAnswer, errorList} from '../result.js';
+import {followJob} from '../follow.js';
 import {agentPicker, idInputs, parseInput, documentIDs} from './common.js';
 
 export async function surfacePage(root, app) {
@@ -128,6 +129,7 @@ export async function surfacePage(root, app) {
       clear(answerBox, h('h3', {}, 'Answer of ', h('code', {}, action)),
         h('p', {}, h('a', {href: link('action', {agent: agent.slug, action, surface, from: 'surface'})}, 'Edit this call in the Action page')),
         renderAnswer(answer, {agent: agent.slug}));
+      followJob(app, answerBox, answer, req);
     } finally {
       button.disabled = false;
     }
