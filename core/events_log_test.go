@@ -133,27 +133,35 @@ func TestEffectStreamBadLastEventID(t *testing.T) {
 }
 
 // TestEffectStreamLimit: an instance serves at most MaxEventStreams streams; the next gets 503
-// with Retry-After, and a freed place is served again.
+// with Retry-After, and a freed place is served again. A stream let in over the limit fails the
+// test as soon as its status arrives, never waiting on its endless body.
 func TestEffectStreamLimit(t *testing.T) {
 	c := effectController(t, core.Config{MaxEventStreams: 1})
 	srv := httptest.NewServer(c)
 	defer srv.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	first := openStream(t, ctx, srv.URL, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	firstCtx, leave := context.WithCancel(ctx)
+	defer leave()
+	first := openStream(t, firstCtx, srv.URL, nil)
 	readEvent(t, first)
-	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/a2a/events", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/a2a/events", nil)
 	req.Header.Set("X-API-Key", testKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		resp.Body.Close()
+		t.Fatalf("a second stream over a limit of 1: %d %v, want 503", resp.StatusCode, resp.Header)
+	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "5" ||
+	if resp.Header.Get("Retry-After") != "5" ||
 		string(body) != `{"detail":"This instance serves 1 event streams, its limit (SUPERVAIZER_EVENT_STREAMS_MAX): retry later"}` {
 		t.Fatalf("a second stream: %d %v %s", resp.StatusCode, resp.Header, body)
 	}
-	cancel() // the first client leaves; its place frees once the server notices
+	leave() // the first client leaves; its place frees once the server notices
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if status, _, _ := pollEvents(t, c, ""); status == http.StatusOK {
 			break
@@ -161,6 +169,89 @@ func TestEffectStreamLimit(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the place of a closed stream was not freed")
 		}
+	}
+	// The limit counts streams, not requests served: with the place free, one stream is let in
+	// and the next is refused again.
+	again := openStream(t, ctx, srv.URL, nil)
+	readEvent(t, again)
+	if status, _, _ := pollEvents(t, c, ""); status != http.StatusServiceUnavailable {
+		t.Fatalf("a poll while the place is taken again: %d, want 503", status)
+	}
+}
+
+// gatedLog is a memory store whose WaitLog waits for the test: the follower of a stream reads
+// the log only when the test lets it (each WaitLog call is announced on waiting, and returns
+// when the test sends on release).
+type gatedLog struct {
+	*memory.Store
+	waiting chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedLog) WaitLog(ctx context.Context, name string, after uint64) error {
+	select {
+	case g.waiting <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.Store.WaitLog(ctx, name, after)
+}
+
+// TestEffectStreamBurstPastRetention: a burst of more events than the log keeps lands between
+// two reads of the instance's follower; a live stream is told its events were lost (it cannot
+// vouch for the ones the retention dropped), then gets the events kept, in order, then live ones.
+func TestEffectStreamBurstPastRetention(t *testing.T) {
+	st := &gatedLog{Store: memory.New(), waiting: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(func() { _ = st.Close() })
+	c := effectController(t, core.Config{Store: st, EventRetentionCount: 2, HeartbeatInterval: time.Hour})
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	invokeN(t, c, 1, "before") // position 1: the stream starts in the log's epoch
+	r := openStream(t, ctx, srv.URL, nil)
+	connected := readEvent(t, r)
+	epoch, _, _ := strings.Cut(connected.id, "-")
+	if connected.event != "supervaizer.connected" || epoch == "0" || connected.id != epoch+"-1" {
+		t.Fatalf("connected %+v", connected)
+	}
+	select { // the follower has its position and waits on the log
+	case <-st.waiting:
+	case <-ctx.Done():
+		t.Fatal("the follower never waited on the log")
+	}
+	invokeN(t, c, 5, "burst") // positions 2 to 6; the log keeps 5 and 6
+	select {
+	case st.release <- struct{}{}:
+	case <-ctx.Done():
+		t.Fatal("the follower stopped waiting")
+	}
+	want := []sse{
+		{id: epoch + "-4", event: "supervaizer.events_lost",
+			data: `{"status":"events_lost","reason":"expired","last_event_id":"` + epoch + `-1","resumed_after":"` + epoch + `-4"}`},
+		{id: epoch + "-5", event: "supervaizer.effect", data: `{"agent_slug":"s","action":"job.start","request_id":"burst-3","effects":[{"type":"job.started","job_id":"job-123"}]}`},
+		{id: epoch + "-6", event: "supervaizer.effect", data: `{"agent_slug":"s","action":"job.start","request_id":"burst-4","effects":[{"type":"job.started","job_id":"job-123"}]}`},
+	}
+	for i, w := range want {
+		if ev := readEvent(t, r); ev != w {
+			t.Fatalf("event %d after the burst: %+v\nwant %+v", i, ev, w)
+		}
+	}
+	// The stream goes on live.
+	select {
+	case <-st.waiting:
+	case <-ctx.Done():
+		t.Fatal("the follower never waited on the log again")
+	}
+	invokeN(t, c, 1, "live")
+	st.release <- struct{}{}
+	if ev := readEvent(t, r); ev.id != epoch+"-7" || !strings.Contains(ev.data, `"request_id":"live-0"`) {
+		t.Fatalf("the live event after the burst: %+v", ev)
 	}
 }
 
