@@ -744,6 +744,9 @@ func (a *fixedAuthorizer) Authorize(_ context.Context, call grant.Call) (*contra
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.calls = append(a.calls, call)
+	if a.vctx.WorkspaceID == "" {
+		return nil, nil // a broken authorizer: neither a context nor an error
+	}
 	v := a.vctx
 	return &v, nil
 }
@@ -820,5 +823,20 @@ func TestDataContextIsTheVerifiedWorkspace(t *testing.T) {
 	claimed := state.NewContext(ctx, st, "s", "workspace-1")
 	if _, err := state.Of[note](claimed, "notes").Get(claimed, "n1"); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("the claimed workspace holds the record: %v", err)
+	}
+}
+
+// TestDataAuthorizerWithoutAnswer: an authorizer that returns neither a context nor an error is
+// a failure (500, nothing leaked), never a call let through.
+func TestDataAuthorizerWithoutAnswer(t *testing.T) {
+	rec := &recorder{}
+	h := dataControllerWith(t, &fixedAuthorizer{}, map[string]string{"s": studioAgent}, slog.New(slog.DiscardHandler), rec)
+	for _, q := range []dreq{{"GET", dataPath + "notes/", nil, ""}, {"POST", dataPath + "notes/", nil, `{"text":"hi"}`}, {"DELETE", dataPath + "notes/n1", nil, ""}} {
+		if resp := q.do(t, h, "any"); resp.Code != 500 || resp.Body.String() != `{"detail":"Internal Server Error"}` {
+			t.Errorf("%s %s: %d %s", q.method, q.path, resp.Code, resp.Body)
+		}
+	}
+	if calls, _, _ := rec.snapshot(); len(calls) != 0 {
+		t.Errorf("callbacks ran: %q", calls)
 	}
 }

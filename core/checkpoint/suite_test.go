@@ -263,6 +263,11 @@ func testResumeRefusals(t *testing.T, s store.Store) {
 			r.CaseID = nil
 			return r
 		}, nil, "missing case_id (the request's)"},
+		{"a phase that is neither", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			r.Input = edit(func(m map[string]any) { m["phase"] = "during" })
+			return r
+		}, nil, "input.phase must be before or after"},
 		{"a status that is no decision", func() *contract.ActionRequest {
 			r := j.resumeRequest(t, "before", "allow")
 			r.Input = edit(func(m map[string]any) { m["status"] = 1 })
@@ -892,6 +897,16 @@ func testSealed(t *testing.T, s store.Store) {
 	_, err = checkpoint.JobGate(i.ctx(), j2.occ.JobID)
 	if !errors.Is(err, checkpoint.ErrTokenUnreadable) {
 		t.Errorf("a token copied from another job's record: %v; want ErrTokenUnreadable", err)
+	}
+	// A sealed token too short to hold a nonce and a tag is unreadable, not a crash.
+	rec2["sealed_token"] = []byte("abcd")
+	short, _ := json.Marshal(rec2)
+	second = gateRecordOf(t, s, j2.occ.JobID)
+	if _, err := s.Update(context.Background(), second.Key, second.Version, short, store.Never); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoint.JobGate(i.ctx(), j2.occ.JobID); !errors.Is(err, checkpoint.ErrTokenUnreadable) {
+		t.Errorf("a truncated sealed token: %v; want ErrTokenUnreadable", err)
 	}
 	if g, gerr := checkpoint.JobGate(i.ctx(), j.occ.JobID); gerr != nil || g.JobID() != j.occ.JobID {
 		t.Errorf("the original record: %v, %v", g, gerr)

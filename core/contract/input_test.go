@@ -202,6 +202,8 @@ func TestValidateInput(t *testing.T) {
 
 		// file
 		{name: "file studio", fields: []contract.FieldDefinition{reportFile}, input: `{"report":` + studioFile + `}`, want: `{"report":` + studioFile + `}`},
+		{name: "file of exactly max_bytes", fields: []contract.FieldDefinition{reportFile}, input: `{"report":` + strings.Replace(studioFile, `"size":10`, `"size":100`, 1) + `}`,
+			want: `{"report":` + strings.Replace(studioFile, `"size":10`, `"size":100`, 1) + `}`},
 		{name: "file too large", fields: []contract.FieldDefinition{reportFile}, input: `{"report":` + strings.Replace(studioFile, `"size":10`, `"size":101`, 1) + `}`,
 			errs: []fieldErr{e(contract.InputFile, "report", "File is 101 bytes, larger than the 100 bytes this field accepts")}},
 		{name: "file type not accepted", fields: []contract.FieldDefinition{reportFile}, input: `{"report":` + strings.NewReplacer(`r.md`, `r.pdf`, `text/markdown`, `application/pdf`).Replace(studioFile) + `}`,
@@ -391,6 +393,8 @@ func TestValidateInputBoundaries(t *testing.T) {
 		{"max_length in characters", field("v", "text", rules(contract.FieldValidation{MaxLength: ptr(2)})), `"éé"`, `"abc"`, contract.InputMaxLength, "String should have at most 2 characters", ""},
 		{"max_length 1 singular", field("v", "string", rules(contract.FieldValidation{MaxLength: ptr(1)})), `"€"`, `"ab"`, contract.InputMaxLength, "String should have at most 1 character", ""},
 		{"max_length 0", field("v", "string", rules(contract.FieldValidation{MaxLength: ptr(0)})), `""`, `"a"`, contract.InputMaxLength, "String should have at most 0 characters", ""},
+		{"integer range", field("v", "integer"), `9223372036854775807`, `9223372036854775808`, contract.InputType, "Input should be a valid integer", ""},
+		{"integer range, negative", field("v", "integer"), `-9223372036854775808`, `-1e19`, contract.InputType, "Input should be a valid integer", ""},
 		{"multi_select min_items", field("v", "multi_select", abc, rules(contract.FieldValidation{MinItems: ptr(2)})), `["a","b"]`, `["a"]`, contract.InputMinItems, "List should have at least 2 items after validation, not 1", ""},
 		{"multi_select max_items", field("v", "multi_select", abc, rules(contract.FieldValidation{MaxItems: ptr(3)})), `["a","b","c"]`, `["a","b","c","d"]`, contract.InputMaxItems, "List should have at most 3 items after validation, not 4", ""},
 		{"list min_items", list(contract.FieldValidation{MinItems: ptr(2)}), row(2), row(1), contract.InputMinItems, "List should have at least 2 items after validation, not 1", ""},

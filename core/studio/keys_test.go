@@ -245,19 +245,25 @@ func TestDecryptPadding(t *testing.T) {
 	}
 	block1 := []byte("0123456789abcdef")
 	for _, tc := range []struct {
-		name string
-		last []byte // the last block, after block1
+		name  string
+		last  []byte // the last block, after block1
+		first []byte // block1 when nil
 	}{
-		{"a middle padding byte corrupt", append([]byte("secret-value"), 4, 4, 3, 4)},
-		{"the first padding byte corrupt", append([]byte("secret-value-"), 2, 3, 3)},
-		{"a whole block of padding, its first byte corrupt", append([]byte{15}, bytes.Repeat([]byte{16}, 15)...)},
-		{"pad length 0", append([]byte("secret-value-12"), 0)},
-		{"pad length over a block", bytes.Repeat([]byte{17}, aes.BlockSize)},
+		{"pad length 17, every byte of it 17", bytes.Repeat([]byte{17}, aes.BlockSize), []byte("0123456789abcde\x11")},
+		{"a middle padding byte corrupt", append([]byte("secret-value"), 4, 4, 3, 4), nil},
+		{"the first padding byte corrupt", append([]byte("secret-value-"), 2, 3, 3), nil},
+		{"a whole block of padding, its first byte corrupt", append([]byte{15}, bytes.Repeat([]byte{16}, 15)...), nil},
+		{"pad length 0", append([]byte("secret-value-12"), 0), nil},
+		{"pad length over a block", bytes.Repeat([]byte{17}, aes.BlockSize), nil},
 	} {
 		if len(tc.last) != aes.BlockSize {
 			t.Fatalf("%s: the test's block is %d bytes", tc.name, len(tc.last))
 		}
-		got, err := studio.Decrypt(key, sealRaw(t, &key.PublicKey, append(append([]byte(nil), block1...), tc.last...)))
+		first := block1
+		if tc.first != nil {
+			first = tc.first
+		}
+		got, err := studio.Decrypt(key, sealRaw(t, &key.PublicKey, append(append([]byte(nil), first...), tc.last...)))
 		if !errors.Is(err, studio.ErrBadPadding) || got != "" {
 			t.Errorf("%s: %q, %v; want ErrBadPadding", tc.name, got, err)
 		}
