@@ -21,6 +21,7 @@ import (
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/grant/granttest"
+	"github.com/supervaize/svz/core/state"
 	"github.com/supervaize/svz/core/store/memory"
 )
 
@@ -728,5 +729,114 @@ func TestDataListPage(t *testing.T) {
 		if got != want {
 			t.Errorf("%q: page %+v, want %+v", query, got, want)
 		}
+	}
+}
+
+// fixedAuthorizer verifies every call as the workspace it names, whatever the request's headers
+// say (a custom authorizer), and records the calls it got.
+type fixedAuthorizer struct {
+	mu    sync.Mutex
+	vctx  contract.VerifiedWorkspaceContext
+	calls []grant.Call
+}
+
+func (a *fixedAuthorizer) Authorize(_ context.Context, call grant.Call) (*contract.VerifiedWorkspaceContext, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls = append(a.calls, call)
+	if a.vctx.WorkspaceID == "" {
+		return nil, nil // a broken authorizer: neither a context nor an error
+	}
+	v := a.vctx
+	return &v, nil
+}
+
+// TestDataContextIsTheVerifiedWorkspace: a callback's DataContext and its package state scope
+// are the workspace the authorizer verified, never the one the request's headers claim.
+func TestDataContextIsTheVerifiedWorkspace(t *testing.T) {
+	slug := "verified-slug"
+	authz := &fixedAuthorizer{vctx: contract.VerifiedWorkspaceContext{GrantID: "grant-v", WorkspaceID: "ws-verified", WorkspaceSlug: &slug,
+		AgentID: studioAgent, AgentSlug: "s", ServerID: "SRV", Scopes: []string{"resource.notes.list", "resource.notes.create"}}}
+	var mu sync.Mutex
+	var seen []*core.DataContext
+	a := newAgent(t, handlers{})
+	a.AddDataResource(core.DataResource[note]{
+		Name:   "notes",
+		Fields: []contract.DataResourceField{{Name: "text", FieldType: contract.DataFieldText, Required: true}},
+		List: func(ctx context.Context, dc *core.DataContext) ([]note, error) {
+			mu.Lock()
+			seen = append(seen, dc)
+			mu.Unlock()
+			var out []note
+			for r, err := range state.Of[note](ctx, "notes").All(ctx, "") {
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, r.Value)
+			}
+			return out, nil
+		},
+		Create: func(ctx context.Context, dc *core.DataContext, n note) (note, error) {
+			mu.Lock()
+			seen = append(seen, dc)
+			mu.Unlock()
+			n.ID = "n1"
+			return n, state.Of[note](ctx, "notes").Create(ctx, n.ID, n)
+		},
+	})
+	st := memory.New()
+	c, err := core.New(core.Config{APIKey: testKey, ServerID: "SRV", Authorizer: authz, StudioAgentIDs: map[string]string{"s": studioAgent},
+		Logger: slog.New(slog.DiscardHandler), Store: st}, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(); _ = st.Close() })
+
+	resp := dreq{"POST", dataPath + "notes/", nil, `{"text":"hi"}`}.do(t, c, "any")
+	if resp.Code != 201 || resp.Body.String() != `{"id":"n1","text":"hi"}` {
+		t.Fatalf("create: %d %s", resp.Code, resp.Body)
+	}
+	resp = dreq{"GET", dataPath + "notes/", map[string]string{core.HeaderWorkspaceID: "ws-verified"}, ""}.do(t, c, "any")
+	if resp.Code != 200 || !strings.Contains(resp.Body.String(), `"id":"n1"`) {
+		t.Fatalf("list from the verified workspace: %d %s", resp.Code, resp.Body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 {
+		t.Fatalf("%d callbacks ran, want 2", len(seen))
+	}
+	for i, dc := range seen {
+		if dc.WorkspaceID != "ws-verified" || dc.WorkspaceSlug == nil || *dc.WorkspaceSlug != slug || dc.Authorization == nil ||
+			dc.Authorization.GrantID != "grant-v" || dc.Authorization.WorkspaceID != "ws-verified" {
+			t.Errorf("callback %d got workspace %q (slug %v, authorization %+v); want the verified ws-verified", i, dc.WorkspaceID, dc.WorkspaceSlug, dc.Authorization)
+		}
+	}
+	// The authorizer was asked about the workspace the headers claim; the record is the verified
+	// workspace's, not the claimed one's.
+	if len(authz.calls) != 2 || authz.calls[0].Workspace.ID != "workspace-1" || authz.calls[0].Target != "resource.notes.create" {
+		t.Errorf("authorizer calls %+v", authz.calls)
+	}
+	ctx := context.Background()
+	if _, err := state.Of[note](state.NewContext(ctx, st, "s", "ws-verified"), "notes").Get(state.NewContext(ctx, st, "s", "ws-verified"), "n1"); err != nil {
+		t.Errorf("the verified workspace's record: %v", err)
+	}
+	claimed := state.NewContext(ctx, st, "s", "workspace-1")
+	if _, err := state.Of[note](claimed, "notes").Get(claimed, "n1"); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("the claimed workspace holds the record: %v", err)
+	}
+}
+
+// TestDataAuthorizerWithoutAnswer: an authorizer that returns neither a context nor an error is
+// a failure (500, nothing leaked), never a call let through.
+func TestDataAuthorizerWithoutAnswer(t *testing.T) {
+	rec := &recorder{}
+	h := dataControllerWith(t, &fixedAuthorizer{}, map[string]string{"s": studioAgent}, slog.New(slog.DiscardHandler), rec)
+	for _, q := range []dreq{{"GET", dataPath + "notes/", nil, ""}, {"POST", dataPath + "notes/", nil, `{"text":"hi"}`}, {"DELETE", dataPath + "notes/n1", nil, ""}} {
+		if resp := q.do(t, h, "any"); resp.Code != 500 || resp.Body.String() != `{"detail":"Internal Server Error"}` {
+			t.Errorf("%s %s: %d %s", q.method, q.path, resp.Code, resp.Body)
+		}
+	}
+	if calls, _, _ := rec.snapshot(); len(calls) != 0 {
+		t.Errorf("callbacks ran: %q", calls)
 	}
 }

@@ -134,34 +134,139 @@ func TestEffectStreamBadLastEventID(t *testing.T) {
 }
 
 // TestEffectStreamLimit: an instance serves at most MaxEventStreams streams; the next gets 503
-// with Retry-After, and a freed place is served again.
+// with Retry-After, and a freed place is served again. No step waits on an endless body or a
+// timeout: the first stream is served in the test and ends when its request's context does, and
+// the others are polls (a writer that cannot flush), which end at once even when let in.
 func TestEffectStreamLimit(t *testing.T) {
 	c := effectController(t, core.Config{MaxEventStreams: 1})
+	request := func(ctx context.Context) *http.Request {
+		req := httptest.NewRequest(http.MethodGet, "/a2a/events", nil).WithContext(ctx)
+		req.Header.Set("X-API-Key", testKey)
+		return req
+	}
+	ctx, leave := context.WithCancel(context.Background())
+	defer leave()
+	open := make(chan struct{})
+	close(open) // the writer never blocks
+	first := &blockedWriter{hdr: http.Header{}, release: open, wrote: make(chan struct{}, 1)}
+	served := make(chan struct{})
+	go func() { c.ServeHTTP(first, request(ctx)); close(served) }()
+	select {
+	case <-first.wrote: // connected: the stream holds the place
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first stream never started")
+	}
+	// Refused twice: a refusal frees what it counted.
+	for range 2 {
+		w := &plainWriter{hdr: http.Header{}}
+		c.ServeHTTP(w, request(context.Background()))
+		if w.status != http.StatusServiceUnavailable || w.hdr.Get("Retry-After") != "5" ||
+			w.body.String() != `{"detail":"This instance serves 1 event streams, its limit (SUPERVAIZER_EVENT_STREAMS_MAX): retry later"}` {
+			t.Fatalf("a stream over a limit of 1: %d %v %s", w.status, w.hdr, w.body.String())
+		}
+	}
+	leave() // the first client leaves; its place is free once its handler has returned
+	select {
+	case <-served:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first stream did not end with its request")
+	}
+	for range 2 { // a poll ends at once and frees its place
+		if status, _, evs := pollEvents(t, c, ""); status != http.StatusOK || len(evs) != 1 {
+			t.Fatalf("a poll with the place free: %d %v", status, names(evs))
+		}
+	}
+	// Over HTTP: one stream is let in, the next refused on its status.
 	srv := httptest.NewServer(c)
 	defer srv.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	first := openStream(t, ctx, srv.URL, nil)
-	readEvent(t, first)
-	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/a2a/events", nil)
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	readEvent(t, openStream(t, sctx, srv.URL, nil))
+	req, _ := http.NewRequestWithContext(sctx, http.MethodGet, srv.URL+"/a2a/events", nil)
 	req.Header.Set("X-API-Key", testKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "5" ||
-		string(body) != `{"detail":"This instance serves 1 event streams, its limit (SUPERVAIZER_EVENT_STREAMS_MAX): retry later"}` {
-		t.Fatalf("a second stream: %d %v %s", resp.StatusCode, resp.Header, body)
+	resp.Body.Close() // never read: a stream let in would not end
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a second stream over HTTP: %d, want 503", resp.StatusCode)
 	}
-	cancel() // the first client leaves; its place frees once the server notices
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if status, _, _ := pollEvents(t, c, ""); status == http.StatusOK {
-			break
+}
+
+// gatedLog is a memory store whose WaitLog waits for the test: the follower of a stream reads
+// the log only when the test lets it (each WaitLog call is announced on waiting, and returns
+// when the test sends on release).
+type gatedLog struct {
+	*memory.Store
+	waiting chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedLog) WaitLog(ctx context.Context, name string, after uint64) error {
+	select {
+	case g.waiting <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.Store.WaitLog(ctx, name, after)
+}
+
+// TestEffectStreamBurstPastRetention: a burst of more events than the log keeps lands between
+// two reads of the instance's follower; a live stream is told its events were lost (it cannot
+// vouch for the ones the retention dropped), then gets the events kept, in order, then live ones.
+func TestEffectStreamBurstPastRetention(t *testing.T) {
+	st := &gatedLog{Store: memory.New(), waiting: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(func() { _ = st.Close() })
+	c := effectController(t, core.Config{Store: st, EventRetentionCount: 2, HeartbeatInterval: time.Hour})
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	invokeN(t, c, 1, "before") // position 1: the stream starts in the log's epoch
+	r := openStream(t, ctx, srv.URL, nil)
+	connected := readEvent(t, r)
+	epoch, _, _ := strings.Cut(connected.id, "-")
+	if connected.event != "supervaizer.connected" || epoch == "0" || connected.id != epoch+"-1" {
+		t.Fatalf("connected %+v", connected)
+	}
+	select { // the follower has its position and waits on the log
+	case <-st.waiting:
+	case <-ctx.Done():
+		t.Fatal("the follower never waited on the log")
+	}
+	invokeN(t, c, 5, "burst") // positions 2 to 6; the log keeps 5 and 6
+	select {
+	case st.release <- struct{}{}:
+	case <-ctx.Done():
+		t.Fatal("the follower stopped waiting")
+	}
+	want := []sse{
+		{id: epoch + "-4", event: "supervaizer.events_lost",
+			data: `{"status":"events_lost","reason":"expired","last_event_id":"` + epoch + `-1","resumed_after":"` + epoch + `-4"}`},
+		{id: epoch + "-5", event: "supervaizer.effect", data: `{"agent_slug":"s","action":"job.start","request_id":"burst-3","effects":[{"type":"job.started","job_id":"job-123"}]}`},
+		{id: epoch + "-6", event: "supervaizer.effect", data: `{"agent_slug":"s","action":"job.start","request_id":"burst-4","effects":[{"type":"job.started","job_id":"job-123"}]}`},
+	}
+	for i, w := range want {
+		if ev := readEvent(t, r); ev != w {
+			t.Fatalf("event %d after the burst: %+v\nwant %+v", i, ev, w)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the place of a closed stream was not freed")
-		}
+	}
+	// The stream goes on live.
+	select {
+	case <-st.waiting:
+	case <-ctx.Done():
+		t.Fatal("the follower never waited on the log again")
+	}
+	invokeN(t, c, 1, "live")
+	st.release <- struct{}{}
+	if ev := readEvent(t, r); ev.id != epoch+"-7" || !strings.Contains(ev.data, `"request_id":"live-0"`) {
+		t.Fatalf("the live event after the burst: %+v", ev)
 	}
 }
 
@@ -243,15 +348,19 @@ func TestSlowReaderNeverSlowsActions(t *testing.T) {
 	invokeN(t, c, 1, "first")
 	invokeN(t, c, 60, "while-blocked") // the stream is stuck writing the first: these must not wait
 	close(w.release)
+	// Wait for the last event: once it is written, any missing one is a gap, failed at once.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		w.mu.Lock()
-		n := strings.Count(w.body.String(), "event: supervaizer.effect")
+		body := w.body.String()
 		w.mu.Unlock()
-		if n == 61 {
+		if n := strings.Count(body, "event: supervaizer.effect"); n >= 61 || strings.Contains(body, `"request_id":"while-blocked-59"`) {
+			if n != 61 {
+				t.Fatalf("the slow reader got %d events up to the last, want 61", n)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the slow reader got %d events, want 61", n)
+			t.Fatal("the slow reader never got the last event")
 		}
 	}
 	cancel()
@@ -262,6 +371,74 @@ func TestSlowReaderNeverSlowsActions(t *testing.T) {
 		ev := readEvent(t, r)
 		if !strings.HasSuffix(ev.id, fmt.Sprintf("-%d", i)) {
 			t.Fatalf("event %d has id %s", i, ev.id)
+		}
+	}
+}
+
+// TestSlowReaderBehindTheBuffer: the follower reads on (the test lets it, read by read) while a
+// stream is stuck writing; the events it dropped from its buffer meanwhile come to the stream
+// from the log, every one, in order.
+func TestSlowReaderBehindTheBuffer(t *testing.T) {
+	st := &gatedLog{Store: memory.New(), waiting: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(func() { _ = st.Close() })
+	c := effectController(t, core.Config{Store: st, EventBuffer: 4, HeartbeatInterval: time.Hour})
+	invokeN(t, c, 1, "before") // position 1: the stream starts in the log's epoch
+	w := &blockedWriter{hdr: http.Header{}, release: make(chan struct{}), wrote: make(chan struct{}, 1)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := httptest.NewRequest(http.MethodGet, "/a2a/events", nil).WithContext(ctx)
+	req.Header.Set("X-API-Key", testKey)
+	served := make(chan struct{})
+	go func() { c.ServeHTTP(w, req); close(served) }()
+	step := func(what string, ch chan struct{}, send bool) {
+		t.Helper()
+		var err error
+		if send {
+			select {
+			case ch <- struct{}{}:
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+		} else {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	step("the connected event", w.wrote, false)
+	step("the follower to wait", st.waiting, false)
+	invokeN(t, c, 1, "first") // position 2: the stream gets stuck writing it
+	step("release", st.release, true)
+	step("the follower to wait", st.waiting, false)
+	invokeN(t, c, 20, "behind") // positions 3 to 22, read 4 at a time: the buffer keeps 19 to 22
+	for range 5 {
+		step("release", st.release, true)
+		step("the follower to wait", st.waiting, false)
+	}
+	close(w.release)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		w.mu.Lock()
+		body := w.body.String()
+		w.mu.Unlock()
+		if strings.Contains(body, `"request_id":"behind-19"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream never got the last event: %q", body)
+		}
+	}
+	cancel()
+	<-served
+	r := bufio.NewReader(&w.body)
+	readEvent(t, r) // connected
+	for i := 2; i <= 22; i++ {
+		if ev := readEvent(t, r); ev.event != "supervaizer.effect" || !strings.HasSuffix(ev.id, fmt.Sprintf("-%d", i)) {
+			t.Fatalf("event at position %d: %+v", i, ev)
 		}
 	}
 }

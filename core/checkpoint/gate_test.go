@@ -268,3 +268,37 @@ func FuzzResume(f *testing.F) {
 		}
 	})
 }
+
+// TestKeysKeepTuplesApart: the store keys of occurrences and gates are built from their parts so
+// that no two tuples meet, even when the parts concatenate to the same text.
+func TestKeysKeepTuplesApart(t *testing.T) {
+	w := memoryWorld(t, map[string]string{"before": "pause"})
+	i := w.instance(behaviour{})
+	j := w.job()
+	g := j.gate(t, i)
+	first, second := j.occ, j.occ
+	first.CaseID, first.OccurrenceID = "c", "1x"
+	second.CaseID, second.OccurrenceID = "c1", "x"
+	for _, o := range []checkpoint.Occurrence{first, second} {
+		out, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, o, j.before(), j.order)
+		if err != nil || out.Status != checkpoint.Awaiting {
+			t.Fatalf("occurrence %+v: %+v, %v", o, out, err)
+		}
+		if n := len(w.studio.callsOf(o.OccurrenceID)); n != 1 {
+			t.Errorf("occurrence %+v sent %d checkpoints, want its own one", o, n)
+		}
+	}
+	// A gate of job "1"+id in workspace ws is not job id's gate in workspace ws+"1".
+	ctxIn := func(ws string) context.Context {
+		return checkpoint.NewContext(context.Background(), i.svc, i.reg, agentSlug, ws)
+	}
+	req := *j.req
+	job := "1" + j.occ.JobID
+	req.JobID = &job
+	if _, err := checkpoint.FromJobStart(ctxIn(i.ws), &req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoint.JobGate(ctxIn(i.ws+"1"), j.occ.JobID); !errors.Is(err, checkpoint.ErrNotGoverned) {
+		t.Errorf("a workspace and job that concatenate to another gate's: %v; want ErrNotGoverned", err)
+	}
+}

@@ -438,16 +438,95 @@ func (w *world) noSecrets(t testing.TB, errs ...error) {
 	}
 }
 
-// wait polls cond until it holds or a generous deadline passes.
-func wait(t testing.TB, what string, cond func() bool) {
+var errBoom = errors.New("boom")
+
+// positiveWait bounds a wait for something that must happen (generous: a loaded machine).
+const positiveWait = 30 * time.Second
+
+// recv receives from ch, failing t if nothing comes within positiveWait.
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	timer := time.NewTimer(positiveWait)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
 	}
 }
 
-var errBoom = errors.New("boom")
+// manualClock is the time and the lease-renewal timers of instances, moved by the test. Every
+// renewal timer an instance arms is sent on armed (buffered: arming never blocks a runner) and
+// fires when the test sends on it. A runner arms its next timer only after the renewal the last
+// one fired has been written or refused, so receiving the next timer is the signal that the
+// renewal is over: no polling of the store, no timeout to detect a renewal that went wrong.
+type manualClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	armed chan chan time.Time
+}
+
+func newManualClock() *manualClock {
+	return &manualClock{now: time.Now(), armed: make(chan chan time.Time, 256)}
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// renewing configures an instance on the clock with a lease of lease, whose renewals the test
+// fires (nextTimer).
+func (c *manualClock) renewing(lease time.Duration) func(*checkpoint.Config) {
+	return func(cfg *checkpoint.Config) {
+		cfg.Now, cfg.Lease = c.Now, lease
+		cfg.After = func(time.Duration) <-chan time.Time {
+			ch := make(chan time.Time, 1)
+			c.armed <- ch
+			return ch
+		}
+	}
+}
+
+// frozen configures an instance on the clock whose renewal timers never fire.
+func (c *manualClock) frozen(lease time.Duration) func(*checkpoint.Config) {
+	return func(cfg *checkpoint.Config) {
+		cfg.Now, cfg.Lease = c.Now, lease
+		cfg.After = func(time.Duration) <-chan time.Time { return nil }
+	}
+}
+
+// nextTimer returns the next renewal timer armed by a renewing instance.
+func (c *manualClock) nextTimer(t testing.TB, what string) chan time.Time {
+	t.Helper()
+	return recv(t, c.armed, what)
+}
+
+// drain forgets the timers armed so far (by runs that have ended).
+func (c *manualClock) drain() {
+	for {
+		select {
+		case <-c.armed:
+		default:
+			return
+		}
+	}
+}
+
+// effectTimer returns the renewal timer of a run's effect, once the effect has started: every
+// lease-guarded call arms one timer when it starts, so the run's first timer is its before
+// checkpoint's (over, never to fire) and the second the effect's.
+func (c *manualClock) effectTimer(t testing.TB) chan time.Time {
+	t.Helper()
+	c.nextTimer(t, "the before checkpoint's renewal timer")
+	return c.nextTimer(t, "the effect's renewal timer")
+}

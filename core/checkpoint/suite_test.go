@@ -34,6 +34,7 @@ func suite(t *testing.T, s store.Store) {
 		{"ResumeRefusals", testResumeRefusals},
 		{"EarlyDecision", testEarlyDecision},
 		{"EarlyDecisionAfterLostAnswer", testEarlyDecisionLostAnswer},
+		{"EarlyDecisionForAnotherCheckpoint", testEarlyDecisionMismatch},
 		{"RetryRules", testRetryRules},
 		{"CheckingResendsTheSameCheckpoint", testCheckingResends},
 		{"EffectFailureNeedsRecovery", testEffectFailure},
@@ -262,6 +263,11 @@ func testResumeRefusals(t *testing.T, s store.Store) {
 			r.CaseID = nil
 			return r
 		}, nil, "missing case_id (the request's)"},
+		{"a phase that is neither", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			r.Input = edit(func(m map[string]any) { m["phase"] = "during" })
+			return r
+		}, nil, "input.phase must be before or after"},
 		{"a status that is no decision", func() *contract.ActionRequest {
 			r := j.resumeRequest(t, "before", "allow")
 			r.Input = edit(func(m map[string]any) { m["status"] = 1 })
@@ -333,6 +339,71 @@ func testEarlyDecision(t *testing.T, s store.Store) {
 			}
 			j.wantCounts(t, 1, 1)
 		})
+	}
+}
+
+// testEarlyDecisionMismatch: a decision delivered while its checkpoint is being answered is kept
+// (the checkpoint's id and input hash are not known yet); when the answer arrives and the kept
+// decision names another checkpoint id or input hash, it is thrown away: the step stays
+// awaiting, nothing runs, the early resume never answered the decision as delivered, and the
+// right decision still works.
+func testEarlyDecisionMismatch(t *testing.T, s store.Store) {
+	for _, phase := range []string{"before", "after"} {
+		for _, forge := range []struct {
+			name string
+			edit func(*answer)
+		}{
+			{"checkpoint id", func(a *answer) { a.CheckpointID += "-forged" }},
+			{"input hash", func(a *answer) { a.InputHash += "-forged" }},
+		} {
+			t.Run(phase+" "+forge.name, func(t *testing.T) {
+				w := newWorld(t, s, map[string]string{phase: "pause"})
+				a, b := w.instance(behaviour{}), w.instance(behaviour{})
+				j := w.job()
+				var early string
+				var earlyErr error
+				var once sync.Once
+				w.studio.setHook(func(c studioCall, ans answer) {
+					if c.Body.OccurrenceID == j.occ.OccurrenceID && c.Body.Phase == phase {
+						once.Do(func() {
+							forged := ans
+							forge.edit(&forged)
+							early, earlyErr = checkpointResume(b, resumeRequestFor(j.occ, phase, "allow", forged))
+						})
+					}
+				})
+				out, err := j.run(t, a)
+				wantStatus(t, out, err, checkpoint.Awaiting, phase)
+				ans, _ := w.studio.answer(j.occ.OccurrenceID, phase)
+				if out.CheckpointID != ans.CheckpointID {
+					t.Errorf("awaiting checkpoint %q, want %q", out.CheckpointID, ans.CheckpointID)
+				}
+				// The early resume could not be delivered: it says so (pending) or is refused; it
+				// never answers allow.
+				if earlyErr == nil && !strings.Contains(early, `"status":"pending_delivery"`) {
+					t.Errorf("early resume for another checkpoint answered %s", early)
+				}
+				effects := 0
+				if phase == "after" {
+					effects = 1
+				}
+				j.wantCounts(t, effects, 0)
+				st, err := checkpoint.StepState(a.ctx(), a.step, j.occ)
+				wantStatus(t, st, err, checkpoint.Awaiting, phase)
+				if !strings.Contains(w.logs.String(), "discarding a kept decision for another checkpoint") {
+					t.Error("the kept decision was not discarded")
+				}
+				// Nothing of it is left to apply later: another run still waits; the right
+				// decision finishes the step.
+				again, err := j.run(t, b)
+				wantStatus(t, again, err, checkpoint.Awaiting, phase)
+				res, err := j.resume(t, b, phase, "allow")
+				if err != nil || res != resumed(j.occ.JobID, "allow", ans.CheckpointID) {
+					t.Fatalf("the right resume: %s, %v", res, err)
+				}
+				j.wantCounts(t, 1, 1)
+			})
+		}
 	}
 }
 
@@ -565,90 +636,98 @@ func testAmbiguousAdvance(t *testing.T, s store.Store) {
 }
 
 // testConcurrent: instances that run one occurrence at once: exactly one proceeds; the others
-// get "Rule checkpoint occurrence is active", and so does a recovery meanwhile.
+// get "Rule checkpoint occurrence is active", and so does a recovery meanwhile. A second effect
+// starting fails the test at once.
 func testConcurrent(t *testing.T, s store.Store) {
 	w := newWorld(t, s, nil)
 	release := make(chan struct{})
+	const n = 4
+	started := make(chan struct{}, n)
 	block := behaviour{effect: func(_ context.Context, o order) (receipt, error) {
+		started <- struct{}{}
 		<-release
 		return receipt{Order: o.ID, Ref: "rcpt-" + o.ID}, nil
 	}}
-	const n = 4
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // a failing test leaves no effect blocked
 	insts := make([]*instance, n)
 	for k := range insts {
 		insts[k] = w.instance(block)
 	}
 	j := w.job()
 	g := j.gate(t, insts[0])
-	var wg sync.WaitGroup
-	var refused atomic.Int64
-	outs := make([]checkpoint.Outcome[receipt], n)
-	errs := make([]error, n)
-	for k := range insts {
-		wg.Go(func() {
-			outs[k], errs[k] = checkpoint.RunGuardedStep(insts[k].ctx(), g, insts[k].step, j.occ, j.before(), j.order)
-			if errors.Is(errs[k], checkpoint.ErrActive) {
-				refused.Add(1)
-			}
-		})
+	type result struct {
+		k   int
+		out checkpoint.Outcome[receipt]
+		err error
 	}
-	wait(t, "the effect to start", func() bool { e, _ := j.counts(); return e == 1 })
-	wait(t, "the other runs to be refused", func() bool { return refused.Load() == n-1 })
+	results := make(chan result, n)
+	for k := range insts {
+		go func() {
+			out, err := checkpoint.RunGuardedStep(insts[k].ctx(), g, insts[k].step, j.occ, j.before(), j.order)
+			results <- result{k, out, err}
+		}()
+	}
+	recv(t, started, "the effect to start")
+	// Every other run ends, refused, while the effect runs; none starts the effect again.
+	for range n - 1 {
+		select {
+		case r := <-results:
+			if !errors.Is(r.err, checkpoint.ErrActive) {
+				t.Fatalf("run %d while the effect runs: %+v, %v; want ErrActive", r.k, r.out, r.err)
+			}
+		case <-started:
+			t.Fatal("a second run started the effect")
+		case <-time.After(positiveWait):
+			t.Fatal("timed out waiting for the other runs to be refused")
+		}
+	}
 	if _, err := checkpoint.RecoverGuardedStep(insts[1].ctx(), g, insts[1].step, j.occ, receipt{}); !errors.Is(err, checkpoint.ErrActive) {
 		t.Errorf("recovery during the run: %v", err)
 	}
 	if _, err := checkpoint.RunGuardedStep(insts[2].ctx(), g, insts[2].step, j.occ, j.before(), j.order); err == nil || err.Error() != "Rule checkpoint occurrence is active" {
 		t.Errorf("run during the run: %v", err)
 	}
-	close(release)
-	wg.Wait()
-	done := 0
-	for k := range outs {
-		if errs[k] == nil && outs[k].Status == checkpoint.Completed {
-			done++
-		}
-	}
-	if done != 1 {
-		t.Errorf("%d runs completed, want 1: %v", done, errs)
+	releaseOnce.Do(func() { close(release) })
+	if r := recv(t, results, "the running occurrence to complete"); r.err != nil || r.out.Status != checkpoint.Completed {
+		t.Errorf("the run that proceeded: %+v, %v", r.out, r.err)
 	}
 	j.wantCounts(t, 1, 1)
 }
 
 // testLease: the lease is renewed while the effect runs (another instance keeps getting
 // "active", however long it takes), and an instance that stalls past its lease loses the
-// occurrence to another: exactly one of them finishes it.
+// occurrence to another: exactly one of them finishes it. The clock and the renewals are the
+// test's (manualClock): a renewal that is not written, or that goes on after the lease was lost,
+// fails at once rather than after a timeout.
 func testLease(t *testing.T, s store.Store) {
 	w := newWorld(t, s, nil)
-	var mu sync.Mutex
-	now := time.Now()
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	ticks := make(chan time.Time)
-	manual := func(c *checkpoint.Config) {
-		c.Now, c.Lease = clock, time.Second
-		c.After = func(time.Duration) <-chan time.Time { return ticks }
-	}
-	release := make(chan struct{})
+	clock := newManualClock()
+	release, started := make(chan struct{}), make(chan struct{}, 1)
 	a := w.instance(behaviour{effect: func(_ context.Context, o order) (receipt, error) {
+		started <- struct{}{}
 		<-release
 		return receipt{Order: o.ID, Ref: "rcpt-" + o.ID}, nil
-	}}, manual)
-	b := w.instance(behaviour{}, manual)
+	}}, clock.renewing(time.Second))
+	b := w.instance(behaviour{}, clock.frozen(time.Second))
 	j := w.job()
 	done := make(chan error, 1)
 	go func() { _, err := j.run(t, a); done <- err }()
-	wait(t, "the effect to start", func() bool { e, _ := j.counts(); return e == 1 })
+	recv(t, started, "the effect to start")
+	timer := clock.effectTimer(t)
 	// One tick, one renewal: it is written when the stored lease ends one lease and the skew
-	// margin after the manual clock's time. Then none is in flight (a renewal written after the
-	// clock moved on would extend the lease past what the test expects).
+	// margin after the manual clock's time. The next timer is armed once it is written.
 	renew := func() {
 		t.Helper()
-		want := clock().Add(time.Second + checkpoint.SkewMargin)
-		ticks <- time.Now()
-		wait(t, "the lease renewal to be written", func() bool { return leaseUntil(t, s, j.occ.OccurrenceID).Equal(want) })
+		want := clock.Now().Add(time.Second + checkpoint.SkewMargin)
+		timer <- time.Now()
+		timer = clock.nextTimer(t, "the renewal to end")
+		if got := leaseUntil(t, s, j.occ.OccurrenceID); !got.Equal(want) {
+			t.Fatalf("after a renewal the lease ends at %v, want %v", got, want)
+		}
 	}
 	for range 3 {
-		advance(2500 * time.Millisecond) // three rounds: well past one lease + skew margin (3 s)
+		clock.advance(2500 * time.Millisecond) // three rounds: well past one lease + skew margin (3 s)
 		renew()
 		if _, err := j.run(t, b); !errors.Is(err, checkpoint.ErrActive) {
 			t.Fatalf("while the effect runs: %v", err)
@@ -656,21 +735,31 @@ func testLease(t *testing.T, s store.Store) {
 	}
 	// Without renewals the lease lapses: the occurrence then reads as needing recovery, and
 	// still nothing runs the effect again.
-	advance(10 * time.Second)
+	clock.advance(10 * time.Second)
 	if _, err := j.run(t, b); !errors.Is(err, checkpoint.ErrEffectStarted) {
 		t.Fatalf("after the lease lapsed: %v", err)
+	}
+	if st, err := checkpoint.StepState(b.ctx(), b.step, j.occ); err != nil || st.Status != checkpoint.RecoveryRequired {
+		t.Fatalf("state after the lease lapsed: %+v, %v", st, err)
 	}
 	renew()
 	if _, err := j.run(t, b); !errors.Is(err, checkpoint.ErrActive) {
 		t.Fatalf("renewed again: %v", err)
 	}
+	if st, err := checkpoint.StepState(b.ctx(), b.step, j.occ); err != nil || st.Status != checkpoint.Running {
+		t.Fatalf("state while renewed: %+v, %v", st, err)
+	}
 	close(release)
-	if err := <-done; err != nil {
+	if err := recv(t, done, "the run to end"); err != nil {
 		t.Fatal(err)
 	}
 	j.wantCounts(t, 1, 1)
+	if got := leaseUntil(t, s, j.occ.OccurrenceID); !got.IsZero() {
+		t.Errorf("a completed occurrence still holds a lease until %v", got)
+	}
 
 	// An instance stalled in the before checkpoint past its lease: the other takes over.
+	clock.drain()
 	j2 := w.job()
 	stalled, resume := make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
@@ -684,15 +773,54 @@ func testLease(t *testing.T, s store.Store) {
 		}
 	})
 	go func() { _, err := j2.run(t, a); done <- err }()
-	<-stalled
-	advance(time.Minute)
+	recv(t, stalled, "the before checkpoint to stall")
+	clock.advance(time.Minute)
 	out, err := j2.run(t, b)
 	unstall()
 	wantStatus(t, out, err, checkpoint.Completed, "")
-	if err := <-done; !errors.Is(err, checkpoint.ErrLeaseLost) {
+	if err := recv(t, done, "the stalled run to end"); !errors.Is(err, checkpoint.ErrLeaseLost) {
 		t.Errorf("the stalled instance: %v", err)
 	}
 	j2.wantCounts(t, 1, 1)
+	w.studio.setHook(nil)
+
+	// An effect that outlives its lease: another instance recovers the occurrence; at its next
+	// renewal the first instance finds it lost: its effect's context is cancelled (cause
+	// ErrLeaseLost), it returns ErrLeaseLost, and its renewals stop.
+	clock.drain()
+	causes, started3 := make(chan error, 1), make(chan struct{}, 1)
+	c := w.instance(behaviour{effect: func(ctx context.Context, o order) (receipt, error) {
+		started3 <- struct{}{}
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return receipt{}, ctx.Err()
+	}}, clock.renewing(time.Second))
+	j3 := w.job()
+	go func() { _, err := j3.run(t, c); done <- err }()
+	recv(t, started3, "the third effect to start")
+	timer = clock.effectTimer(t)
+	clock.advance(time.Minute)
+	found := receipt{Order: j3.order.ID, Ref: "rcpt-recovered"}
+	out, err = checkpoint.RecoverGuardedStep(b.ctx(), j3.gate(t, b), b.step, j3.occ, found)
+	wantStatus(t, out, err, checkpoint.Completed, "")
+	timer <- time.Now()
+	select {
+	case err := <-done:
+		if !errors.Is(err, checkpoint.ErrLeaseLost) {
+			t.Errorf("the instance that lost its lease returned %v, want ErrLeaseLost", err)
+		}
+	case <-clock.armed:
+		t.Fatal("the renewal that found the lease lost went on renewing: the effect was not stopped")
+	case <-time.After(positiveWait):
+		t.Fatal("the instance that lost its lease did not return")
+	}
+	if cause := recv(t, causes, "the effect's context to end"); !errors.Is(cause, checkpoint.ErrLeaseLost) {
+		t.Errorf("the effect's context ended with cause %v, want ErrLeaseLost", cause)
+	}
+	j3.wantCounts(t, 1, 1)
+	if st, err := checkpoint.StepState(b.ctx(), b.step, j3.occ); err != nil || st.Status != checkpoint.Completed || st.Result != found {
+		t.Errorf("state after the takeover: %+v, %v", st, err)
+	}
 }
 
 // leaseUntil returns the end of the lease held on occurrence occ in s (zero when none is).
@@ -738,7 +866,75 @@ func testSealed(t *testing.T, s store.Store) {
 	if _, err := checkpoint.JobGate(i.ctx(), "job-never-started"); !errors.Is(err, checkpoint.ErrNotGoverned) || !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("ungoverned job: %v", err)
 	}
+	// Another agent of the workspace does not get this job's gate, nor can it bind its own.
+	otherAgent := checkpoint.NewContext(context.Background(), i.svc, i.reg, "other-agent", i.ws)
+	if g, err := checkpoint.JobGate(otherAgent, j.occ.JobID); !errors.Is(err, checkpoint.ErrOtherAgent) || g != nil {
+		t.Errorf("another agent's JobGate: %v, %v; want ErrOtherAgent", g, err)
+	}
+	req := *j.req
+	req.AgentSlug = "other-agent"
+	if _, err := checkpoint.FromJobStart(otherAgent, &req); !errors.Is(err, checkpoint.ErrOtherAgent) {
+		t.Errorf("another agent's job.start for the job: %v; want ErrOtherAgent", err)
+	}
+	// The same job id in another workspace is another job.
+	if _, err := checkpoint.JobGate(checkpoint.NewContext(context.Background(), i.svc, i.reg, agentSlug, i.ws+"-other"), j.occ.JobID); !errors.Is(err, checkpoint.ErrNotGoverned) {
+		t.Errorf("the job in another workspace: %v; want ErrNotGoverned", err)
+	}
+	// A sealed token is bound to its record: copied into another job's gate record, it does not
+	// open there.
+	j2 := w.job()
+	j2.gate(t, i)
+	first, second := gateRecordOf(t, s, j.occ.JobID), gateRecordOf(t, s, j2.occ.JobID)
+	var rec1, rec2 map[string]any
+	if json.Unmarshal(first.Value, &rec1) != nil || json.Unmarshal(second.Value, &rec2) != nil || rec1["sealed_token"] == nil {
+		t.Fatalf("gate records %s, %s", first.Value, second.Value)
+	}
+	rec2["sealed_token"] = rec1["sealed_token"]
+	copied, _ := json.Marshal(rec2)
+	if _, err := s.Update(context.Background(), second.Key, second.Version, copied, store.Never); err != nil {
+		t.Fatal(err)
+	}
+	_, err = checkpoint.JobGate(i.ctx(), j2.occ.JobID)
+	if !errors.Is(err, checkpoint.ErrTokenUnreadable) {
+		t.Errorf("a token copied from another job's record: %v; want ErrTokenUnreadable", err)
+	}
+	// A sealed token too short to hold a nonce and a tag is unreadable, not a crash.
+	rec2["sealed_token"] = []byte("abcd")
+	short, _ := json.Marshal(rec2)
+	second = gateRecordOf(t, s, j2.occ.JobID)
+	if _, err := s.Update(context.Background(), second.Key, second.Version, short, store.Never); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoint.JobGate(i.ctx(), j2.occ.JobID); !errors.Is(err, checkpoint.ErrTokenUnreadable) {
+		t.Errorf("a truncated sealed token: %v; want ErrTokenUnreadable", err)
+	}
+	if g, gerr := checkpoint.JobGate(i.ctx(), j.occ.JobID); gerr != nil || g.JobID() != j.occ.JobID {
+		t.Errorf("the original record: %v, %v", g, gerr)
+	}
 	w.noSecrets(t, err)
+}
+
+// gateRecordOf returns the gate record of job in s.
+func gateRecordOf(t testing.TB, s store.Store, job string) store.Item {
+	t.Helper()
+	for after := ""; ; {
+		p, err := s.(store.Lister).List(context.Background(), "rulecheckpoint/v1/gate/", after, store.MaxListLimit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range p.Items {
+			var rec struct {
+				JobID string `json:"job_id"`
+			}
+			if json.Unmarshal(it.Value, &rec) == nil && rec.JobID == job {
+				return it
+			}
+		}
+		if p.Next == "" {
+			t.Fatalf("no gate record for job %s", job)
+		}
+		after = p.Next
+	}
 }
 
 type rotatedKey struct{ checkpoint.Studio }

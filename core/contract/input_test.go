@@ -202,6 +202,8 @@ func TestValidateInput(t *testing.T) {
 
 		// file
 		{name: "file studio", fields: []contract.FieldDefinition{reportFile}, input: `{"report":` + studioFile + `}`, want: `{"report":` + studioFile + `}`},
+		{name: "file of exactly max_bytes", fields: []contract.FieldDefinition{reportFile}, input: `{"report":` + strings.Replace(studioFile, `"size":10`, `"size":100`, 1) + `}`,
+			want: `{"report":` + strings.Replace(studioFile, `"size":10`, `"size":100`, 1) + `}`},
 		{name: "file too large", fields: []contract.FieldDefinition{reportFile}, input: `{"report":` + strings.Replace(studioFile, `"size":10`, `"size":101`, 1) + `}`,
 			errs: []fieldErr{e(contract.InputFile, "report", "File is 101 bytes, larger than the 100 bytes this field accepts")}},
 		{name: "file type not accepted", fields: []contract.FieldDefinition{reportFile}, input: `{"report":` + strings.NewReplacer(`r.md`, `r.pdf`, `text/markdown`, `application/pdf`).Replace(studioFile) + `}`,
@@ -354,5 +356,118 @@ func TestFieldDefinitionFileKeys(t *testing.T) {
 		Validation: &contract.FieldValidation{Pattern: "@"}}
 	if back := rf.Field().ResourceField(); back.ReadOnly != true || back.Validation.Pattern != "@" || back.Extra != nil {
 		t.Errorf("round trip = %+v", back)
+	}
+}
+
+// TestValidateInputBoundaries: every numeric rule accepts its bound and refuses one step past it
+// (lengths count characters, not bytes), for integers, numbers, numeric strings, multi_select
+// and list fields.
+func TestValidateInputBoundaries(t *testing.T) {
+	row := func(n int) string {
+		return "[" + strings.TrimSuffix(strings.Repeat(`{"a":"x"},`, n), ",") + "]"
+	}
+	list := func(v contract.FieldValidation) contract.FieldDefinition {
+		return field("l", "list", rules(v), func(f *contract.FieldDefinition) {
+			f.ItemFields = []contract.FieldDefinition{field("a", "string")}
+		})
+	}
+	abc := options("a", "b", "c", "d")
+	for _, tc := range []struct {
+		name     string
+		f        contract.FieldDefinition
+		ok, bad  string // the value at the bound, and one step past it
+		code     string
+		msg      string
+		okCoerce string // the coerced value at the bound, when it differs from ok
+	}{
+		{"integer min", field("v", "integer", rules(contract.FieldValidation{Min: ptr(1.0)})), `1`, `0`, contract.InputMin, "Input should be greater than or equal to 1", ""},
+		{"integer max", field("v", "integer", rules(contract.FieldValidation{Max: ptr(10.0)})), `10`, `11`, contract.InputMax, "Input should be less than or equal to 10", ""},
+		{"integer min from a string", field("v", "integer", rules(contract.FieldValidation{Min: ptr(-3.0)})), `"-3"`, `"-4"`, contract.InputMin, "Input should be greater than or equal to -3", `-3`},
+		{"integer max from a string", field("v", "integer", rules(contract.FieldValidation{Max: ptr(0.0)})), `"0"`, `"1"`, contract.InputMax, "Input should be less than or equal to 0", `0`},
+		{"number min", field("v", "number", rules(contract.FieldValidation{Min: ptr(0.5)})), `0.5`, `0.49`, contract.InputMin, "Input should be greater than or equal to 0.5", ""},
+		{"number max", field("v", "number", rules(contract.FieldValidation{Max: ptr(2.25)})), `2.25`, `2.2500001`, contract.InputMax, "Input should be less than or equal to 2.25", ""},
+		{"number min from a string", field("v", "number", rules(contract.FieldValidation{Min: ptr(-1.5)})), `"-1.5"`, `"-1.51"`, contract.InputMin, "Input should be greater than or equal to -1.5", `-1.5`},
+		{"number max with min", field("v", "number", rules(contract.FieldValidation{Min: ptr(1.0), Max: ptr(1.0)})), `1`, `1.01`, contract.InputMax, "Input should be less than or equal to 1", ""},
+		{"number min with max", field("v", "number", rules(contract.FieldValidation{Min: ptr(1.0), Max: ptr(1.0)})), `1.0`, `0.99`, contract.InputMin, "Input should be greater than or equal to 1", ""},
+		{"min_length in characters", field("v", "string", rules(contract.FieldValidation{MinLength: ptr(3)})), `"ééé"`, `"éé"`, contract.InputMinLength, "String should have at least 3 characters", ""},
+		{"max_length in characters", field("v", "text", rules(contract.FieldValidation{MaxLength: ptr(2)})), `"éé"`, `"abc"`, contract.InputMaxLength, "String should have at most 2 characters", ""},
+		{"max_length 1 singular", field("v", "string", rules(contract.FieldValidation{MaxLength: ptr(1)})), `"€"`, `"ab"`, contract.InputMaxLength, "String should have at most 1 character", ""},
+		{"max_length 0", field("v", "string", rules(contract.FieldValidation{MaxLength: ptr(0)})), `""`, `"a"`, contract.InputMaxLength, "String should have at most 0 characters", ""},
+		{"integer range", field("v", "integer"), `9223372036854775807`, `9223372036854775808`, contract.InputType, "Input should be a valid integer", ""},
+		{"integer range, negative", field("v", "integer"), `-9223372036854775808`, `-1e19`, contract.InputType, "Input should be a valid integer", ""},
+		{"multi_select min_items", field("v", "multi_select", abc, rules(contract.FieldValidation{MinItems: ptr(2)})), `["a","b"]`, `["a"]`, contract.InputMinItems, "List should have at least 2 items after validation, not 1", ""},
+		{"multi_select max_items", field("v", "multi_select", abc, rules(contract.FieldValidation{MaxItems: ptr(3)})), `["a","b","c"]`, `["a","b","c","d"]`, contract.InputMaxItems, "List should have at most 3 items after validation, not 4", ""},
+		{"list min_items", list(contract.FieldValidation{MinItems: ptr(2)}), row(2), row(1), contract.InputMinItems, "List should have at least 2 items after validation, not 1", ""},
+		{"list max_items", list(contract.FieldValidation{MaxItems: ptr(1)}), row(1), row(2), contract.InputMaxItems, "List should have at most 1 item after validation, not 2", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.f.ID = "v"
+			if tc.f.Type == "list" {
+				tc.f.ID = "l"
+			}
+			if err := tc.f.Validate(); err != nil {
+				t.Fatalf("the test's field is invalid: %v", err)
+			}
+			fields := []contract.FieldDefinition{tc.f}
+			for _, mode := range []contract.InputMode{contract.Submit, contract.Draft} {
+				got, err := contract.ValidateInput(fields, json.RawMessage(`{"`+tc.f.ID+`":`+tc.ok+`}`), mode)
+				want := tc.ok
+				if tc.okCoerce != "" {
+					want = tc.okCoerce
+				}
+				if err != nil || string(got) != `{"`+tc.f.ID+`":`+want+`}` {
+					t.Errorf("mode %d: the bound %s gave %s, %v; want it accepted", mode, tc.ok, got, err)
+				}
+				_, err = contract.ValidateInput(fields, json.RawMessage(`{"`+tc.f.ID+`":`+tc.bad+`}`), mode)
+				var ie contract.InputErrors
+				if !errors.As(err, &ie) || len(ie) != 1 || ie[0].Code != tc.code || ie[0].Field != tc.f.ID || ie[0].Message != tc.msg {
+					t.Errorf("mode %d: one step past the bound (%s) gave %v; want %s %q", mode, tc.bad, err, tc.code, tc.msg)
+				}
+			}
+		})
+	}
+}
+
+// TestDependsOnDeclaredChildFirst: depends_on follows the chain whatever the declaration order:
+// a field declared before its parent, whose parent is inactive, is inactive too (not required,
+// not checked, its value dropped), and active when the whole chain is.
+func TestDependsOnDeclaredChildFirst(t *testing.T) {
+	fields := []contract.FieldDefinition{
+		field("cap", "integer", required, rules(contract.FieldValidation{Max: ptr(5.0)}), dependsOn("level", "high")),
+		field("level", "select", options("high", "low"), dependsOn("mode", "custom")),
+		field("mode", "select", options("fast", "custom")),
+	}
+	for _, tc := range []struct {
+		name, input, want string
+		errs              []fieldErr
+	}{
+		{"the grandparent deactivates the chain", `{"mode":"fast","level":"high"}`, `{"mode":"fast"}`, nil},
+		{"an inactive child's value is dropped unchecked", `{"mode":"fast","level":"high","cap":"junk"}`, `{"mode":"fast"}`, nil},
+		{"no grandparent value", `{"level":"high","cap":99}`, `{}`, nil},
+		{"the whole chain active: the child is required", `{"mode":"custom","level":"high"}`, "",
+			[]fieldErr{e(contract.InputRequired, "cap", "Field required")}},
+		{"the whole chain active: the child is checked", `{"mode":"custom","level":"high","cap":6}`, "",
+			[]fieldErr{e(contract.InputMax, "cap", "Input should be less than or equal to 5")}},
+		{"the whole chain active: the child is kept", `{"mode":"custom","level":"high","cap":"5"}`, `{"cap":5,"level":"high","mode":"custom"}`, nil},
+		{"the parent inactive by its own value", `{"mode":"custom","level":"low","cap":"junk"}`, `{"level":"low","mode":"custom"}`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := contract.ValidateInput(fields, json.RawMessage(tc.input), contract.Submit)
+			if tc.errs == nil {
+				if err != nil || string(got) != tc.want {
+					t.Errorf("= %s, %v; want %s", got, err, tc.want)
+				}
+				return
+			}
+			var ie contract.InputErrors
+			if !errors.As(err, &ie) || len(ie) != len(tc.errs) {
+				t.Fatalf("= %s, %v; want %d errors", got, err, len(tc.errs))
+			}
+			for i, w := range tc.errs {
+				if ie[i].Code != w.code || ie[i].Field != w.field || ie[i].Message != w.msg {
+					t.Errorf("errors[%d] = %+v, want %+v", i, ie[i], w)
+				}
+			}
+		})
 	}
 }

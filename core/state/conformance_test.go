@@ -198,7 +198,7 @@ func testWorkspaceIsolation(t *testing.T, s store.Store, agent string) {
 		{"another agent, same workspace", ws(s, agent+"-other", "x"), "jobs", "job-1", false, ""},
 		{"an agent slug that extends the key", ws(s, agent+"/w/x", ""), "jobs", "job-1", true, ""},
 		{"the agent-wide collection", ws(s, agent, "x"), "jobs", "job-1", true, ""},
-		{"an id that climbs", ws(s, agent, "x2"), "jobs", "../../x/jobs/job-1", false, ""},
+		{"an id that climbs", ws(s, agent, "x3"), "jobs", "../../x/jobs/job-1", false, ""},
 	} {
 		c := state.Of[job](probe.ctx, probe.coll)
 		if probe.agentWide {
@@ -207,18 +207,48 @@ func testWorkspaceIsolation(t *testing.T, s store.Store, agent string) {
 		if j, err := c.Get(probe.ctx, probe.id); !errors.Is(err, state.ErrNotFound) {
 			t.Errorf("%s: Get = %+v, %v; want ErrNotFound", probe.name, j, err)
 		}
-		if err := c.Create(probe.ctx, probe.id, job{Status: "mine"}); err != nil {
+		// Each probe writes its own value, so a listing that reaches another probe's records (or
+		// x's) shows a value that is not the probe's.
+		mine := "mine: " + probe.name
+		if err := c.Create(probe.ctx, probe.id, job{Status: mine}); err != nil {
 			t.Errorf("%s: Create = %v (it must be a separate record)", probe.name, err)
 		}
+		if j, err := c.Get(probe.ctx, probe.id); err != nil || j.Status != mine {
+			t.Errorf("%s: Get after Create = %+v, %v", probe.name, j, err)
+		}
 		if _, ok := s.(store.Lister); ok {
+			var ids []string
 			for r, err := range c.All(probe.ctx, "") {
-				if err != nil || r.Value.Status != "mine" {
+				if err != nil || r.Value.Status != mine {
 					t.Errorf("%s: listing shows %+v, %v", probe.name, r, err)
 				}
+				ids = append(ids, r.ID)
+			}
+			if len(ids) != 1 || ids[0] != probe.id {
+				t.Errorf("%s: listing shows ids %q, want only %q", probe.name, ids, probe.id)
+			}
+		}
+	}
+	// Listed from x, in the order probes wrote, every collection holds x's records only.
+	if _, ok := s.(store.Lister); ok {
+		for coll, want := range map[string]string{"jobs": "job-1=secret of x", "y": "z/1=mine: a collection that extends the key",
+			"y/z": "1=secret of x", "z": "", "a": ""} {
+			var got []string
+			for r, err := range state.Of[job](a, coll).All(a, "") {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, r.ID+"="+r.Value.Status)
+			}
+			if strings.Join(got, ",") != want {
+				t.Errorf("x's collection %q lists %q, want %q", coll, got, want)
 			}
 		}
 	}
 	if j, _ := state.Of[job](a, "jobs").Get(a, "job-1"); j.Status != "secret of x" {
+		t.Errorf("x's record changed: %+v", j)
+	}
+	if j, _ := state.Of[job](a, "y/z").Get(a, "1"); j.Status != "secret of x" {
 		t.Errorf("x's record changed: %+v", j)
 	}
 	// A bootstrap call has no workspace: workspace collections refuse, agent-wide ones work.

@@ -1,10 +1,14 @@
 package studio_test
 
 import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
@@ -204,4 +208,90 @@ func FuzzDecodeParameterValues(f *testing.F) {
 			}
 		}
 	})
+}
+
+// sealRaw encrypts padded (already a whole number of AES blocks, its padding chosen by the test)
+// the way Studio does, with no padding of its own: RSA-OAEP-SHA-256 of a fresh AES-256 key ‖ IV ‖
+// AES-256-CBC.
+func sealRaw(t *testing.T, pub *rsa.PublicKey, padded []byte) string {
+	t.Helper()
+	if len(padded)%aes.BlockSize != 0 {
+		t.Fatalf("%d bytes is not whole blocks", len(padded))
+	}
+	key, iv := make([]byte, 32), make([]byte, aes.BlockSize)
+	_, _ = rand.Read(key)
+	_, _ = rand.Read(iv)
+	wrapped, err := rsa.EncryptOAEP(sha256.New(), rand.Reader, pub, key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := aes.NewCipher(key)
+	data := make([]byte, len(padded))
+	cipher.NewCBCEncrypter(block, iv).CryptBlocks(data, padded)
+	return base64.StdEncoding.EncodeToString(append(append(wrapped, iv...), data...))
+}
+
+// TestDecryptPadding: PKCS#7 padding is checked whole: a corrupt byte anywhere in the padding,
+// a pad length of 0 or over a block, is ErrBadPadding; correct padding of every length (1 to a
+// whole block) opens to exactly the value.
+func TestDecryptPadding(t *testing.T) {
+	key := testKey(t)
+	for n := 1; n <= aes.BlockSize; n++ {
+		plain := strings.Repeat("v", 2*aes.BlockSize-n) // the padding ends the second block
+		padded := append([]byte(plain), bytes.Repeat([]byte{byte(n)}, n)...)
+		if got, err := studio.Decrypt(key, sealRaw(t, &key.PublicKey, padded)); err != nil || got != plain {
+			t.Errorf("padding of %d: %q, %v; want %q", n, got, err, plain)
+		}
+	}
+	block1 := []byte("0123456789abcdef")
+	for _, tc := range []struct {
+		name  string
+		last  []byte // the last block, after block1
+		first []byte // block1 when nil
+	}{
+		{"pad length 17, every byte of it 17", bytes.Repeat([]byte{17}, aes.BlockSize), []byte("0123456789abcde\x11")},
+		{"a middle padding byte corrupt", append([]byte("secret-value"), 4, 4, 3, 4), nil},
+		{"the first padding byte corrupt", append([]byte("secret-value-"), 2, 3, 3), nil},
+		{"a whole block of padding, its first byte corrupt", append([]byte{15}, bytes.Repeat([]byte{16}, 15)...), nil},
+		{"pad length 0", append([]byte("secret-value-12"), 0), nil},
+		{"pad length over a block", bytes.Repeat([]byte{17}, aes.BlockSize), nil},
+	} {
+		if len(tc.last) != aes.BlockSize {
+			t.Fatalf("%s: the test's block is %d bytes", tc.name, len(tc.last))
+		}
+		first := block1
+		if tc.first != nil {
+			first = tc.first
+		}
+		got, err := studio.Decrypt(key, sealRaw(t, &key.PublicKey, append(append([]byte(nil), first...), tc.last...)))
+		if !errors.Is(err, studio.ErrBadPadding) || got != "" {
+			t.Errorf("%s: %q, %v; want ErrBadPadding", tc.name, got, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret-value") {
+			t.Errorf("%s: the error shows the value", tc.name)
+		}
+	}
+}
+
+// TestDecryptRefusesWhatOpens: a blob that decrypts but is not a value Studio sends (a wrapped
+// AES key that is not 32 bytes, a value that is not UTF-8) is refused with its own error.
+func TestDecryptRefusesWhatOpens(t *testing.T) {
+	key := testKey(t)
+	short := make([]byte, 16) // an AES-128 key
+	wrapped, err := rsa.EncryptOAEP(sha256.New(), rand.Reader, &key.PublicKey, short, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := base64.StdEncoding.EncodeToString(append(wrapped, make([]byte, 2*aes.BlockSize)...))
+	if got, err := studio.Decrypt(key, blob); !errors.Is(err, studio.ErrWrongKey) || got != "" {
+		t.Errorf("a 16-byte AES key: %q, %v; want ErrWrongKey", got, err)
+	}
+	notUTF8 := append([]byte("secret-value\xff\xfe"), 2, 2)
+	if got, err := studio.Decrypt(key, sealRaw(t, &key.PublicKey, notUTF8)); !errors.Is(err, studio.ErrInvalidUTF8) || got != "" {
+		t.Errorf("a value that is not UTF-8: %q, %v; want ErrInvalidUTF8", got, err)
+	}
+	// Surrounding spaces of the base64 text are not part of it.
+	if got, err := studio.Decrypt(key, " \n"+sealRaw(t, &key.PublicKey, append([]byte("secret-value-1"), 2, 2))+"\n "); err != nil || got != "secret-value-1" {
+		t.Errorf("a blob with surrounding spaces: %q, %v", got, err)
+	}
 }
