@@ -29,7 +29,6 @@ func suite(t *testing.T, s store.Store) {
 	t.Run("Pool", func(t *testing.T) { testPool(t, s) })
 }
 
-
 // jobID is a job id unique to the test (the suite shares stores between backends' runs).
 func jobID(t *testing.T) string {
 	return strings.ReplaceAll(t.Name(), "/", ".") + fmt.Sprintf(".%d", time.Now().UnixNano())
