@@ -269,3 +269,44 @@ func caseStatus(job string, steps []contract.Step) string {
 	}
 	return contract.StateCompleted
 }
+
+// Wake continues job id of the call's workspace when it waits on a step whose awaiting action is
+// action (e.g. rule.checkpoint.resume, once the controller delivered Studio's decision): those
+// steps are recorded answered with answer and the task is handed to the queue. A job that waits
+// on nothing of the kind, or has no task, is left as it is (false).
+func Wake(ctx context.Context, jobID, action string, answer json.RawMessage) (bool, error) {
+	sc, err := scopeOf(ctx)
+	if err != nil {
+		return false, err
+	}
+	s := sc.svc
+	woke := false
+	r, err := s.update(ctx, taskKey(sc.agent, sc.grant.WorkspaceID, jobID), func(r *record) (bool, error) {
+		woke = false
+		if r.Status != taskAwaiting {
+			return false, nil
+		}
+		for _, st := range r.Steps {
+			if st.Status == stepAwaiting && st.Awaiting != nil && st.Awaiting.Action == action {
+				st.Status, st.Result, woke = stepCompleted, answer, true
+			}
+		}
+		if woke {
+			r.Status = taskPending
+		}
+		return woke, nil
+	})
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !woke) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if s.cfg.Dispatcher == nil {
+		return false, ErrNoDispatcher
+	}
+	if err := s.cfg.Dispatcher.Dispatch(ctx, Message{Agent: r.Agent, Workspace: r.Workspace, Job: r.Job, Work: r.Work}, 0); err != nil {
+		return false, fmt.Errorf("jobs: dispatch job %q after waking it: %w", jobID, err)
+	}
+	return true, nil
+}
