@@ -34,6 +34,7 @@ import (
 	"github.com/supervaize/svz/adapters/httpserver"
 	"github.com/supervaize/svz/adapters/lambda"
 	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/internal/envvar"
 	"github.com/supervaize/svz/internal/localmode"
 )
@@ -159,9 +160,13 @@ func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(
 	var lambdaOpts []lambda.Option
 	var httpOpts []httpserver.Option
 	var serveCloudRun func(context.Context, http.Handler) error
+	var maxReceives int
 	switch kind {
 	case onLambda:
 		if lambdaOpts, err = lambdaOptions(getenv); err != nil {
+			return err
+		}
+		if ctx, maxReceives, err = lambdaJobs(ctx, getenv); err != nil {
 			return err
 		}
 	case onCloudRun:
@@ -183,6 +188,10 @@ func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(
 	log.Info("controller ready", "platform", string(kind), "init_ms", time.Since(began).Milliseconds())
 	switch kind {
 	case onLambda:
+		// SQS events (the jobs queue's event source mapping) run the controller's background work.
+		if c, ok := h.(*core.Controller); ok && c.Jobs() != nil {
+			lambdaOpts = append(lambdaOpts, lambda.WithJobs(c.Jobs().Deliver, maxReceives))
+		}
 		lambda.Start(h, append(lambdaOpts, lambda.WithLogger(log))...)
 		return closeHandler(nil) // unreachable: the runtime exits the process
 	case onCloudRun:
@@ -221,6 +230,17 @@ func lambdaOptions(getenv func(string) string) ([]lambda.Option, error) {
 		return []lambda.Option{lambda.WithStreaming()}, nil
 	}
 	return nil, nil
+}
+
+// lambdaJobs gives the build the SQS queue of background work (SUPERVAIZER_JOBS_QUEUE_URL, read
+// by package config only when an agent defines work, so a function without work needs no queue)
+// and reads the queue's maxReceiveCount (SUPERVAIZER_JOBS_MAX_RECEIVES).
+func lambdaJobs(ctx context.Context, getenv func(string) string) (context.Context, int, error) {
+	n, err := lambda.MaxReceives(getenv)
+	if err != nil {
+		return ctx, 0, fmt.Errorf("platform: %w", err)
+	}
+	return jobs.WithQueue(ctx, func() (jobs.Dispatcher, error) { return lambda.NewQueue(getenv) }), n, nil
 }
 
 // httpOptions reads the listen address: SUPERVAIZER_HOST (default every interface), and PORT,
