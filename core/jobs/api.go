@@ -120,8 +120,8 @@ func Stop(ctx context.Context, jobID string) (*contract.JobState, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cancel, ok := s.running.Load(key); ok {
-		cancel.(context.CancelCauseFunc)(errStopped)
+	if rt, ok := s.running.Load(key); ok {
+		rt.(*task).cancel(errStopped)
 	}
 	return s.snapshot(sc.reg, r), nil
 }

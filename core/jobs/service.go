@@ -102,7 +102,7 @@ type Config struct {
 type Service struct {
 	cfg     Config
 	log     *slog.Logger
-	running sync.Map // task key → context.CancelCauseFunc of the delivery running it here
+	running sync.Map // task key → the *task of the delivery running it here
 }
 
 // NewService returns a Service for cfg.

@@ -77,8 +77,10 @@ func (t *task) run(ctx context.Context, w runner) error {
 	wctx, cancelDeadline := context.WithDeadlineCause(wctx, t.rec.Deadline, errTimedOut)
 	defer cancelDeadline()
 	t.cancel = cancel
-	s.running.Store(t.key, cancel)
-	defer s.running.CompareAndDelete(t.key, cancel)
+	// The task, not its cancel function: CompareAndDelete compares values, and funcs are not
+	// comparable (it panics).
+	s.running.Store(t.key, t)
+	defer s.running.CompareAndDelete(t.key, t)
 
 	renewed := make(chan struct{})
 	stopRenew := make(chan struct{})
