@@ -166,7 +166,7 @@ func WithJobs(deliver DeliverFunc, maxReceives int) Option {
 }
 
 // errNoJobs fails an SQS event that reaches a function that runs no background work.
-var errNoJobs = errors.New("lambda: an SQS event, but this function runs no background work (no agent defines any)")
+var errNoJobs = errors.New("lambda: an SQS event, but this function runs no background work (no agent defines any, or the handler built is neither the *core.Controller nor a platform.JobsHandler)")
 
 // sqsRecord is one message of an SQS event, as Lambda's event source mapping sends it.
 type sqsRecord struct {

@@ -188,8 +188,9 @@ func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(
 	log.Info("controller ready", "platform", string(kind), "init_ms", time.Since(began).Milliseconds())
 	switch kind {
 	case onLambda:
-		// SQS events (the jobs queue's event source mapping) run the controller's background work.
-		if c, ok := h.(*core.Controller); ok && c.Jobs() != nil {
+		// SQS events (the jobs queue's event source mapping) run the controller's background work:
+		// the handler is the *core.Controller, or a wrapper that says which is (JobsHandler).
+		if c, ok := h.(JobsHandler); ok && c.Jobs() != nil {
 			lambdaOpts = append(lambdaOpts, lambda.WithJobs(c.Jobs().Deliver, maxReceives))
 		}
 		lambda.Start(h, append(lambdaOpts, lambda.WithLogger(log))...)
@@ -231,6 +232,16 @@ func lambdaOptions(getenv func(string) string) ([]lambda.Option, error) {
 	}
 	return nil, nil
 }
+
+// JobsHandler is a handler that runs background work: *core.Controller is one. A BuildFunc that
+// wraps the controller in another handler gives the wrapper a Jobs method returning the
+// controller's, so that on Lambda the jobs queue's messages reach it.
+type JobsHandler interface {
+	http.Handler
+	Jobs() *jobs.Service
+}
+
+var _ JobsHandler = (*core.Controller)(nil)
 
 // lambdaJobs gives the build the SQS queue of background work (SUPERVAIZER_JOBS_QUEUE_URL, read
 // by package config only when an agent defines work, so a function without work needs no queue)
