@@ -120,8 +120,9 @@ func Stop(ctx context.Context, jobID string) (*contract.JobState, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rt, ok := s.running.Load(key); ok {
-		rt.(*task).cancel(errStopped)
+	if t, ok := s.running.Load(key); ok {
+		t.(*task).setHalt(stopHalt)
+		t.(*task).cancel(errStopped)
 	}
 	return s.snapshot(sc.reg, r), nil
 }

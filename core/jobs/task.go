@@ -77,8 +77,6 @@ func (t *task) run(ctx context.Context, w runner) error {
 	wctx, cancelDeadline := context.WithDeadlineCause(wctx, t.rec.Deadline, errTimedOut)
 	defer cancelDeadline()
 	t.cancel = cancel
-	// The task, not its cancel function: CompareAndDelete compares values, and funcs are not
-	// comparable (it panics).
 	s.running.Store(t.key, t)
 	defer s.running.CompareAndDelete(t.key, t)
 
