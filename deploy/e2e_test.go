@@ -152,7 +152,8 @@ func TestLambdaEndToEnd(t *testing.T) {
 		byResource[c.Resource+" "+c.Name] = c.Action
 	}
 	for _, r := range []string{"secret " + svc + "-api-key", "secret " + svc + "-private-key", "iam-role " + svc + "-lambda",
-		"dynamodb-table " + svc, "lambda-function " + svc, "function-url " + svc} {
+		"dynamodb-table " + svc, "lambda-function " + svc, "function-url " + svc, "sqs-queue " + svc + "-jobs", "sqs-queue " + svc + "-jobs-dlq",
+		"event-source-mapping " + svc + "-jobs → " + svc} {
 		if byResource[r] != deploy.Create {
 			t.Errorf("%s: %q, want create (changes %+v)", r, byResource[r], first.Changes)
 		}
@@ -255,8 +256,11 @@ func TestLambdaEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range down.Changes {
-		if c.Resource == "lambda-function" && c.Action != deploy.Delete {
-			t.Errorf("down: %+v", down.Changes)
+		switch c.Resource {
+		case "lambda-function", "sqs-queue", "event-source-mapping":
+			if c.Action != deploy.Delete {
+				t.Errorf("down: %+v", down.Changes)
+			}
 		}
 	}
 	if _, err := newDeployer(nil).Status(ctx); deploy.FailedStep(err) != deploy.StepInspect {

@@ -23,6 +23,7 @@ const (
 	srcHTTPAPI                       // API Gateway HTTP API, payload format 2.0
 	srcRESTAPI                       // API Gateway REST API, or HTTP API with payload format 1.0
 	srcALB                           // Application Load Balancer target group
+	srcSQS                           // an SQS queue's event source mapping (background work)
 )
 
 func (k source) String() string {
@@ -35,13 +36,15 @@ func (k source) String() string {
 		return "API Gateway REST API"
 	case srcALB:
 		return "ALB"
+	case srcSQS:
+		return "SQS"
 	}
 	return fmt.Sprintf("source(%d)", int(k))
 }
 
-// ErrUnsupportedEvent is returned for an invocation that carries no HTTP request (a direct
-// invoke, a schedule, a queue message...): the function only serves HTTP events.
-var ErrUnsupportedEvent = errors.New("lambda: unsupported event: not an HTTP request from a Function URL, API Gateway or an ALB")
+// ErrUnsupportedEvent is returned for an invocation that carries no HTTP request nor SQS messages
+// (a direct invoke, a schedule, another event source...).
+var ErrUnsupportedEvent = errors.New("lambda: unsupported event: not an HTTP request from a Function URL, API Gateway or an ALB, nor SQS messages")
 
 // event is the union of the HTTP event shapes: one decoding pass serves every source, and the
 // fields present tell which source sent it.
@@ -58,6 +61,7 @@ type event struct {
 	MultiValueQueryStringParameters map[string][]string `json:"multiValueQueryStringParameters"`
 	Body                            string              `json:"body"`
 	IsBase64Encoded                 bool                `json:"isBase64Encoded"`
+	Records                         []sqsRecord         `json:"Records"` // SQS events
 	RequestContext                  struct {
 		ELB  *struct{} `json:"elb"` // present only in ALB events
 		HTTP struct {
@@ -74,6 +78,13 @@ type event struct {
 
 func (e *event) detect() (source, error) {
 	switch {
+	case len(e.Records) > 0:
+		for _, r := range e.Records {
+			if r.EventSource != "aws:sqs" {
+				return 0, ErrUnsupportedEvent
+			}
+		}
+		return srcSQS, nil
 	case e.RequestContext.ELB != nil:
 		if e.HTTPMethod == "" {
 			return 0, errors.New("lambda: ALB event without httpMethod")

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/supervaize/svz/core/jobs"
 )
 
 // FuzzInvoke feeds arbitrary payloads to the adapter, in both modes: it must never panic, and
@@ -25,10 +26,18 @@ func FuzzInvoke(f *testing.F) {
 	f.Add([]byte(`{"version":"2.0","requestContext":{"http":{"method":"GET"},"domainName":"x.lambda-url.y"},"rawPath":"/\u0000?#","isBase64Encoded":true,"body":"=="}`), true)
 	f.Add([]byte(`{"httpMethod":"GET","path":"","multiValueQueryStringParameters":{"":[""]},"multiValueHeaders":{"":[]}}`), false)
 	f.Add([]byte(`{"requestContext":{"elb":null},"httpMethod":"X"}`), false)
+	f.Add(sqsEvent(sqsRecordOf("m-1", `{"agent":"a","workspace":"w","job":"j","work":"x","attempt":0}`, "1"),
+		sqsRecordOf("m-2", `{"agent":"a","workspace":"w","job":"fail","work":"x","attempt":3}`, "x"), sqsRecordOf("m-3", "{", "")), false)
 
 	quiet := slog.New(slog.DiscardHandler)
 	f.Fuzz(func(t *testing.T, data []byte, stream bool) {
-		a := &adapter{h: echo(), config: config{log: quiet, stream: stream}}
+		deliver := func(_ context.Context, m jobs.Message, _ jobs.Delivery) error {
+			if m.Job == "fail" {
+				return jobs.ErrBusy
+			}
+			return nil
+		}
+		a := &adapter{h: echo(), config: config{log: quiet, stream: stream, deliver: deliver, maxReceives: 5}}
 		var ev event
 		if json.Unmarshal(data, &ev) != nil {
 			return
@@ -38,6 +47,18 @@ func FuzzInvoke(f *testing.F) {
 			return
 		}
 		switch r := out.(type) {
+		case *batchResponse:
+			// Every failure names a message of the batch, once.
+			ids := map[string]int{}
+			for _, rec := range ev.Records {
+				ids[rec.MessageID]++
+			}
+			for _, f := range r.BatchItemFailures {
+				if ids[f.ItemIdentifier] == 0 {
+					t.Fatalf("failure %q names no message of the batch", f.ItemIdentifier)
+				}
+				ids[f.ItemIdentifier]--
+			}
 		case *events.LambdaFunctionURLStreamingResponse:
 			br := bufio.NewReader(r)
 			prelude, err := br.ReadBytes(0)

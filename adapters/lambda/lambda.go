@@ -3,6 +3,11 @@
 // http.Request a server would have read, and the handler's response converted back to that
 // source's payload: base64 bodies, multi-value headers and query strings, and cookies included.
 //
+// Background work (core/jobs) travels through SQS: Queue sends a task's reference to the queue,
+// and the queue's event source mapping invokes the same function with SQS events, which WithJobs
+// runs, reporting the messages to deliver again (ReportBatchItemFailures). Only the mapping
+// delivers tasks: no HTTP route does.
+//
 // The request context carries the invocation deadline. A handler panic becomes a 500 JSON body.
 // Buffered responses cannot flush, so an event stream answers what it has and ends (poll mode);
 // with WithStreaming, Function URL responses stream (InvokeMode RESPONSE_STREAM) and every flush
@@ -30,8 +35,10 @@ import (
 )
 
 type config struct {
-	stream bool
-	log    *slog.Logger
+	stream      bool
+	log         *slog.Logger
+	deliver     DeliverFunc
+	maxReceives int
 }
 
 // Option configures NewHandler and Start.
@@ -71,6 +78,9 @@ func (a *adapter) invoke(ctx context.Context, ev *event) (any, error) {
 	k, err := ev.detect()
 	if err != nil {
 		return nil, err
+	}
+	if k == srcSQS {
+		return a.serveSQS(ctx, ev.Records)
 	}
 	r, err := ev.request(ctx, k)
 	var bad *badRequest

@@ -62,10 +62,21 @@ func TestProtocol(t *testing.T) {
 // buildBootstrap builds the Lambda bootstrap with the Makefile target sam build runs.
 func buildBootstrap(t *testing.T) string {
 	t.Helper()
+	return buildBootstrapOf(t, "")
+}
+
+// buildBootstrapOf builds the bootstrap of the main package main (a path from the repository
+// root, "" for the template's) as sam build does.
+func buildBootstrapOf(t *testing.T, main string) string {
+	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
 	dir := t.TempDir()
-	cmd := exec.Command("make", "-f", "mk/lambda.mk", "build-ControllerFunction", "ARTIFACTS_DIR="+dir, "GOARCH="+runtime.GOARCH)
+	args := []string{"-f", "mk/lambda.mk", "build-ControllerFunction", "ARTIFACTS_DIR=" + dir, "GOARCH=" + runtime.GOARCH}
+	if main != "" {
+		args = append(args, "LAMBDA_MAIN="+main)
+	}
+	cmd := exec.Command("make", args...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make build-ControllerFunction: %v\n%s", err, out)

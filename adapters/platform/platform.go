@@ -190,9 +190,13 @@ func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(
 	var lambdaOpts []lambda.Option
 	var httpOpts []httpserver.Option
 	var serveCloudRun func(context.Context, http.Handler) error
+	var maxReceives int
 	switch kind {
 	case onLambda:
 		if lambdaOpts, err = lambdaOptions(getenv); err != nil {
+			return err
+		}
+		if ctx, maxReceives, err = lambdaJobs(ctx, getenv); err != nil {
 			return err
 		}
 	case onCloudRun:
@@ -214,6 +218,11 @@ func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(
 	logReady(log, string(kind), began)
 	switch kind {
 	case onLambda:
+		// SQS events (the jobs queue's event source mapping) run the controller's background work:
+		// the handler is the *core.Controller, or a wrapper that says which is (JobsHandler).
+		if c, ok := h.(JobsHandler); ok && c.Jobs() != nil {
+			lambdaOpts = append(lambdaOpts, lambda.WithJobs(c.Jobs().Deliver, maxReceives))
+		}
 		lambda.Start(h, append(lambdaOpts, lambda.WithLogger(log))...)
 		return closeHandler(nil) // unreachable: the runtime exits the process
 	case onCloudRun:

@@ -21,6 +21,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/supervaize/svz/adapters/internal/testkit"
+	"github.com/supervaize/svz/adapters/lambda"
+	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/internal/fingerprint"
 	"github.com/supervaize/svz/internal/testenv"
 )
@@ -113,6 +115,39 @@ func TestSettings(t *testing.T) {
 	for _, tc := range []struct {
 		env     map[string]string
 		wantErr string
+		max     int
+	}{
+		{map[string]string{}, "", 5},
+		{map[string]string{"SUPERVAIZER_JOBS_MAX_RECEIVES": "3"}, "", 3},
+		{map[string]string{"SUPERVAIZER_JOBS_MAX_RECEIVES": "0"}, `platform: lambda: SUPERVAIZER_JOBS_MAX_RECEIVES="0": must be a whole number from 1 to 1000 (the maxReceiveCount of the jobs queue's redrive policy)`, 0},
+	} {
+		ctx, n, err := lambdaJobs(context.Background(), envOf(tc.env))
+		if (err == nil) != (tc.wantErr == "") || err != nil && err.Error() != tc.wantErr || n != tc.max {
+			t.Errorf("%v: %d %v, want %d %q", tc.env, n, err, tc.max, tc.wantErr)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		// The queue is made only when asked (an agent defines work), and says which setting it needs.
+		newQueue := jobs.QueueFrom(ctx)
+		if newQueue == nil {
+			t.Fatal("no queue maker in the build's context")
+		}
+		if _, err := newQueue(); err == nil || !strings.HasPrefix(err.Error(), "lambda: SUPERVAIZER_JOBS_QUEUE_URL is not set: ") {
+			t.Errorf("queue without its setting: %v", err)
+		}
+	}
+	q, err := jobs.QueueFrom(must(lambdaJobs(context.Background(), envOf(map[string]string{
+		"SUPERVAIZER_JOBS_QUEUE_URL": "https://sqs.eu-west-3.amazonaws.com/123456789012/q", "AWS_REGION": "eu-west-3",
+		"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b",
+	}))))()
+	if lq, ok := q.(*lambda.Queue); err != nil || !ok || lq.URL() != "https://sqs.eu-west-3.amazonaws.com/123456789012/q" {
+		t.Errorf("queue: %#v %v", q, err)
+	}
+	for _, tc := range []struct {
+		env     map[string]string
+		wantErr string
 	}{
 		{map[string]string{"PORT": "80a"}, `platform: PORT="80a": must be a whole number from 0 to 65535 (the port to listen on)`},
 		{map[string]string{"SUPERVAIZER_PORT": "-1"}, `platform: SUPERVAIZER_PORT="-1": must be a whole number from 0 to 65535 (the port to listen on)`},
@@ -123,6 +158,13 @@ func TestSettings(t *testing.T) {
 			t.Errorf("%v: %v, want %q", tc.env, err, tc.wantErr)
 		}
 	}
+}
+
+func must(ctx context.Context, _ int, err error) context.Context {
+	if err != nil {
+		panic(err)
+	}
+	return ctx
 }
 
 // closer is a controller that records its life.

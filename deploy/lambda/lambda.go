@@ -3,10 +3,16 @@
 // Per service it owns: the function {name}-{env} (image by digest, arm64 by default), its Function
 // URL (auth NONE: Studio authenticates with X-API-Key and grant tokens) with the two public-invoke
 // permissions AWS requires, an execution role {name}-{env}-lambda whose inline policy allows exactly
-// its log group, GetSecretValue on its own secrets and item access to its store table, and that
+// its log group, GetSecretValue on its own secrets, item access to its store table, and its jobs
+// queue (send; receive, delete and read attributes for the event source mapping), that
 // DynamoDB table {name}-{env} (on demand, partition key "k" of type S, TTL on "ttl": the schema
-// core/store/dynamodb checks, see awsdeploy.StoreTable). Secrets reach the function as *_SECRET_ARN
-// variables the controller resolves at init.
+// core/store/dynamodb checks, see awsdeploy.StoreTable), and the SQS queue of background work
+// {name}-{env}-jobs with its dead-letter queue {name}-{env}-jobs-dlq (awsdeploy.JobsQueues) and
+// the event source mapping that delivers its messages to the function (batch size 1, partial
+// batch failures reported). svz cannot tell cheaply whether the agent defines background work
+// (that takes running the binary), so the queues exist for every Lambda service; they cost
+// nothing while empty. Secrets reach the function as *_SECRET_ARN variables the controller
+// resolves at init.
 //
 // Rollback restores the image and configuration the function had before the update.
 package lambda
@@ -16,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +36,7 @@ import (
 
 	"github.com/supervaize/svz/deploy"
 	"github.com/supervaize/svz/deploy/awsdeploy"
+	"github.com/supervaize/svz/internal/awsapi"
 )
 
 // Store table schema: the one core/store/dynamodb checks at start.
@@ -45,6 +53,15 @@ const (
 	SecretARNSuffix = "_SECRET_ARN"
 	// EnvInvokeMode tells the controller the Function URL's invoke mode.
 	EnvInvokeMode = "SUPERVAIZER_LAMBDA_INVOKE_MODE"
+	// EnvJobsQueueURL and EnvJobsMaxReceives tell the controller its jobs queue and the queue's
+	// maxReceiveCount (adapters/lambda reads them).
+	EnvJobsQueueURL    = "SUPERVAIZER_JOBS_QUEUE_URL"
+	EnvJobsMaxReceives = "SUPERVAIZER_JOBS_MAX_RECEIVES"
+	// JobsVisibilitySeconds is the jobs queue's visibility timeout.
+	JobsVisibilitySeconds = awsdeploy.JobsVisibilityFactor * TimeoutSeconds
+	// JobsBatchSize is how many messages one invocation gets: one, so every delivery has the
+	// whole function timeout.
+	JobsBatchSize = 1
 )
 
 // SecretVars are the secrets the controller resolves from *_SECRET_ARN at init on Lambda (the
@@ -62,6 +79,7 @@ type Driver struct {
 	Lambda   *awslambda.Client
 	IAM      *iam.Client
 	DynamoDB *dynamodb.Client
+	SQS      *awsapi.Client
 	Account  string
 	Region   string
 	// InvokeMode of the Function URL; empty means RESPONSE_STREAM (SSE at /a2a/events streams).
@@ -75,6 +93,14 @@ var _ deploy.Driver = (*Driver)(nil)
 func (d *Driver) roles() *awsdeploy.Roles { return &awsdeploy.Roles{Client: d.IAM} }
 
 func (d *Driver) table() *awsdeploy.StoreTable { return &awsdeploy.StoreTable{Client: d.DynamoDB} }
+
+func (d *Driver) queues() *awsdeploy.JobsQueues {
+	return &awsdeploy.JobsQueues{Client: d.SQS, Region: d.Region, Account: d.Account}
+}
+
+func (d *Driver) queueARN(service string) string {
+	return awsdeploy.QueueARN(d.Region, d.Account, awsdeploy.JobsQueueName(service))
+}
 
 func (d *Driver) invokeMode() lambdatypes.InvokeMode {
 	if d.InvokeMode == "" {
@@ -94,6 +120,7 @@ func (d *Driver) role(s deploy.Service) awsdeploy.Role {
 			Resource: awsdeploy.List{logGroup, logGroup + ":*"}},
 		awsdeploy.TableStatement(awsdeploy.TableARN(d.Region, d.Account, s.Name)),
 	}
+	st = append(st, awsdeploy.JobsStatements(d.queueARN(s.Name))...)
 	if arns := awsdeploy.SecretARNs(s); len(arns) > 0 {
 		st = append(st, awsdeploy.Statement{Sid: "Secrets", Action: awsdeploy.List{"secretsmanager:GetSecretValue"}, Resource: arns})
 	}
@@ -114,6 +141,8 @@ func (d *Driver) Env(s deploy.Service) map[string]string {
 	env["SUPERVAIZER_STORE"] = "dynamodb"
 	env["SUPERVAIZER_STORE_TABLE"] = s.Name
 	env[EnvInvokeMode] = string(d.invokeMode())
+	env[EnvJobsQueueURL] = awsdeploy.QueueURL(d.Region, d.Account, awsdeploy.JobsQueueName(s.Name))
+	env[EnvJobsMaxReceives] = strconv.Itoa(awsdeploy.JobsMaxReceives)
 	return env
 }
 
@@ -226,6 +255,11 @@ func (d *Driver) Plan(ctx context.Context, s deploy.Service) ([]deploy.Change, e
 		return nil, err
 	}
 	changes = append(changes, tc)
+	qc, err := d.queues().Plan(ctx, s.Name, JobsVisibilitySeconds)
+	if err != nil {
+		return nil, err
+	}
+	changes = append(changes, qc...)
 
 	fc := deploy.Change{Resource: "lambda-function", Name: s.Name}
 	live, _, err := d.readFunction(ctx, s.Name)
@@ -251,7 +285,115 @@ func (d *Driver) Plan(ctx context.Context, s deploy.Service) ([]deploy.Change, e
 	if err != nil {
 		return nil, err
 	}
-	return append(changes, uc...), nil
+	changes = append(changes, uc...)
+	mc := deploy.Change{Resource: "event-source-mapping", Name: mappingName(s.Name), Action: deploy.Create}
+	if live != nil {
+		m, err := d.readMapping(ctx, s.Name)
+		if err != nil {
+			return nil, err
+		}
+		if m != nil {
+			mc.Action, mc.Detail = deploy.NoOp, mappingDiff(m)
+			if mc.Detail != "" {
+				mc.Action = deploy.Update
+			}
+		}
+	}
+	return append(changes, mc), nil
+}
+
+// mappingName names the event source mapping in plans: the queue and the function.
+func mappingName(service string) string { return awsdeploy.JobsQueueName(service) + " → " + service }
+
+// readMapping returns the event source mapping from the service's jobs queue to its function,
+// nil when there is none.
+func (d *Driver) readMapping(ctx context.Context, name string) (*lambdatypes.EventSourceMappingConfiguration, error) {
+	out, err := d.Lambda.ListEventSourceMappings(ctx, &awslambda.ListEventSourceMappingsInput{
+		FunctionName: aws.String(name), EventSourceArn: aws.String(d.queueARN(name)),
+	})
+	var nf *lambdatypes.ResourceNotFoundException
+	switch {
+	case errors.As(err, &nf):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("lambda:ListEventSourceMappings %s: %w", name, err)
+	case len(out.EventSourceMappings) == 0:
+		return nil, nil
+	}
+	return &out.EventSourceMappings[0], nil
+}
+
+// mappingDiff says what differs from the mapping svz wants ("" when nothing).
+func mappingDiff(m *lambdatypes.EventSourceMappingConfiguration) string {
+	var d []string
+	if n := aws.ToInt32(m.BatchSize); n != JobsBatchSize {
+		d = append(d, fmt.Sprintf("batch size %d → %d", n, JobsBatchSize))
+	}
+	if len(m.FunctionResponseTypes) != 1 || m.FunctionResponseTypes[0] != lambdatypes.FunctionResponseTypeReportBatchItemFailures {
+		d = append(d, "response types → ReportBatchItemFailures")
+	}
+	return strings.Join(d, ", ")
+}
+
+// ensureMapping creates or fixes the event source mapping from the jobs queue to the function.
+func (d *Driver) ensureMapping(ctx context.Context, name string) (deploy.Change, error) {
+	c := deploy.Change{Resource: "event-source-mapping", Name: mappingName(name), Action: deploy.NoOp}
+	m, err := d.readMapping(ctx, name)
+	if err != nil {
+		return c, err
+	}
+	types := []lambdatypes.FunctionResponseType{lambdatypes.FunctionResponseTypeReportBatchItemFailures}
+	switch {
+	case m == nil:
+		in := &awslambda.CreateEventSourceMappingInput{
+			FunctionName: aws.String(name), EventSourceArn: aws.String(d.queueARN(name)), Enabled: aws.Bool(true),
+			BatchSize: aws.Int32(JobsBatchSize), FunctionResponseTypes: types,
+			Tags: map[string]string{awsdeploy.ManagedByTag: awsdeploy.ManagedByValue},
+		}
+		// Lambda checks that the function's role may poll the queue: a role policy just written
+		// may not have propagated yet (IAM is eventually consistent).
+		deadline := time.Now().Add(d.roleWait())
+		for {
+			_, err := d.Lambda.CreateEventSourceMapping(ctx, in)
+			var ip *lambdatypes.InvalidParameterValueException
+			if err != nil && errors.As(err, &ip) && strings.Contains(aws.ToString(ip.Message), "permissions") && time.Now().Before(deadline) {
+				select {
+				case <-ctx.Done():
+					return c, fmt.Errorf("lambda:CreateEventSourceMapping %s: %w", name, ctx.Err())
+				case <-time.After(3 * time.Second):
+					continue
+				}
+			}
+			if err != nil {
+				return c, fmt.Errorf("lambda:CreateEventSourceMapping %s: %w", name, err)
+			}
+			break
+		}
+		c.Action = deploy.Create
+	case mappingDiff(m) != "":
+		c.Action, c.Detail = deploy.Update, mappingDiff(m)
+		if _, err := d.Lambda.UpdateEventSourceMapping(ctx, &awslambda.UpdateEventSourceMappingInput{
+			UUID: m.UUID, BatchSize: aws.Int32(JobsBatchSize), FunctionResponseTypes: types,
+		}); err != nil {
+			return c, fmt.Errorf("lambda:UpdateEventSourceMapping %s: %w", name, err)
+		}
+	}
+	return c, nil
+}
+
+// deleteMapping removes the event source mapping from the jobs queue to svz's function.
+func (d *Driver) deleteMapping(ctx context.Context, name string) (deploy.Change, error) {
+	c := deploy.Change{Resource: "event-source-mapping", Name: mappingName(name), Action: deploy.NoOp, Detail: "absent"}
+	m, err := d.readMapping(ctx, name)
+	if err != nil || m == nil {
+		return c, err
+	}
+	var nf *lambdatypes.ResourceNotFoundException
+	if _, err := d.Lambda.DeleteEventSourceMapping(ctx, &awslambda.DeleteEventSourceMappingInput{UUID: m.UUID}); err != nil && !errors.As(err, &nf) {
+		return c, fmt.Errorf("lambda:DeleteEventSourceMapping %s: %w", name, err)
+	}
+	c.Action, c.Detail = deploy.Delete, ""
+	return c, nil
 }
 
 // planURL compares the Function URL and its permissions.
@@ -337,6 +479,10 @@ func (d *Driver) Deploy(ctx context.Context, s deploy.Service) (deploy.Deploymen
 	} else if live != nil && !live.ours {
 		return dep, notOurs(s.Name, live.arn)
 	}
+	// So are queues of its names that svz did not create.
+	if _, err := d.queues().Plan(ctx, s.Name, JobsVisibilitySeconds); err != nil {
+		return dep, err
+	}
 	roleARN, rc, err := d.roles().Ensure(ctx, d.role(s))
 	if err != nil {
 		return dep, err
@@ -347,6 +493,11 @@ func (d *Driver) Deploy(ctx context.Context, s deploy.Service) (deploy.Deploymen
 		return dep, err
 	}
 	dep.Changes = append(dep.Changes, tc)
+	qc, _, err := d.queues().Ensure(ctx, s.Name, JobsVisibilitySeconds)
+	dep.Changes = append(dep.Changes, qc...)
+	if err != nil {
+		return dep, err
+	}
 
 	want := d.want(s, roleARN)
 	live, _, err := d.readFunction(ctx, s.Name)
@@ -383,6 +534,11 @@ func (d *Driver) Deploy(ctx context.Context, s deploy.Service) (deploy.Deploymen
 		return dep, err
 	}
 	dep.Changes = append(dep.Changes, ucs...)
+	mc, err := d.ensureMapping(ctx, s.Name)
+	if err != nil {
+		return dep, err
+	}
+	dep.Changes = append(dep.Changes, mc)
 	dep.Live, err = d.Inspect(ctx, s.Name)
 	if err != nil {
 		return dep, err
@@ -569,8 +725,8 @@ func shortSHA(s string) string {
 	return s
 }
 
-// Delete removes URL, function and role; with purge also the store table. What svz did not create
-// is kept and reported as such.
+// Delete removes the event source mapping, URL, function, role and jobs queues; with purge also
+// the store table. What svz did not create is kept and reported as such.
 func (d *Driver) Delete(ctx context.Context, name string, purge bool) ([]deploy.Change, error) {
 	var cs []deploy.Change
 	live, _, err := d.readFunction(ctx, name)
@@ -581,6 +737,12 @@ func (d *Driver) Delete(ctx context.Context, name string, purge bool) ([]deploy.
 		cs = append(cs, deploy.KeptChange("function-url", name), deploy.KeptChange("lambda-function", name))
 		return d.deleteRest(ctx, name, purge, cs)
 	}
+	// The mapping first: a function's mappings outlive it otherwise.
+	mc, err := d.deleteMapping(ctx, name)
+	if err != nil {
+		return cs, err
+	}
+	cs = append(cs, mc)
 	var nf *lambdatypes.ResourceNotFoundException
 	uc := deploy.Change{Resource: "function-url", Name: name, Action: deploy.Delete}
 	if _, err := d.Lambda.DeleteFunctionUrlConfig(ctx, &awslambda.DeleteFunctionUrlConfigInput{FunctionName: aws.String(name)}); errors.As(err, &nf) {
@@ -599,10 +761,16 @@ func (d *Driver) Delete(ctx context.Context, name string, purge bool) ([]deploy.
 	return d.deleteRest(ctx, name, purge, cs)
 }
 
-// deleteRest removes the role and, with purge, the store table, each only when svz created it.
+// deleteRest removes the role, the jobs queues and, with purge, the store table, each only when
+// svz created it.
 func (d *Driver) deleteRest(ctx context.Context, name string, purge bool, cs []deploy.Change) ([]deploy.Change, error) {
 	rc, err := d.roles().Delete(ctx, RoleName(name))
 	cs = append(cs, rc)
+	if err != nil {
+		return cs, err
+	}
+	qc, err := d.queues().Delete(ctx, name)
+	cs = append(cs, qc...)
 	if err != nil {
 		return cs, err
 	}
@@ -621,6 +789,10 @@ func NewPlatform(ctx context.Context, cfg aws.Config) (deploy.Platform, error) {
 	if err != nil {
 		return deploy.Platform{}, err
 	}
+	sqs, err := awsdeploy.NewSQS(cfg)
+	if err != nil {
+		return deploy.Platform{}, err
+	}
 	return deploy.Platform{
 		Name:     deploy.PlatformLambda,
 		Scope:    acct,
@@ -628,7 +800,7 @@ func NewPlatform(ctx context.Context, cfg aws.Config) (deploy.Platform, error) {
 		Registry: &awsdeploy.ECR{Client: ecr.NewFromConfig(cfg), Account: acct, Region: cfg.Region},
 		Secrets:  &awsdeploy.SecretsManager{Client: secretsmanager.NewFromConfig(cfg)},
 		Driver: &Driver{
-			Lambda: awslambda.NewFromConfig(cfg), IAM: iam.NewFromConfig(cfg), DynamoDB: dynamodb.NewFromConfig(cfg),
+			Lambda: awslambda.NewFromConfig(cfg), IAM: iam.NewFromConfig(cfg), DynamoDB: dynamodb.NewFromConfig(cfg), SQS: sqs,
 			Account: acct, Region: cfg.Region,
 		},
 		DefaultArch: "arm64",

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,8 +30,12 @@ func newDriver(t *testing.T) *lambda.Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sqs, err := awsdeploy.NewSQS(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &lambda.Driver{
-		Lambda: awslambda.NewFromConfig(cfg), IAM: iam.NewFromConfig(cfg), DynamoDB: dynamodb.NewFromConfig(cfg),
+		Lambda: awslambda.NewFromConfig(cfg), IAM: iam.NewFromConfig(cfg), DynamoDB: dynamodb.NewFromConfig(cfg), SQS: sqs,
 		Account: acct, Region: cfg.Region,
 	}
 }
@@ -68,7 +73,8 @@ func TestDeployCreateNoOpUpdateRollbackDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]deploy.Action{"iam-role": deploy.Create, "dynamodb-table": deploy.Create, "lambda-function": deploy.Create, "function-url": deploy.Create, "lambda-permission": deploy.Create}
+	want := map[string]deploy.Action{"iam-role": deploy.Create, "dynamodb-table": deploy.Create, "sqs-queue": deploy.Create, "lambda-function": deploy.Create,
+		"function-url": deploy.Create, "lambda-permission": deploy.Create, "event-source-mapping": deploy.Create}
 	if got := actions(plan); !reflect.DeepEqual(got, want) {
 		t.Fatalf("plan before create = %v, want %v", got, want)
 	}
@@ -100,6 +106,8 @@ func TestDeployCreateNoOpUpdateRollbackDelete(t *testing.T) {
 		"SUPERVAIZER_STORE":              "dynamodb",
 		"SUPERVAIZER_STORE_TABLE":        name,
 		"SUPERVAIZER_LAMBDA_INVOKE_MODE": "RESPONSE_STREAM",
+		"SUPERVAIZER_JOBS_QUEUE_URL":     "https://sqs.us-east-1.amazonaws.com/" + d.Account + "/" + name + "-jobs",
+		"SUPERVAIZER_JOBS_MAX_RECEIVES":  "5",
 	}
 	if !reflect.DeepEqual(gotEnv, wantEnv) {
 		t.Errorf("env = %v, want %v", gotEnv, wantEnv)
@@ -117,37 +125,67 @@ func TestDeployCreateNoOpUpdateRollbackDelete(t *testing.T) {
 		t.Errorf("role = %s", got)
 	}
 
-	// Least privilege: exactly the log group, the table and the secret.
+	// Least privilege: exactly the log group, the table, the secret and the jobs queue (send for
+	// the controller; receive, delete and read attributes for the event source mapping).
 	pol, err := d.IAM.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(name + "-lambda"), PolicyName: aws.String("svz")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc, _ := url.QueryUnescape(aws.ToString(pol.PolicyDocument))
-	var p awsdeploy.Policy
-	if err := json.Unmarshal([]byte(doc), &p); err != nil {
-		t.Fatal(err)
+	logs, table, queue := "arn:aws:logs:us-east-1:"+d.Account+":log-group:/aws/lambda/"+name, "arn:aws:dynamodb:us-east-1:"+d.Account+":table/"+name,
+		"arn:aws:sqs:us-east-1:"+d.Account+":"+name+"-jobs"
+	wantDoc := `{"Version":"2012-10-17","Statement":[` +
+		`{"Sid":"Logs","Effect":"Allow","Action":["logs:CreateLogGroup","logs:CreateLogStream","logs:PutLogEvents"],"Resource":["` + logs + `","` + logs + `:*"]},` +
+		`{"Sid":"StoreTable","Effect":"Allow","Action":["dynamodb:DescribeTable","dynamodb:GetItem","dynamodb:PutItem","dynamodb:DeleteItem","dynamodb:UpdateItem","dynamodb:BatchGetItem","dynamodb:BatchWriteItem","dynamodb:Query"],"Resource":["` + table + `","` + table + `/index/svz-keys"]},` +
+		`{"Sid":"JobsSend","Effect":"Allow","Action":["sqs:SendMessage"],"Resource":["` + queue + `"]},` +
+		`{"Sid":"JobsReceive","Effect":"Allow","Action":["sqs:ReceiveMessage","sqs:DeleteMessage","sqs:GetQueueAttributes"],"Resource":["` + queue + `"]},` +
+		`{"Sid":"Secrets","Effect":"Allow","Action":["secretsmanager:GetSecretValue"],"Resource":["` + svc.Secrets["SUPERVAIZER_API_KEY"].ID + `"]}]}`
+	if compactJSON(t, doc) != compactJSON(t, wantDoc) {
+		t.Errorf("role policy:\n got %s\nwant %s", compactJSON(t, doc), wantDoc)
 	}
-	var resources []string
-	for _, s := range p.Statement {
-		if s.Effect != "Allow" {
-			t.Errorf("statement %s effect %s", s.Sid, s.Effect)
+
+	// The jobs queue: visibility 6 times the function timeout, dead-lettered after 5 receives;
+	// both queues marked as svz's.
+	for qname, wantAttrs := range map[string]map[string]string{
+		name + "-jobs": {"VisibilityTimeout": "360", "MessageRetentionPeriod": "345600",
+			"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:` + d.Account + `:` + name + `-jobs-dlq","maxReceiveCount":5}`},
+		name + "-jobs-dlq": {"VisibilityTimeout": "30", "MessageRetentionPeriod": "1209600", "RedrivePolicy": ""},
+	} {
+		var u struct{ QueueUrl string }
+		if err := d.SQS.Call(ctx, "GetQueueUrl", map[string]string{"QueueName": qname}, &u); err != nil {
+			t.Fatal(err)
 		}
-		for _, a := range s.Action {
-			if strings.Contains(a, "*") {
-				t.Errorf("wildcard action %s", a)
+		var attrs struct{ Attributes map[string]string }
+		if err := d.SQS.Call(ctx, "GetQueueAttributes", map[string]any{"QueueUrl": u.QueueUrl, "AttributeNames": []string{"All"}}, &attrs); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range wantAttrs {
+			got := attrs.Attributes[k]
+			if k == "RedrivePolicy" && got != "" {
+				got = compactJSON(t, got)
+			}
+			if got != v {
+				t.Errorf("queue %s: %s = %q, want %q", qname, k, got, v)
 			}
 		}
-		resources = append(resources, s.Resource...)
+		var tags struct{ Tags map[string]string }
+		if err := d.SQS.Call(ctx, "ListQueueTags", map[string]string{"QueueUrl": u.QueueUrl}, &tags); err != nil || !reflect.DeepEqual(tags.Tags, map[string]string{"managed-by": "svz"}) {
+			t.Errorf("queue %s tags %v %v", qname, tags.Tags, err)
+		}
 	}
-	wantRes := []string{
-		"arn:aws:logs:us-east-1:" + d.Account + ":log-group:/aws/lambda/" + name,
-		"arn:aws:logs:us-east-1:" + d.Account + ":log-group:/aws/lambda/" + name + ":*",
-		"arn:aws:dynamodb:us-east-1:" + d.Account + ":table/" + name,
-		"arn:aws:dynamodb:us-east-1:" + d.Account + ":table/" + name + "/index/svz-keys",
-		svc.Secrets["SUPERVAIZER_API_KEY"].ID,
+	// The event source mapping: the jobs queue to the function, one message per invocation,
+	// partial batch failures reported.
+	ms, err := d.Lambda.ListEventSourceMappings(ctx, &awslambda.ListEventSourceMappingsInput{FunctionName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(resources, wantRes) {
-		t.Errorf("policy resources = %v, want %v", resources, wantRes)
+	if len(ms.EventSourceMappings) != 1 {
+		t.Fatalf("mappings %+v", ms.EventSourceMappings)
+	}
+	m := ms.EventSourceMappings[0]
+	if aws.ToString(m.EventSourceArn) != queue || aws.ToInt32(m.BatchSize) != 1 || !strings.HasSuffix(aws.ToString(m.FunctionArn), ":function:"+name) ||
+		!reflect.DeepEqual(m.FunctionResponseTypes, []lambdatypes.FunctionResponseType{lambdatypes.FunctionResponseTypeReportBatchItemFailures}) {
+		t.Errorf("mapping %s %d %s %v", aws.ToString(m.EventSourceArn), aws.ToInt32(m.BatchSize), aws.ToString(m.FunctionArn), m.FunctionResponseTypes)
 	}
 
 	// Table: key k (S) as core/store/dynamodb checks it, on demand, TTL on the expiry attribute.
@@ -186,6 +224,38 @@ func TestDeployCreateNoOpUpdateRollbackDelete(t *testing.T) {
 	}
 	if again.Live.URL != dep.Live.URL {
 		t.Errorf("URL changed: %s → %s", dep.Live.URL, again.Live.URL)
+	}
+
+	// Drift of the queue or the mapping made out of band: planned as an update, converged back.
+	var qu struct{ QueueUrl string }
+	if err := d.SQS.Call(ctx, "GetQueueUrl", map[string]string{"QueueName": name + "-jobs"}, &qu); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SQS.Call(ctx, "SetQueueAttributes", map[string]any{"QueueUrl": qu.QueueUrl, "Attributes": map[string]string{"VisibilityTimeout": "30"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Lambda.UpdateEventSourceMapping(ctx, &awslambda.UpdateEventSourceMappingInput{UUID: m.UUID, BatchSize: aws.Int32(10)}); err != nil {
+		t.Fatal(err)
+	}
+	plan, err = d.Plan(ctx, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var drift []string
+	for _, c := range plan {
+		if c.Action != deploy.NoOp {
+			drift = append(drift, c.String())
+		}
+	}
+	wantDrift := []string{"update  sqs-queue " + name + "-jobs (VisibilityTimeout 30 → 360)", "update  event-source-mapping " + name + "-jobs → " + name + " (batch size 10 → 1)"}
+	if !reflect.DeepEqual(drift, wantDrift) {
+		t.Fatalf("plan after drift:\n%q\nwant\n%q", drift, wantDrift)
+	}
+	if _, err := d.Deploy(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	if plan, err = d.Plan(ctx, svc); err != nil || deploy.Changed(plan) {
+		t.Fatalf("plan after converging the drift: %v %v", plan, err)
 	}
 
 	// New image and a new variable: an update, with a rollback to the previous state.
@@ -234,7 +304,8 @@ func TestDeployCreateNoOpUpdateRollbackDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantDel := map[string]deploy.Action{"function-url": deploy.Delete, "lambda-function": deploy.Delete, "iam-role": deploy.Delete, "dynamodb-table": deploy.NoOp}
+	wantDel := map[string]deploy.Action{"event-source-mapping": deploy.Delete, "function-url": deploy.Delete, "lambda-function": deploy.Delete, "iam-role": deploy.Delete,
+		"sqs-queue": deploy.Delete, "dynamodb-table": deploy.NoOp}
 	if got := actions(cs); !reflect.DeepEqual(got, wantDel) {
 		t.Errorf("delete = %v, want %v", got, wantDel)
 	}
@@ -245,7 +316,8 @@ func TestDeployCreateNoOpUpdateRollbackDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantDel = map[string]deploy.Action{"function-url": deploy.NoOp, "lambda-function": deploy.NoOp, "iam-role": deploy.NoOp, "dynamodb-table": deploy.Delete}
+	wantDel = map[string]deploy.Action{"event-source-mapping": deploy.NoOp, "function-url": deploy.NoOp, "lambda-function": deploy.NoOp, "iam-role": deploy.NoOp,
+		"sqs-queue": deploy.NoOp, "dynamodb-table": deploy.Delete}
 	if got := actions(cs); !reflect.DeepEqual(got, wantDel) {
 		t.Errorf("second delete = %v, want %v", got, wantDel)
 	}
@@ -296,7 +368,10 @@ func TestDriverLeavesOthersFunctionAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []deploy.Change{deploy.KeptChange("function-url", name), deploy.KeptChange("lambda-function", name),
-		{Resource: "iam-role", Name: lambda.RoleName(name), Action: deploy.NoOp, Detail: "absent"}, deploy.KeptChange("dynamodb-table", name)}
+		{Resource: "iam-role", Name: lambda.RoleName(name), Action: deploy.NoOp, Detail: "absent"},
+		{Resource: "sqs-queue", Name: name + "-jobs", Action: deploy.NoOp, Detail: "absent"},
+		{Resource: "sqs-queue", Name: name + "-jobs-dlq", Action: deploy.NoOp, Detail: "absent"},
+		deploy.KeptChange("dynamodb-table", name)}
 	if !reflect.DeepEqual(cs, want) {
 		t.Fatalf("delete:\n got %+v\nwant %+v", cs, want)
 	}
@@ -310,4 +385,49 @@ func TestDriverLeavesOthersFunctionAlone(t *testing.T) {
 	if _, err := d.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}); err != nil {
 		t.Fatalf("the table is gone: %v", err)
 	}
+}
+
+func compactJSON(t *testing.T, s string) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("%s: %v", s, err)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// TestDriverLeavesOthersQueueAlone: a jobs queue of the service's name that svz did not create is
+// refused by plan and deploy before anything is created, and kept by delete.
+func TestDriverLeavesOthersQueueAlone(t *testing.T) {
+	d := newDriver(t)
+	ctx := context.Background()
+	name := awstest.Name("theirq")
+	var u struct{ QueueUrl string }
+	if err := d.SQS.Call(ctx, "CreateQueue", map[string]any{"QueueName": name + "-jobs"}, &u); err != nil {
+		t.Fatal(err)
+	}
+	msg := "sqs queue " + name + "-jobs exists but svz deploy did not create it (it lacks the marker managed-by=svz), so svz leaves it alone: " +
+		"choose another --name or --env, or delete that sqs queue; to let svz manage it, run: aws sqs tag-queue --queue-url " + u.QueueUrl + " --tags managed-by=svz"
+	svc := service(name, imageA)
+	if _, err := d.Plan(ctx, svc); !errors.Is(err, deploy.ErrNotManaged) || err.Error() != msg {
+		t.Fatalf("plan: %v\nwant %s", err, msg)
+	}
+	if _, err := d.Deploy(ctx, svc); !errors.Is(err, deploy.ErrNotManaged) || err.Error() != msg {
+		t.Fatalf("deploy: %v", err)
+	}
+	if _, err := d.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(lambda.RoleName(name))}); err == nil {
+		t.Error("deploy created the execution role of a service it refused")
+	}
+	cs, err := d.Delete(ctx, name, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := deploy.KeptChange("sqs-queue", name+"-jobs"); !slices.Contains(cs, want) {
+		t.Fatalf("delete %+v, want %+v among them", cs, want)
+	}
+	if err := d.SQS.Call(ctx, "GetQueueUrl", map[string]string{"QueueName": name + "-jobs"}, nil); err != nil {
+		t.Fatalf("the queue is gone: %v", err)
+	}
+	_ = d.SQS.Call(ctx, "DeleteQueue", map[string]string{"QueueUrl": u.QueueUrl}, nil)
 }

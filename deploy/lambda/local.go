@@ -90,6 +90,9 @@ func (l Local) Env(s deploy.Service, secrets map[string]deploy.Secret, url strin
 	env := (&Driver{Region: l.Region}).Env(s)
 	env[deploy.EnvStore] = "memory"
 	delete(env, deploy.EnvStoreTable)
+	// No queue runs locally: an agent with background work says at start that it needs one.
+	delete(env, EnvJobsQueueURL)
+	delete(env, EnvJobsMaxReceives)
 	env[deploy.EnvPublicURL] = url
 	local.SecretValues(env, secrets)
 	for k, v := range map[string]string{
