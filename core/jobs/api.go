@@ -121,7 +121,7 @@ func Stop(ctx context.Context, jobID string) (*contract.JobState, error) {
 		return nil, err
 	}
 	if cancel, ok := s.running.Load(key); ok {
-		cancel.(context.CancelCauseFunc)(errStopped)
+		(*cancel.(*context.CancelCauseFunc))(errStopped)
 	}
 	return s.snapshot(sc.reg, r), nil
 }

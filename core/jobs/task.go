@@ -77,8 +77,10 @@ func (t *task) run(ctx context.Context, w runner) error {
 	wctx, cancelDeadline := context.WithDeadlineCause(wctx, t.rec.Deadline, errTimedOut)
 	defer cancelDeadline()
 	t.cancel = cancel
-	s.running.Store(t.key, cancel)
-	defer s.running.CompareAndDelete(t.key, cancel)
+	// A pointer, not the func: CompareAndDelete compares values, and funcs are not comparable.
+	entry := &cancel
+	s.running.Store(t.key, entry)
+	defer s.running.CompareAndDelete(t.key, entry)
 
 	renewed := make(chan struct{})
 	stopRenew := make(chan struct{})
