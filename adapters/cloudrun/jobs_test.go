@@ -1,0 +1,83 @@
+package cloudrun
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/supervaize/svz/core/jobs"
+)
+
+func envMap(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestJobsSettings(t *testing.T) {
+	base := map[string]string{EnvJobsQueue: "projects/proj-test/locations/us-central1/queues/q-1", EnvJobsInvoker: "inv@proj-test.iam.gserviceaccount.com",
+		EnvPublicURL: "https://svc.a.run.app/"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{with(EnvJobsQueue, "q-1"), `SUPERVAIZER_JOBS_QUEUE="q-1": must be a Cloud Tasks queue name, projects/PROJECT/locations/LOCATION/queues/QUEUE (letters, digits and hyphens)`},
+		{with(EnvJobsQueue, "projects/proj-test/locations/us-central1/queues/q_1"), `SUPERVAIZER_JOBS_QUEUE="projects/proj-test/locations/us-central1/queues/q_1": must be a Cloud Tasks queue name, projects/PROJECT/locations/LOCATION/queues/QUEUE (letters, digits and hyphens)`},
+		{with(EnvJobsMaxAttempts, "ten"), `SUPERVAIZER_JOBS_MAX_ATTEMPTS="ten": must be a whole number from -1 to 1000 (the queue's maxAttempts; -1 is unlimited)`},
+		{with(EnvTasksEndpoint, "http://tasks.example.com"), `SUPERVAIZER_CLOUD_TASKS_ENDPOINT must be an https URL (plain http only to a loopback address such as 127.0.0.1)`},
+		{with(EnvOIDCJWKSURL, "ftp://127.0.0.1/certs"), `SUPERVAIZER_JOBS_OIDC_JWKS_URL must be an https URL (plain http only to a loopback address such as 127.0.0.1)`},
+		{with(EnvMetadataHost, "http://169.254.169.254/"), `GCE_METADATA_HOST must be a host or host:port, got "http://169.254.169.254/"`},
+	} {
+		_, err := JobsFromEnv(envMap(tc.env), slog.New(slog.DiscardHandler))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%v:\n got %v\nwant %s", tc.env, err, tc.want)
+		}
+	}
+	j, err := JobsFromEnv(envMap(base), nil)
+	if err != nil || j.url != "https://svc.a.run.app" || j.maxAttempts != DefaultMaxAttempts || j.verifier == nil {
+		t.Fatalf("%v %+v", err, j)
+	}
+	if j, err = JobsFromEnv(envMap(with(EnvJobsMaxAttempts, "-1")), nil); err != nil || j.maxAttempts != 0 {
+		t.Fatalf("unlimited attempts: %v %+v", err, j)
+	}
+}
+
+// TestJobsWithoutURL: the first revision of a deployment has no SUPERVAIZER_PUBLIC_URL yet: it
+// starts, but dispatches fail and deliveries are refused (503, retried later), naming it.
+func TestJobsWithoutURL(t *testing.T) {
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	j, err := JobsFromEnv(envMap(map[string]string{EnvJobsQueue: "projects/p-test1/locations/l/queues/q", EnvJobsInvoker: "inv@p-test1.iam.gserviceaccount.com"}), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "SUPERVAIZER_PUBLIC_URL is not set") {
+		t.Fatalf("logs: %s", logs.String())
+	}
+	err = j.Dispatch(context.Background(), jobs.Message{Agent: "a", Workspace: "w", Job: "j", Work: "x"}, 0)
+	if want := "cloudrun: SUPERVAIZER_PUBLIC_URL is not set: the task's target is unknown (svz deploy sets it; or set it to the service's URL)"; err == nil || err.Error() != want {
+		t.Fatalf("dispatch: %v", err)
+	}
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "controller") })
+	h := j.Handler(next, nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, TaskPath, strings.NewReader("{}")))
+	if rec.Code != http.StatusServiceUnavailable || strings.TrimSpace(rec.Body.String()) != `{"status":"unavailable"}` {
+		t.Fatalf("delivery: %d %s", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/a2a", nil))
+	if rec.Body.String() != "controller" {
+		t.Fatalf("other paths: %s", rec.Body)
+	}
+}
