@@ -31,8 +31,10 @@ func TestAppRunnerRefusesBackgroundWork(t *testing.T) {
 		d := &deploy.Deployer{
 			Config:   deploy.Config{Platform: deploy.PlatformAppRunner, Name: "leads", Env: "dev"},
 			Platform: deploy.Platform{Name: deploy.PlatformAppRunner}, // no clients: nothing may be called
-			Getenv:   func(k string) string { return map[string]string{"SUPERVAIZER_STORE": "postgres", "SUPERVAIZER_STORE_URL": "postgres://db.example.com/svz"}[k] },
-			Image:    workImage(true),
+			Getenv: func(k string) string {
+				return map[string]string{"SUPERVAIZER_STORE": "postgres", "SUPERVAIZER_STORE_URL": "postgres://db.example.com/svz"}[k]
+			},
+			Image: workImage(true),
 		}
 		var err error
 		if cmd == "plan" {
