@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/supervaize/svz/adapters/cloudrun"
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/internal/envvar"
+	"github.com/supervaize/svz/internal/localmode"
 )
 
 // cloudRunServer returns the Cloud Run function server. In local mode (a local emulation of Cloud
@@ -26,7 +29,15 @@ func cloudRunServer(getenv func(string) string, log *slog.Logger, local bool) (f
 // cloudRunJobs gives the controller's build the Cloud Tasks queue maker (called only when an agent
 // defines background work, so that only then are its settings required), and returns the wrapper
 // that serves the queue's deliveries (cloudrun.TaskPath) beside the controller once it is built.
+//
+// A local emulation of Cloud Run (SUPERVAIZER_LOCAL_EMULATOR=true: svz deploy local, the
+// Functions Framework on this machine) without SUPERVAIZER_JOBS_QUEUE has no Cloud Tasks to push
+// to it: its background work runs in process, as on a plain server.
 func cloudRunJobs(ctx context.Context, getenv func(string) string, log *slog.Logger) (context.Context, func(http.Handler) http.Handler) {
+	keep := func(h http.Handler) http.Handler { return h }
+	if emulated, _ := envvar.Bool(getenv, localmode.EnvEmulator, false); emulated && strings.TrimSpace(getenv(cloudrun.EnvJobsQueue)) == "" {
+		return ctx, keep
+	}
 	var queue *cloudrun.Jobs
 	ctx = jobs.WithQueue(ctx, func() (jobs.Dispatcher, error) {
 		q, err := cloudrun.JobsFromEnv(getenv, log)

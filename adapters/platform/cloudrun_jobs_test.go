@@ -305,3 +305,31 @@ func TestAppRunnerRefusesJobs(t *testing.T) {
 		t.Fatalf("run without background work: %v", err)
 	}
 }
+
+// TestCloudRunEmulatedJobs: a local emulation of Cloud Run without a queue (svz deploy local) runs
+// background work in process and serves no task route.
+func TestCloudRunEmulatedJobs(t *testing.T) {
+	env := map[string]string{"K_SERVICE": "svz-counter", "PORT": "0", "SUPERVAIZER_API_KEY": jobsKey, "SUPERVAIZER_STORE": "memory",
+		"SUPERVAIZER_LOCAL_MODE": "true", "SUPERVAIZER_LOCAL_EMULATOR": "true"}
+	var runs atomic.Int32
+	base := startJobsController(t, env, &runs)
+	if s := a2a(t, base, "job.start", map[string]any{}); !strings.Contains(s, `"status":"active"`) {
+		t.Fatalf("job.start: %s", s)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		s := a2a(t, base, "job.sync", map[string]any{})
+		if strings.Contains(s, `"job":{"id":"job-1","agent_slug":"counter","mission_id":"m1","status":"completed"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job did not complete in process: %s", s)
+		}
+	}
+	if n := runs.Load(); n != 2 {
+		t.Fatalf("%d steps ran, want 2", n)
+	}
+	task := cloudtasksfake.Task{URL: jobsURL + "/.svz/tasks", Method: "POST", Body: []byte(`{}`)}
+	if code, _ := deliver(t, base, task, "", 0); code != http.StatusNotFound {
+		t.Fatalf("task route: %d, want 404", code)
+	}
+}

@@ -165,3 +165,14 @@ func TestRuntimeSettingsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalRunWithWork: svz deploy local has no Cloud Tasks: a controller with background work
+// runs it in process, as a local emulation of Cloud Run.
+func TestLocalRunWithWork(t *testing.T) {
+	for _, work := range []bool{false, true} {
+		env := cloudrun.Local{}.Env(deploy.Service{Name: "hello-dev", Env: map[string]string{}, BackgroundWork: work}, nil, 8123)
+		if got := env["SUPERVAIZER_LOCAL_EMULATOR"] == "true"; got != work || env[cloudrun.EnvJobsQueue] != "" {
+			t.Fatalf("work %v: env %v", work, env)
+		}
+	}
+}
