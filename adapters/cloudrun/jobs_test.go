@@ -6,9 +6,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/supervaize/svz/core/grant/granttest"
 	"github.com/supervaize/svz/core/jobs"
 )
 
@@ -79,5 +82,79 @@ func TestJobsWithoutURL(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/a2a", nil))
 	if rec.Body.String() != "controller" {
 		t.Fatalf("other paths: %s", rec.Body)
+	}
+}
+
+type recordDeliveries struct {
+	got []jobs.Delivery
+	msg []jobs.Message
+	err error
+}
+
+func (r *recordDeliveries) Deliver(_ context.Context, m jobs.Message, d jobs.Delivery) error {
+	r.got, r.msg = append(r.got, d), append(r.msg, m)
+	return r.err
+}
+
+// TestTaskDelivery: an authenticated delivery reaches the job service with the receive count
+// from X-CloudTasks-TaskRetryCount, the queue's max attempts and the earlier of the request's
+// deadline and the task's; its answer says whether Cloud Tasks retries.
+func TestTaskDelivery(t *testing.T) {
+	google := granttest.NewGoogle("k1")
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(google.JWKS()) }))
+	defer jwks.Close()
+	const url, inv = "https://svc.a.run.app", "inv@p-test1.iam.gserviceaccount.com"
+	j, err := JobsFromEnv(envMap(map[string]string{EnvJobsQueue: "projects/p-test1/locations/l/queues/q", EnvJobsInvoker: inv,
+		EnvPublicURL: url, EnvOIDCJWKSURL: jwks.URL, EnvJobsMaxAttempts: "7"}), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	j.now = func() time.Time { return now }
+	rec := &recordDeliveries{}
+	h := j.Handler(http.NotFoundHandler(), rec)
+	tok := "Bearer " + google.Token(granttest.IDClaims(now, url, inv))
+	body := `{"agent":"a","workspace":"w","job":"j","work":"x","attempt":2}`
+	serve := func(method, body, retry string, deadline time.Time) (int, string) {
+		req := httptest.NewRequest(method, TaskPath, strings.NewReader(body))
+		req.Header.Set("Authorization", tok)
+		if retry != "" {
+			req.Header.Set("X-CloudTasks-TaskRetryCount", retry)
+		}
+		if !deadline.IsZero() {
+			ctx, cancel := context.WithDeadline(req.Context(), deadline)
+			defer cancel()
+			req = req.WithContext(ctx)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code, strings.TrimSpace(w.Body.String())
+	}
+	short := now.Add(5 * time.Minute)
+	if code, b := serve(http.MethodPost, body, "3", short); code != 200 || b != `{"status":"ok"}` {
+		t.Fatalf("%d %s", code, b)
+	}
+	if code, b := serve(http.MethodPost, body, "", time.Time{}); code != 200 || b != `{"status":"ok"}` {
+		t.Fatalf("%d %s", code, b)
+	}
+	want := []jobs.Delivery{{Deadline: short, Receive: 4, MaxReceives: 7}, {Deadline: now.Add(TaskDeadline), Receive: 0, MaxReceives: 7}}
+	if !reflect.DeepEqual(rec.got, want) || rec.msg[0] != (jobs.Message{Agent: "a", Workspace: "w", Job: "j", Work: "x", Attempt: 2}) {
+		t.Fatalf("deliveries %+v %+v", rec.got, rec.msg)
+	}
+	rec.err = jobs.ErrBusy
+	if code, b := serve(http.MethodPost, body, "0", time.Time{}); code != 503 || b != `{"status":"retry"}` {
+		t.Fatalf("busy: %d %s", code, b)
+	}
+	rec.err = nil
+	for _, bad := range []string{`{}`, `{"agent":"a","workspace":"w","job":"j","work":"x","attempt":0,"input":{}}`, strings.Repeat("x", maxTaskBody+1)} {
+		if code, b := serve(http.MethodPost, bad, "0", time.Time{}); code != 200 || b != `{"status":"dropped"}` {
+			t.Fatalf("bad body: %d %s", code, b)
+		}
+	}
+	if code, _ := serve(http.MethodGet, "", "", time.Time{}); code != http.StatusMethodNotAllowed {
+		t.Fatalf("GET: %d", code)
+	}
+	if len(rec.got) != 3 {
+		t.Fatalf("%d deliveries, want 3", len(rec.got))
 	}
 }
