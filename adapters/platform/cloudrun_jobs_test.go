@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -331,5 +333,39 @@ func TestCloudRunEmulatedJobs(t *testing.T) {
 	task := cloudtasksfake.Task{URL: jobsURL + "/.svz/tasks", Method: "POST", Body: []byte(`{}`)}
 	if code, _ := deliver(t, base, task, "", 0); code != http.StatusNotFound {
 		t.Fatalf("task route: %d, want 404", code)
+	}
+}
+
+// TestLambdaBuildLinksNoCloudTasks: the Lambda bootstrap (mk/lambda.mk's LAMBDA_TAGS) links
+// neither the Cloud Run adapter nor the Cloud Tasks client; a default build links both.
+func TestLambdaBuildLinksNoCloudTasks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	mk, err := os.ReadFile("../../mk/lambda.mk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tags string
+	for _, line := range strings.Split(string(mk), "\n") {
+		if v, ok := strings.CutPrefix(line, "LAMBDA_TAGS ?= "); ok {
+			tags = strings.TrimSpace(v)
+		}
+	}
+	if !strings.Contains(tags, "svz_nocloudrun") {
+		t.Fatalf("LAMBDA_TAGS %q lack svz_nocloudrun", tags)
+	}
+	deps := func(tags string) string {
+		out, err := exec.Command("go", "list", "-deps", "-tags", tags, "../../examples/helloworld").Output()
+		if err != nil {
+			t.Fatalf("go list -tags %q: %v", tags, err)
+		}
+		return string(out)
+	}
+	lambda, all := deps(tags), deps("")
+	for _, pkg := range []string{"github.com/supervaize/svz/adapters/cloudrun", "github.com/supervaize/svz/internal/cloudtasks"} {
+		if strings.Contains(lambda, pkg+"\n") || !strings.Contains(all, pkg+"\n") {
+			t.Errorf("%s: in the Lambda build %v, in the default build %v", pkg, strings.Contains(lambda, pkg+"\n"), strings.Contains(all, pkg+"\n"))
+		}
 	}
 }
