@@ -13,6 +13,8 @@ import (
 
 	"github.com/supervaize/svz/core/grant/granttest"
 	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/internal/cloudtasks"
+	"github.com/supervaize/svz/internal/cloudtasks/cloudtasksfake"
 )
 
 func envMap(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -156,5 +158,38 @@ func TestTaskDelivery(t *testing.T) {
 	}
 	if len(rec.got) != 3 {
 		t.Fatalf("%d deliveries, want 3", len(rec.got))
+	}
+}
+
+// TestDispatchDelay: a delayed dispatch schedules the task; a failing API names the job.
+func TestDispatchDelay(t *testing.T) {
+	fake, endpoint := cloudtasksfake.Start(t)
+	const q = "projects/p-test1/locations/l/queues/q"
+	fake.AddQueue(cloudtasks.Queue{Name: q})
+	meta := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"access_token":"tok","expires_in":3600}`)
+	}))
+	defer meta.Close()
+	env := map[string]string{EnvJobsQueue: q, EnvJobsInvoker: "inv@p-test1.iam.gserviceaccount.com", EnvPublicURL: "https://svc.a.run.app",
+		EnvTasksEndpoint: endpoint, EnvMetadataHost: strings.TrimPrefix(meta.URL, "http://")}
+	j, err := JobsFromEnv(envMap(env), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	j.now = func() time.Time { return now }
+	m := jobs.Message{Agent: "a", Workspace: "w", Job: "j", Work: "x", Attempt: 1}
+	if err := j.Dispatch(context.Background(), m, 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tasks := fake.Tasks()
+	if len(tasks) != 1 || !tasks[0].ScheduleTime.Equal(now.Add(90*time.Second)) || tasks[0].Authorization != "Bearer tok" {
+		t.Fatalf("tasks %+v", tasks)
+	}
+	env[EnvJobsQueue] = "projects/p-test1/locations/l/queues/absent"
+	j, _ = JobsFromEnv(envMap(env), slog.New(slog.DiscardHandler))
+	err = j.Dispatch(context.Background(), m, 0)
+	if want := `cloudrun: create the task of job "j": cloud tasks: 404 NOT_FOUND: Requested entity was not found.`; err == nil || err.Error() != want {
+		t.Fatalf("dispatch to a missing queue: %v", err)
 	}
 }
