@@ -158,6 +158,9 @@ type run struct {
 	// publicURL is SUPERVAIZER_PUBLIC_URL as the service has it now.
 	publicURL string
 	rollback  func(context.Context) error
+	// work: the controller defines background work (core/jobs), so the platform must give it a
+	// queue.
+	work bool
 }
 
 // stage is one part of a command. Commands are lists of stages, so a feature adds its own (a
@@ -187,6 +190,7 @@ func (d *Deployer) opening(cmd string) []stage {
 		func(ctx context.Context, r *run) error { return d.Preflight(ctx, cmd) },
 		func(context.Context, *run) error { d.notices(cmd); return nil },
 		d.build,
+		d.checkWork,
 	}
 }
 
@@ -272,8 +276,28 @@ func (d *Deployer) build(ctx context.Context, r *run) error {
 		if err != nil {
 			return "", fmt.Errorf("image digest: %w", err)
 		}
+		bin, err := image.Binary(r.img)
+		if err != nil {
+			return "", err
+		}
+		if r.work = image.DefinesBackgroundWork(bin); r.work {
+			return r.digest.String() + ", with background work", nil
+		}
 		return r.digest.String(), nil
 	})
+}
+
+// ErrAppRunnerWork refuses a controller with background work on App Runner: its CPU is throttled
+// outside requests, and none of its ways to push a queue's messages to the service is one svz
+// supports (see docs/jobs.md).
+var ErrAppRunnerWork = errors.New("background work needs a queue that pushes to the service: App Runner has none svz supports; deploy with --platform lambda or --platform cloud-run")
+
+// checkWork refuses a platform that cannot run the controller's background work.
+func (d *Deployer) checkWork(_ context.Context, r *run) error {
+	if r.work && d.Platform.Name == PlatformAppRunner {
+		return &StepError{Step: StepConfig, Err: ErrAppRunnerWork}
+	}
+	return nil
 }
 
 func (d *Deployer) compile(ctx context.Context, arch string) (v1.Image, error) {
@@ -436,7 +460,7 @@ func (d *Deployer) delivers(v string) bool {
 }
 
 // desired builds the Service that up converges to.
-func (d *Deployer) desired(imageRef string, live *Live, refs map[string]SecretRef, publicURL string) Service {
+func (d *Deployer) desired(imageRef string, live *Live, refs map[string]SecretRef, publicURL string, work bool) Service {
 	serverID := d.getenv(EnvServerID)
 	if serverID == "" && live != nil {
 		serverID = live.Env[EnvServerID]
@@ -451,7 +475,7 @@ func (d *Deployer) desired(imageRef string, live *Live, refs map[string]SecretRe
 	d.studioEnv(env, live, refs)
 	return Service{
 		Name: d.Config.ResourceName(), Image: imageRef, Arch: d.arch(),
-		Env: env, Secrets: refs, MinInstances: d.Config.MinInstances,
+		Env: env, Secrets: refs, MinInstances: d.Config.MinInstances, BackgroundWork: work,
 	}
 }
 
@@ -472,7 +496,7 @@ func (d *Deployer) planService(ctx context.Context, r *run) error {
 		}
 		refs[p.spec.Var] = ref
 	}
-	svc := d.desired(r.res.Image, r.live, refs, r.publicURL)
+	svc := d.desired(r.res.Image, r.live, refs, r.publicURL, r.work)
 	return d.step(StepPlan, "comparing with the live service", func() (string, error) {
 		cs, err := d.Platform.Driver.Plan(ctx, svc)
 		if err != nil {
@@ -584,7 +608,7 @@ func (d *Deployer) deploy(ctx context.Context, r *run, step, msg string, svc Ser
 // only: the public-URL update that follows a create would "restore" the service just created
 // minus its URL, and a first deployment has nothing to roll back to.
 func (d *Deployer) deployService(ctx context.Context, r *run) error {
-	return d.deploy(ctx, r, StepDeploy, "deploying "+d.Config.ResourceName(), d.desired(r.res.Image, r.live, r.refs, r.publicURL))
+	return d.deploy(ctx, r, StepDeploy, "deploying "+d.Config.ResourceName(), d.desired(r.res.Image, r.live, r.refs, r.publicURL, r.work))
 }
 
 // setPublicURL gives the service its own URL once the platform has assigned it.
@@ -592,7 +616,7 @@ func (d *Deployer) setPublicURL(ctx context.Context, r *run) error {
 	if r.res.URL == "" || r.res.URL == r.publicURL {
 		return nil
 	}
-	return d.deploy(ctx, r, StepURL, "setting "+EnvPublicURL+"="+r.res.URL, d.desired(r.res.Image, r.live, r.refs, r.res.URL))
+	return d.deploy(ctx, r, StepURL, "setting "+EnvPublicURL+"="+r.res.URL, d.desired(r.res.Image, r.live, r.refs, r.res.URL, r.work))
 }
 
 // checkHealth gates on health and rolls back to the previous version when it fails.

@@ -113,7 +113,7 @@ func (d *Deployer) runLocal(ctx context.Context, r *run) error {
 	if logs == nil {
 		logs = tail
 	}
-	svc := d.desired(r.res.Image, nil, nil, "")
+	svc := d.desired(r.res.Image, nil, nil, "", r.work)
 	var inst *LocalInstance
 	err := d.step(StepRun, "starting the image on this machine as "+d.Platform.Name+" runs it", func() (string, error) {
 		var err error

@@ -227,7 +227,7 @@ func (d *Deployer) upStudio(ctx context.Context, r *run) error {
 		return nil
 	}
 	res, live, refs, values := &r.res, r.live, r.refs, r.values
-	svc := d.desired(res.Image, live, refs, res.URL)
+	svc := d.desired(res.Image, live, refs, res.URL, r.work)
 	var out *studio.Outcome
 	err := d.step(StepStudio, "registering "+res.URL+" with Studio", func() (string, error) {
 		settings, _, err := studio.SettingsFromEnv(func(k string) string {

@@ -14,3 +14,8 @@ import (
 func cloudRunServer(func(string) string, *slog.Logger, bool) (func(context.Context, http.Handler) error, error) {
 	return nil, errors.New("platform: this binary was built without Cloud Run support (build tag svz_nocloudrun)")
 }
+
+// cloudRunJobs is never reached in this build (cloudRunServer fails first).
+func cloudRunJobs(ctx context.Context, _ func(string) string, _ *slog.Logger) (context.Context, func(http.Handler) http.Handler) {
+	return ctx, func(h http.Handler) http.Handler { return h }
+}

@@ -35,6 +35,7 @@ import (
 	"github.com/supervaize/svz/adapters/lambda"
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/config"
+	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/internal/buildinfo"
 	"github.com/supervaize/svz/internal/envvar"
 	"github.com/supervaize/svz/internal/localmode"
@@ -191,6 +192,7 @@ func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(
 	var httpOpts []httpserver.Option
 	var serveCloudRun func(context.Context, http.Handler) error
 	var maxReceives int
+	wrap := func(h http.Handler) http.Handler { return h }
 	switch kind {
 	case onLambda:
 		if lambdaOpts, err = lambdaOptions(getenv); err != nil {
@@ -203,6 +205,7 @@ func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(
 		if serveCloudRun, err = cloudRunServer(getenv, log, local); err != nil {
 			return err
 		}
+		ctx, wrap = cloudRunJobs(ctx, getenv, log)
 	case onHTTP:
 		if local {
 			return serveLocal(ctx, build, getenv, log, o, began)
@@ -210,11 +213,15 @@ func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(
 		if httpOpts, err = httpOptions(getenv, o); err != nil {
 			return err
 		}
+		if ctx, err = appRunnerJobs(ctx, getenv); err != nil {
+			return err
+		}
 	}
 	h, closeHandler, err := start(ctx, build, getenv, log)
 	if err != nil {
 		return err
 	}
+	h = wrap(h)
 	logReady(log, string(kind), began)
 	switch kind {
 	case onLambda:
@@ -262,6 +269,27 @@ func start(ctx context.Context, build BuildFunc, getenv func(string) string, log
 		}
 		return err
 	}, nil
+}
+
+// EnvPlatform names the platform when the environment alone does not tell it: svz deploy sets
+// app-runner on App Runner, whose containers look like any plain HTTP server.
+const EnvPlatform = "SUPERVAIZER_PLATFORM"
+
+// ErrAppRunnerJobs refuses background work on App Runner: its CPU is throttled outside requests
+// and it has no queue that pushes to the service which svz supports.
+var ErrAppRunnerJobs = errors.New("background work needs a queue that pushes to the service: App Runner has none svz supports; deploy with --platform lambda or --platform cloud-run")
+
+// appRunnerJobs reads SUPERVAIZER_PLATFORM; on App Runner the queue maker the controller's build
+// calls when an agent defines background work refuses it, so the controller does not start.
+func appRunnerJobs(ctx context.Context, getenv func(string) string) (context.Context, error) {
+	p, err := envvar.Enum(getenv, EnvPlatform, "", "app-runner")
+	if err != nil {
+		return ctx, fmt.Errorf("platform: %w (set by svz deploy; leave it unset elsewhere)", err)
+	}
+	if p != "app-runner" {
+		return ctx, nil
+	}
+	return jobs.WithQueue(ctx, func() (jobs.Dispatcher, error) { return nil, ErrAppRunnerJobs }), nil
 }
 
 // lambdaOptions reads SUPERVAIZER_LAMBDA_INVOKE_MODE, the InvokeMode of the Function URL.

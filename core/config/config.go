@@ -176,7 +176,7 @@ func NewController(ctx context.Context, getenv func(string) string, log *slog.Lo
 	}
 	cfg.Parameters = params
 	cfg.RuleCheckpoints = checkpoints
-	if cfg.Jobs, err = queue(ctx, agents); err != nil {
+	if cfg.Jobs, err = queue(ctx, getenv, agents); err != nil {
 		if cfg.OnClose != nil {
 			err = errors.Join(err, cfg.OnClose())
 		}
@@ -194,12 +194,25 @@ func NewController(ctx context.Context, getenv func(string) string, log *slog.Lo
 
 // queue is the dispatcher of background work when an agent defines any: the platform's (its
 // entrypoint puts it in ctx), else an in-process pool (a plain server, local mode).
-func queue(ctx context.Context, agents []*core.Agent) (jobs.Dispatcher, error) {
+//
+// On a serverless platform (not a local emulation of it) an in-process pool would run nothing
+// between requests, so a build that did not get the platform's queue maker (a main of its own, a
+// source deployment's cloudrun.Register) is refused, saying what serves it.
+func queue(ctx context.Context, getenv func(string) string, agents []*core.Agent) (jobs.Dispatcher, error) {
 	if !slices.ContainsFunc(agents, func(a *core.Agent) bool { return a != nil && a.Works().Len() > 0 }) {
 		return nil, nil
 	}
 	if f := jobs.QueueFrom(ctx); f != nil {
 		return f()
+	}
+	if p := localmode.ServerlessPlatform(getenv); p != "" {
+		emulated, _ := envvar.Bool(getenv, EnvLocalEmulator, false)
+		sam, _ := envvar.Bool(getenv, "AWS_SAM_LOCAL", false)
+		if !emulated && !sam {
+			return nil, fmt.Errorf("background work on %s needs the platform's queue, which platform.Main gives the controller: "+
+				"serve it with platform.Main (an image built by svz deploy does); a main of your own or a source deployment's cloudrun.Register "+
+				"would run nothing between requests", p)
+		}
 	}
 	return jobs.NewPool(), nil
 }

@@ -121,9 +121,15 @@ type spec struct {
 	instance types.InstanceConfiguration
 }
 
-// Env is the service's plain environment: s.Env, and with a DynamoDB store its table and region.
+// EnvPlatform tells the controller it runs on App Runner, which its environment does not show
+// otherwise: it then refuses background work at start (package platform).
+const EnvPlatform = "SUPERVAIZER_PLATFORM"
+
+// Env is the service's plain environment: s.Env, SUPERVAIZER_PLATFORM=app-runner, and with a
+// DynamoDB store its table and region.
 func (d *Driver) Env(s deploy.Service) map[string]string {
 	env := maps.Clone(s.Env)
+	env[EnvPlatform] = "app-runner"
 	if t := tableOf(s.Name, s.Env); t != "" {
 		env[deploy.EnvStoreTable] = t
 		env[EnvRegion] = d.Region

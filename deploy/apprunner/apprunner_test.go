@@ -178,7 +178,7 @@ func TestAppRunnerLifecycle(t *testing.T) {
 	if img != e.ref(t, "v1") {
 		t.Fatalf("running %s", img)
 	}
-	if vars["SUPERVAIZER_PUBLIC_URL"] != res.URL || vars["SUPERVAIZER_ENVIRONMENT"] != "dev" || vars["SUPERVAIZER_SERVER_ID"] == "" {
+	if vars["SUPERVAIZER_PUBLIC_URL"] != res.URL || vars["SUPERVAIZER_ENVIRONMENT"] != "dev" || vars["SUPERVAIZER_SERVER_ID"] == "" || vars["SUPERVAIZER_PLATFORM"] != "app-runner" {
 		t.Errorf("runtime variables %v", vars)
 	}
 	var names []string

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/supervaize/svz/deploy"
+	"github.com/supervaize/svz/internal/cloudtasks"
 )
 
 // Service settings.
@@ -44,8 +45,10 @@ type Driver struct {
 	Services *run.ServicesClient
 	Secrets  *secretmanager.Client // IAM bindings on the service's secrets
 	IAM      *admin.IamClient      // the runtime service accounts
-	Project  string
-	Region   string
+	// Tasks manages the Cloud Tasks queue of a service with background work (jobs.go).
+	Tasks   *cloudtasks.Client
+	Project string
+	Region  string
 }
 
 var _ deploy.Driver = (*Driver)(nil)
@@ -191,6 +194,7 @@ func (d *Driver) get(ctx context.Context, n string) (*runpb.Service, error) {
 
 // Plan reports what Deploy would change.
 func (d *Driver) Plan(ctx context.Context, s deploy.Service) ([]deploy.Change, error) {
+	s = d.withJobsEnv(s)
 	live, err := d.get(ctx, s.Name)
 	if err != nil {
 		return nil, err
@@ -202,11 +206,15 @@ func (d *Driver) Plan(ctx context.Context, s deploy.Service) ([]deploy.Change, e
 	if err != nil {
 		return nil, err
 	}
+	work, err := d.planJobs(ctx, s, live != nil, false)
+	if err != nil {
+		return nil, err
+	}
 	access, err := d.planAccess(ctx, s, false)
 	if err != nil {
 		return nil, err
 	}
-	changes := append([]deploy.Change{ac}, access...)
+	changes := append(append([]deploy.Change{ac}, work...), access...)
 	c := deploy.Change{Resource: "cloud-run-service", Name: s.Name, Action: deploy.Create}
 	if live != nil {
 		c.Action, c.Detail = deploy.NoOp, diff(live, s, ServiceAccountEmail(d.Project, s.Name))
@@ -321,6 +329,7 @@ func addMember(p *iampb.Policy, role, member string) {
 // Deploy creates the runtime account, grants it its secrets, then creates or updates the service
 // and waits for the revision.
 func (d *Driver) Deploy(ctx context.Context, s deploy.Service) (deploy.Deployment, error) {
+	s = d.withJobsEnv(s)
 	var dep deploy.Deployment
 	live, err := d.get(ctx, s.Name)
 	if err != nil {
@@ -334,6 +343,11 @@ func (d *Driver) Deploy(ctx context.Context, s deploy.Service) (deploy.Deploymen
 		return dep, err
 	}
 	dep.Changes = append(dep.Changes, ac)
+	work, err := d.planJobs(ctx, s, live != nil, true)
+	if err != nil {
+		return dep, err
+	}
+	dep.Changes = append(dep.Changes, work...)
 	access, err := d.planAccess(ctx, s, true)
 	if err != nil {
 		return dep, err
@@ -368,6 +382,11 @@ func (d *Driver) Deploy(ctx context.Context, s deploy.Service) (deploy.Deploymen
 		c.Action, svc = deploy.NoOp, live
 	}
 	dep.Changes = append(dep.Changes, c)
+	after, err := d.jobsAfter(ctx, s)
+	if err != nil {
+		return dep, err
+	}
+	dep.Changes = append(dep.Changes, after...)
 	if err := ready(svc); err != nil {
 		return dep, err
 	}
@@ -473,5 +492,9 @@ func (d *Driver) Delete(ctx context.Context, n string, _ bool) ([]deploy.Change,
 		}
 	}
 	ac, err := d.accounts().delete(ctx, n)
-	return []deploy.Change{c, ac}, err
+	if err != nil {
+		return []deploy.Change{c, ac}, err
+	}
+	work, err := d.deleteJobs(ctx, n)
+	return append([]deploy.Change{c, ac}, work...), err
 }

@@ -63,6 +63,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.clients.Tasks.Endpoint = e.fake.TasksURL
 	t.Cleanup(func() { _ = e.clients.Close() })
 	return e
 }

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/supervaize/svz/deploy"
+	"github.com/supervaize/svz/internal/cloudtasks"
 )
 
 // ArtifactRegistry is the platform registry on GCP: one Docker-format repository per service,
@@ -204,11 +205,14 @@ type Clients struct {
 	Registry *artifactregistry.Client
 	Secrets  *secretmanager.Client
 	IAM      *admin.IamClient
+	// Tasks is the Cloud Tasks REST client (its Endpoint may be changed before Platform; Platform
+	// gives it the token source when it has none).
+	Tasks *cloudtasks.Client
 }
 
 // NewClients dials the four APIs. Without options they use Application Default Credentials.
 func NewClients(ctx context.Context, opts ...option.ClientOption) (*Clients, error) {
-	var c Clients
+	c := Clients{Tasks: &cloudtasks.Client{}}
 	var err error
 	if c.Services, err = run.NewServicesClient(ctx, opts...); err != nil {
 		return nil, fmt.Errorf("cloud run client: %w", err)
@@ -254,9 +258,19 @@ func (c *Clients) Platform(project, region string, token func(context.Context) (
 		Region:      region,
 		Registry:    &ArtifactRegistry{Client: c.Registry, Project: project, Region: region, Token: token},
 		Secrets:     &SecretManager{Client: c.Secrets, Project: project},
-		Driver:      &Driver{Services: c.Services, Secrets: c.Secrets, IAM: c.IAM, Project: project, Region: region},
+		Driver:      &Driver{Services: c.Services, Secrets: c.Secrets, IAM: c.IAM, Tasks: c.tasks(token), Project: project, Region: region},
 		DefaultArch: "amd64",
 	}
+}
+
+func (c *Clients) tasks(token func(context.Context) (string, error)) *cloudtasks.Client {
+	if c.Tasks == nil {
+		c.Tasks = &cloudtasks.Client{}
+	}
+	if c.Tasks.Token == nil {
+		c.Tasks.Token = token
+	}
+	return c.Tasks
 }
 
 // DefaultRegion is used when --region is not given.

@@ -10,12 +10,14 @@ import (
 
 	"github.com/supervaize/svz/deploy"
 	"github.com/supervaize/svz/deploy/local"
+	"github.com/supervaize/svz/internal/localmode"
 )
 
 // Local runs the image on this machine as Cloud Run runs it (svz deploy local): its binary as the
 // container's process, given the service's variables, the secrets as values (as Cloud Run injects
 // them), and what Cloud Run adds: PORT (a free port here instead of 8080), K_SERVICE, K_REVISION and
-// K_CONFIGURATION. Cloud Run's adapter listens on every interface, here too; the API key guards it.
+// K_CONFIGURATION; a controller with background work runs it in process (SUPERVAIZER_LOCAL_EMULATOR,
+// no Cloud Tasks queue). Cloud Run's adapter listens on every interface, here too; the API key guards it.
 type Local struct{}
 
 var _ deploy.LocalRunner = Local{}
@@ -38,6 +40,10 @@ func (Local) Env(s deploy.Service, secrets map[string]deploy.Secret, port int) m
 	env["K_SERVICE"] = s.Name
 	env["K_CONFIGURATION"] = s.Name
 	env["K_REVISION"] = s.Name + "-00001-loc"
+	if s.BackgroundWork {
+		// No Cloud Tasks here: a local emulation runs background work in process.
+		env[localmode.EnvEmulator] = "true"
+	}
 	return env
 }
 

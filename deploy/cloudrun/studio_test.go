@@ -52,6 +52,7 @@ func TestCloudRunStudioRegistration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	clients.Tasks.Endpoint = fake.TasksURL
 	defer clients.Close()
 	host := s.Env("", "")
 	delete(host, "SUPERVAIZER_PUBLIC_URL")

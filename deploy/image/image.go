@@ -331,3 +331,12 @@ func Push(ctx context.Context, img v1.Image, repo, tag string, auth authn.Authen
 
 // Tag is the tag pushed with an image: the environment and the digest prefix, readable and unique.
 func Tag(env string, d v1.Hash) string { return env + "-" + d.Hex[:12] }
+
+// workMarker is the name of jobs.Define's instantiations in a Go binary's function table.
+const workMarker = "github.com/supervaize/svz/core/jobs.Define["
+
+// DefinesBackgroundWork reports whether a controller binary defines background work (package
+// core/jobs): the linker keeps jobs.Define only when the program can call it, and its name stays
+// in the function table that tracebacks read, even in a stripped binary. It reads the binary
+// rather than running it, so it answers for any architecture.
+func DefinesBackgroundWork(bin []byte) bool { return bytes.Contains(bin, []byte(workMarker)) }

@@ -268,3 +268,24 @@ func BenchmarkNew(b *testing.B) {
 		}
 	}
 }
+
+// TestDefinesBackgroundWork compiles a controller that defines background work and one that links
+// package core/jobs without defining any, stripped as svz builds them.
+func TestDefinesBackgroundWork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles two programs")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for main, want := range map[string]bool{"./deploy/image/testdata/work": true, "./deploy/image/testdata/nowork": false} {
+		b, err := image.Compile(context.Background(), image.BuildSpec{Dir: root, Main: main, Arch: "amd64", Env: os.Environ()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := image.DefinesBackgroundWork(b); got != want {
+			t.Errorf("%s: DefinesBackgroundWork = %v, want %v", main, got, want)
+		}
+	}
+}

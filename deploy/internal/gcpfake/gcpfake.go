@@ -1,7 +1,8 @@
 // Package gcpfake is an in-process gRPC server speaking the wire protocol of the GCP APIs svz deploy
 // calls, for tests (no emulator exists for them): Cloud Run Admin API v2 (services and their
-// revisions, traffic, terminal conditions), Artifact Registry repositories, Secret Manager (secrets
-// with labels, versions with CRC32C, IAM policies with etags), IAM service accounts, and the
+// revisions, traffic, terminal conditions, IAM policies), Artifact Registry repositories, Secret
+// Manager (secrets with labels, versions with CRC32C, IAM policies with etags), IAM service
+// accounts and their IAM policies, Cloud Tasks (REST, package cloudtasksfake, at TasksURL), and the
 // google.longrunning Operations service the clients poll. It checks what the real APIs check where
 // svz could get it wrong: resource name formats, service account ids, reserved environment names,
 // that a revision's service account exists and can read the secrets it references (the version
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"net"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -28,6 +30,7 @@ import (
 	"cloud.google.com/go/longrunning/autogen/longrunningpb"
 	"cloud.google.com/go/run/apiv2/runpb"
 	"cloud.google.com/go/secretmanager/apiv1/secretmanagerpb"
+	"github.com/supervaize/svz/internal/cloudtasks/cloudtasksfake"
 	"google.golang.org/api/option"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -59,7 +62,18 @@ type Fake struct {
 	repos    map[string]*artifactregistrypb.Repository
 	secrets  map[string]*secret
 	accounts map[string]*adminpb.ServiceAccount // by email
+	policies map[string]*policy                 // IAM policies of services and accounts, by resource name
 	calls    []string
+
+	// Tasks is the Cloud Tasks API (REST, served at TasksURL): its task OIDC accounts and policy
+	// members must be accounts of this fake.
+	Tasks    *cloudtasksfake.Fake
+	TasksURL string
+}
+
+type policy struct {
+	p    *iampb.Policy
+	etag int
 }
 
 type service struct {
@@ -83,8 +97,17 @@ func Start(t testing.TB, project, number, region string) *Fake {
 		Project: project, ProjectNumber: number, Region: region, FailImage: map[string]string{},
 		ops: map[string]*longrunningpb.Operation{}, services: map[string]*service{},
 		repos: map[string]*artifactregistrypb.Repository{}, secrets: map[string]*secret{},
-		accounts: map[string]*adminpb.ServiceAccount{},
+		accounts: map[string]*adminpb.ServiceAccount{}, policies: map[string]*policy{},
 	}
+	f.Tasks = cloudtasksfake.New()
+	f.Tasks.AccountExists = func(email string) bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.accounts[email] != nil
+	}
+	tasks := httptest.NewServer(f.Tasks.Handler())
+	t.Cleanup(tasks.Close)
+	f.TasksURL = tasks.URL
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -493,6 +516,7 @@ func (s *runServer) DeleteService(_ context.Context, req *runpb.DeleteServiceReq
 		return nil, notFoundService(req.GetName())
 	}
 	delete(f.services, name)
+	delete(f.policies, name)
 	return f.operation(name[:strings.LastIndex(name, "/services/")], st.svc, st.svc, nil)
 }
 
@@ -894,6 +918,16 @@ func (s *iamServer) DeleteServiceAccount(_ context.Context, req *adminpb.DeleteS
 	}
 	uid := f.accounts[email].GetUniqueId()
 	delete(f.accounts, email)
+	delete(f.policies, "projects/"+f.Project+"/serviceAccounts/"+email)
+	for _, p := range f.policies {
+		for _, b := range p.p.GetBindings() {
+			for i, m := range b.Members {
+				if m == "serviceAccount:"+email {
+					b.Members[i] = "deleted:serviceAccount:" + email + "?uid=" + uid
+				}
+			}
+		}
+	}
 	for _, sec := range f.secrets {
 		for _, b := range sec.policy.GetBindings() {
 			for i, m := range b.Members {
@@ -904,4 +938,112 @@ func (s *iamServer) DeleteServiceAccount(_ context.Context, req *adminpb.DeleteS
 		}
 	}
 	return &emptypb.Empty{}, nil
+}
+
+// ---- IAM policies of services (Cloud Run) and service accounts (IAM) ----
+
+// getPolicy returns the policy of an existing resource with its etag.
+func (f *Fake) getPolicy(resource string) *iampb.Policy {
+	p := &iampb.Policy{Version: 1}
+	if old := f.policies[resource]; old != nil {
+		p = proto.Clone(old.p).(*iampb.Policy)
+		p.Etag = []byte(strconv.Itoa(old.etag))
+	} else {
+		p.Etag = []byte("0")
+	}
+	return p
+}
+
+// setPolicy replaces the policy of an existing resource, checking the etag and the members.
+func (f *Fake) setPolicy(resource string, want *iampb.Policy) (*iampb.Policy, error) {
+	old := f.policies[resource]
+	if old == nil {
+		old = &policy{p: &iampb.Policy{}}
+	}
+	if e := want.GetEtag(); len(e) > 0 && string(e) != strconv.Itoa(old.etag) {
+		return nil, grpcstatus.Error(codes.Aborted, "There were concurrent policy changes. Please retry the whole read-modify-write with exponential backoff.")
+	}
+	for _, b := range want.GetBindings() {
+		for _, m := range b.GetMembers() {
+			email, ok := strings.CutPrefix(m, "serviceAccount:")
+			if ok && strings.HasSuffix(email, ".iam.gserviceaccount.com") && f.accounts[email] == nil {
+				return nil, grpcstatus.Errorf(codes.InvalidArgument, "Service account %s does not exist.", email)
+			}
+		}
+	}
+	p := proto.Clone(want).(*iampb.Policy)
+	p.Etag = nil
+	f.policies[resource] = &policy{p: p, etag: old.etag + 1}
+	return f.getPolicy(resource), nil
+}
+
+// Policy returns role → members of the IAM policy of a service (its full name) or an account
+// (projects/{project}/serviceAccounts/{email}).
+func (f *Fake) Policy(resource string) map[string][]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string][]string{}
+	if p := f.policies[resource]; p != nil {
+		for _, b := range p.p.GetBindings() {
+			out[b.GetRole()] = append(out[b.GetRole()], b.GetMembers()...)
+		}
+	}
+	return out
+}
+
+// ServiceName is the full name of a service of the fake's project and region.
+func (f *Fake) ServiceName(id string) string { return f.serviceName(id) }
+
+func (s *runServer) GetIamPolicy(_ context.Context, req *iampb.GetIamPolicyRequest) (*iampb.Policy, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("run.GetIamPolicy")
+	name, err := f.canonicalService(req.GetResource())
+	if err != nil {
+		return nil, err
+	}
+	if f.services[name] == nil {
+		return nil, notFoundService(req.GetResource())
+	}
+	return f.getPolicy(name), nil
+}
+
+func (s *runServer) SetIamPolicy(_ context.Context, req *iampb.SetIamPolicyRequest) (*iampb.Policy, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("run.SetIamPolicy")
+	name, err := f.canonicalService(req.GetResource())
+	if err != nil {
+		return nil, err
+	}
+	if f.services[name] == nil {
+		return nil, notFoundService(req.GetResource())
+	}
+	return f.setPolicy(name, req.GetPolicy())
+}
+
+func (s *iamServer) GetIamPolicy(_ context.Context, req *iampb.GetIamPolicyRequest) (*iampb.Policy, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("iam.GetIamPolicy")
+	email, err := f.account(req.GetResource())
+	if err != nil {
+		return nil, err
+	}
+	return f.getPolicy("projects/" + f.Project + "/serviceAccounts/" + email), nil
+}
+
+func (s *iamServer) SetIamPolicy(_ context.Context, req *iampb.SetIamPolicyRequest) (*iampb.Policy, error) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("iam.SetIamPolicy")
+	email, err := f.account(req.GetResource())
+	if err != nil {
+		return nil, err
+	}
+	return f.setPolicy("projects/"+f.Project+"/serviceAccounts/"+email, req.GetPolicy())
 }
