@@ -31,6 +31,7 @@ func TestBolt(t *testing.T) {
 	suite(t, s)
 	_ = s.Close() // one process holds a bolt file at a time
 	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, env) })
+	t.Run("PoolTakesOverAtStart", func(t *testing.T) { poolTakesOverAtStart(t, env) })
 }
 
 func TestPostgres(t *testing.T) {

@@ -42,6 +42,9 @@ type crashSpec struct {
 	At     string        `json:"at"` // "before:N", "inside:N" or "" (never)
 	Offset time.Duration `json:"offset"`
 	Runs   string        `json:"runs"`
+	// Pool: the child runs the task on an in-process pool (as local mode does) instead of
+	// delivering it itself.
+	Pool bool `json:"pool"`
 }
 
 const crashSteps = 4
@@ -70,11 +73,42 @@ func crashChild(raw string) int {
 		}
 	}
 	o := newOwner()
-	w := jobs.Define(o, "crashy", func(ctx context.Context, _ struct{}) error {
+	w := defineCrashy(o, spec.Runs, die)
+	var d jobs.Dispatcher = nopQueue{}
+	if spec.Pool {
+		d = jobs.NewPool(jobs.ScanEvery(0))
+	}
+	svc := jobs.NewService(jobs.Config{Store: s, Dispatcher: d, Logger: quiet,
+		Now:   func() time.Time { return time.Now().Add(spec.Offset) },
+		Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
+	ctx := jobs.NewContext(context.Background(), svc, o.reg, agentSlug, &contract.VerifiedWorkspaceContext{WorkspaceID: wsID})
+	if spec.Start {
+		if _, err := w.Start(ctx, startReq(spec.Job), struct{}{}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
+	if spec.Pool {
+		time.Sleep(60 * time.Second) // the pool's delivery kills the process before
+		fmt.Fprintln(os.Stderr, "the pool did not reach the crash point")
+		return 4
+	}
+	m := jobs.Message{Agent: agentSlug, Workspace: wsID, Job: spec.Job, Work: "crashy"}
+	if err := svc.Deliver(context.Background(), m, jobs.Delivery{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	return 0
+}
+
+// defineCrashy defines the work of the crash runs: crashSteps steps that append their number to
+// runs, calling die before and inside each.
+func defineCrashy(o owner, runs string, die func(at string)) *jobs.Work[struct{}] {
+	return jobs.Define(o, "crashy", func(ctx context.Context, _ struct{}) error {
 		for i := range crashSteps {
 			if _, err := jobs.Step(ctx, fmt.Sprint(i), func(context.Context) (int, error) {
 				die(fmt.Sprintf("before:%d", i))
-				f, err := os.OpenFile(spec.Runs, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+				f, err := os.OpenFile(runs, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 				if err != nil {
 					return 0, err
 				}
@@ -91,22 +125,6 @@ func crashChild(raw string) int {
 		}
 		return nil
 	})
-	svc := jobs.NewService(jobs.Config{Store: s, Dispatcher: nopQueue{}, Logger: quiet,
-		Now:   func() time.Time { return time.Now().Add(spec.Offset) },
-		Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
-	ctx := jobs.NewContext(context.Background(), svc, o.reg, agentSlug, &contract.VerifiedWorkspaceContext{WorkspaceID: wsID})
-	if spec.Start {
-		if _, err := w.Start(ctx, startReq(spec.Job), struct{}{}); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
-		}
-	}
-	m := jobs.Message{Agent: agentSlug, Workspace: wsID, Job: spec.Job, Work: "crashy"}
-	if err := svc.Deliver(context.Background(), m, jobs.Delivery{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 3
-	}
-	return 0
 }
 
 func runChild(t *testing.T, spec crashSpec) (killed bool) {
@@ -172,6 +190,46 @@ func crashAcrossProcesses(t *testing.T, env []string) {
 			defer s.Close()
 			assertCompleted(t, s, job)
 		})
+	}
+}
+
+// poolTakesOverAtStart: a process killed inside a step left its lease in a bolt file; the next
+// process's pool takes the task over at its first scan, without waiting the lease out (no other
+// process can have the file open).
+func poolTakesOverAtStart(t *testing.T, env []string) {
+	job := jobID(t)
+	runs := filepath.Join(t.TempDir(), "runs")
+	if !runChild(t, crashSpec{Env: env, Job: job, Start: true, At: "inside:1", Runs: runs, Pool: true}) {
+		t.Fatal("the child was not killed")
+	}
+	s, err := storeenv.Open(context.Background(), envFunc(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	o := newOwner()
+	defineCrashy(o, runs, func(string) {})
+	// One scan only, at start: the task must be taken over then, its lease still live.
+	svc := jobs.NewService(jobs.Config{Store: s, Dispatcher: jobs.NewPool(jobs.ScanEvery(0)), Logger: quiet,
+		Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
+	defer svc.Close()
+	ctx := jobs.NewContext(context.Background(), svc, o.reg, agentSlug, &contract.VerifiedWorkspaceContext{WorkspaceID: wsID})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		snap, err := jobs.State(ctx, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Job.Status == contract.StateCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the task was not taken over at start: %s", mustJSON(t, snap))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if b, _ := os.ReadFile(runs); string(b) != "0\n1\n1\n2\n3\n" {
+		t.Fatalf("runs %q", b)
 	}
 }
 

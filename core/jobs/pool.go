@@ -48,6 +48,8 @@ type Pool struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	queued map[string]int // task key → queued or running here (1), and to queue again when done (2)
+	// orphans: tasks the first scan of an exclusive store found held by an ended process.
+	orphans map[string]bool
 	timers map[*time.Timer]bool
 }
 
@@ -55,7 +57,7 @@ var _ Dispatcher = (*Pool)(nil)
 
 // NewPool returns an in-process pool; it starts when the controller's job service attaches it.
 func NewPool(opts ...PoolOption) *Pool {
-	p := &Pool{workers: DefaultWorkers, every: DefaultScan, queued: map[string]int{}, timers: map[*time.Timer]bool{}}
+	p := &Pool{workers: DefaultWorkers, every: DefaultScan, queued: map[string]int{}, orphans: map[string]bool{}, timers: map[*time.Timer]bool{}}
 	for _, o := range opts {
 		o(p)
 	}
@@ -140,6 +142,10 @@ func (p *Pool) work() {
 		case m := <-p.queue:
 			ctx, d := p.ctx, Delivery{}
 			cancel := context.CancelFunc(func() {})
+			p.mu.Lock()
+			d.takeOver = p.orphans[m.Key()]
+			delete(p.orphans, m.Key())
+			p.mu.Unlock()
 			if p.slice > 0 {
 				d.Deadline = p.svc.now().Add(p.slice)
 			}
@@ -161,13 +167,18 @@ func (p *Pool) work() {
 func (p *Pool) scanLoop() {
 	defer p.wg.Done()
 	var tick <-chan time.Time
+	// The first scan of a store no other process can have open takes over the tasks a previous
+	// process held at once: that process has ended.
+	ex, _ := p.svc.cfg.Store.(store.Exclusive)
+	takeOver := ex != nil && ex.Exclusive()
 	for {
-		if err := p.Scan(p.ctx); err != nil && p.ctx.Err() == nil {
+		if err := p.scan(p.ctx, takeOver); err != nil && p.ctx.Err() == nil {
 			p.svc.log.Warn("background task scan failed", "error", err)
 		}
 		if p.every <= 0 {
 			return
 		}
+		takeOver = false
 		tick = p.svc.cfg.After(p.every)
 		select {
 		case <-p.ctx.Done():
@@ -179,7 +190,9 @@ func (p *Pool) scanLoop() {
 
 // Scan looks once through the index for tasks nobody runs and queues them; it drops the index
 // entries of tasks that finished or wait for an answer.
-func (p *Pool) Scan(ctx context.Context) error {
+func (p *Pool) Scan(ctx context.Context) error { return p.scan(ctx, false) }
+
+func (p *Pool) scan(ctx context.Context, takeOver bool) error {
 	lister, ok := p.svc.cfg.Store.(store.Lister)
 	if !ok {
 		return errors.New("jobs: the store cannot list records, so the pool cannot take over the tasks of a process that died")
@@ -203,8 +216,13 @@ func (p *Pool) Scan(ctx context.Context) error {
 				_ = p.svc.cfg.Store.Delete(ctx, it.Key, it.Version)
 			case err != nil:
 				return err
-			case r.Holder != "" && now.Before(r.LeaseUntil.Add(SkewMargin)):
+			case r.Holder != "" && now.Before(r.LeaseUntil.Add(SkewMargin)) && !takeOver:
 			case r.NotBefore.After(now):
+			case r.Holder != "" && takeOver:
+				p.mu.Lock()
+				p.orphans[m.Key()] = true
+				p.mu.Unlock()
+				p.enqueue(m)
 			default:
 				p.enqueue(m)
 			}

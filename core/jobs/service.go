@@ -35,6 +35,10 @@ type Delivery struct {
 	// MaxReceives how many before it dead-letters it; 0 when the queue does not say. A delivery
 	// that fails at the last receive fails the job first, so that its state says why.
 	Receive, MaxReceives int
+
+	// takeOver: the task's holder is known to have ended (the pool's first scan of an exclusive
+	// store), so its lease is not waited out.
+	takeOver bool
 }
 
 // Defaults of a Service.
@@ -341,7 +345,7 @@ func (s *Service) deliver(ctx context.Context, m Message, d Delivery) error {
 			return nil
 		case terminal(r.Status) || r.Status == taskAwaiting:
 			return nil // a duplicate, or a message for a job that waits for its operator
-		case r.Holder != "" && now.Before(r.LeaseUntil.Add(SkewMargin)):
+		case r.Holder != "" && now.Before(r.LeaseUntil.Add(SkewMargin)) && !d.takeOver:
 			return ErrBusy
 		case r.NotBefore.After(now):
 			return nil // a duplicate of a retry dispatched for later: that message runs it

@@ -94,6 +94,13 @@ type Lister interface {
 	List(ctx context.Context, prefix, after string, limit int) (Page, error)
 }
 
+// Exclusive is implemented by stores that one process opens at a time (a bolt file, which its
+// process locks): whatever another process wrote there, that process has ended, so its leases
+// need not be waited out (package jobs takes its tasks over at once).
+type Exclusive interface {
+	Exclusive() bool
+}
+
 // Store is a conditional key-value store with per-record expiry. Implementations are safe for
 // concurrent use by multiple goroutines and processes.
 type Store interface {

@@ -242,6 +242,11 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) (stor
 // MaxValueSize implements store.Store.
 func (s *Store) MaxValueSize() int { return MaxValueSize }
 
+// Exclusive reports true: the file is locked by the one process that opened it.
+func (s *Store) Exclusive() bool { return true }
+
+var _ store.Exclusive = (*Store)(nil)
+
 // Close implements store.Store and releases the file.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
