@@ -50,7 +50,7 @@ type Pool struct {
 	queued map[string]int // task key → queued or running here (1), and to queue again when done (2)
 	// orphans: tasks the first scan of an exclusive store found held by an ended process.
 	orphans map[string]bool
-	timers map[*time.Timer]bool
+	timers  map[*time.Timer]bool
 }
 
 var _ Dispatcher = (*Pool)(nil)
