@@ -66,8 +66,10 @@ func WithAddr(addr string) Option { return func(c *config) { c.addr = addr } }
 func WithListener(ln net.Listener) Option { return func(c *config) { c.ln = ln } }
 
 // WithLoopbackOnly binds 127.0.0.1 when the address names no host or a wildcard one (0.0.0.0,
-// ::, ::0…), and refuses to serve on any address that is not loopback (CheckLoopback), as local
-// mode requires: its API key is public knowledge.
+// ::, ::0…), refuses to serve on any address that is not loopback (CheckLoopback), and answers 403
+// on every route to a request whose Host is not a loopback address or localhost (DNS rebinding:
+// a web page whose name now resolves to 127.0.0.1), as local mode requires: its API key is public
+// knowledge.
 func WithLoopbackOnly() Option { return func(c *config) { c.loopback = true } }
 
 // WithLogger sets the logger (slog.Default() otherwise).
@@ -110,6 +112,7 @@ func Serve(ctx context.Context, h http.Handler, opts ...Option) error {
 			_ = ln.Close()
 			return err
 		}
+		h = httpkit.LoopbackOnly(h, cfg.log)
 	}
 	t := cfg.timeouts
 	return httpkit.Server{
