@@ -246,6 +246,11 @@ func (c *Controller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer c.calls.leave()
 	path := r.URL.Path
 	switch {
+	case encodedSlash(r.URL):
+		// A %2F is a slash to a router that matches the decoded path and a character to one that
+		// does not: no route has one, so that no proxy in front can be led to a route it did not
+		// mean (and no trailing-slash redirect can point at its own URL).
+		writeDetail(w, http.StatusNotFound, "Not Found")
 	case path == "/a2a":
 		c.route(w, r, http.MethodPost, c.serveRPC)
 	case path == "/a2a/events":
