@@ -54,7 +54,18 @@ type config struct {
 	loopback bool
 	log      *slog.Logger
 	timeouts Timeouts
+	maxConns int
 }
+
+// HealthPath is the route a probe still reaches when the connection cap is reached.
+const HealthPath = "/.well-known/health"
+
+// WithMaxConnections caps the connections open at once at n (n <= 0: the default,
+// httpkit.DefaultMaxConnectionsFor the process's file limit: min(4096, 3/4 of RLIMIT_NOFILE)).
+// Beyond the cap, httpkit.ReservedConnections more connections are accepted for HealthPath only
+// (another request gets 503, and a reserved connection has 2 s to send its request); any other
+// connection is closed as soon as it is accepted.
+func WithMaxConnections(n int) Option { return func(c *config) { c.maxConns = n } }
 
 // Option configures Serve.
 type Option func(*config)
@@ -115,6 +126,9 @@ func Serve(ctx context.Context, h http.Handler, opts ...Option) error {
 		h = httpkit.LoopbackOnly(h, cfg.log)
 	}
 	t := cfg.timeouts
+	if cfg.maxConns <= 0 {
+		cfg.maxConns = httpkit.DefaultMaxConnectionsHere()
+	}
 	return httpkit.Server{
 		Name:              "httpserver",
 		Listener:          ln,
@@ -126,7 +140,10 @@ func Serve(ctx context.Context, h http.Handler, opts ...Option) error {
 		WriteTimeout:      t.Write,
 		IdleTimeout:       t.Idle,
 		ShutdownTimeout:   t.Shutdown,
+		MaxConnections:    cfg.maxConns,
+		HealthPath:        HealthPath,
 		Started:           "serving HTTP",
+		StartedAttrs:      []any{"max_connections", cfg.maxConns},
 	}.Serve(ctx)
 }
 

@@ -42,6 +42,10 @@ func serveLocal(ctx context.Context, build BuildFunc, getenv func(string) string
 	if host, err = loopbackHost(host); err != nil {
 		return err
 	}
+	maxConns, err := maxConnections(getenv)
+	if err != nil {
+		return err
+	}
 	ln, err := httpkit.Listen(net.JoinHostPort(host, port), httpserver.PortHint)
 	if err != nil {
 		return fmt.Errorf("platform: %w", err)
@@ -72,7 +76,7 @@ func serveLocal(ctx context.Context, build BuildFunc, getenv func(string) string
 	}
 	log.Info("controller ready", "platform", "local", "init_ms", time.Since(began).Milliseconds())
 	printBanner(o.stdout, info)
-	return closeHandler(httpserver.Serve(ctx, h, httpserver.WithListener(ln), httpserver.WithLoopbackOnly(), httpserver.WithLogger(log)))
+	return closeHandler(httpserver.Serve(ctx, h, httpserver.WithListener(ln), httpserver.WithLoopbackOnly(), httpserver.WithLogger(log), maxConns))
 }
 
 // loopbackHost returns the host local mode listens on: 127.0.0.1 for an empty or unspecified one
