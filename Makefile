@@ -44,6 +44,9 @@ bench-store: ## every store backend and the idempotency gate, against real serve
 bench-adapters: ## the Lambda adapter against aws-lambda-go-api-proxy (docs/platforms.md#measured-figures)
 	go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./adapters/lambda
 
+bench-events-rss: ## resident memory of 100 non-reading replaying streams over 300 events of 130 KB (docs/events.md#memory)
+	go run ./internal/eventsrss
+
 sizes: ## binary sizes per build tag and per store backend (docs/platforms.md, docs/state.md)
 	scripts/sizes
 	core/store/storeenv/sizes.sh

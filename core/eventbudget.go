@@ -12,7 +12,7 @@ import (
 const (
 	// DefaultEventReplayBytes bounds the bytes of catch-up pages all streams of an instance hold
 	// at once: a stream that cannot get its page waits for others to finish theirs.
-	DefaultEventReplayBytes = 64 << 20
+	DefaultEventReplayBytes = 32 << 20
 	// DefaultEventPageBytes is what one stream reads from the effect log at a time (a single
 	// larger event is read alone, and takes what it needs of the shared budget).
 	DefaultEventPageBytes = 1 << 20
