@@ -532,7 +532,9 @@ func (c *Controller) serveEvents(w http.ResponseWriter, r *http.Request) {
 	defer e.streams.Add(-1)
 	s := &eventStream{e: e, w: w, rc: http.NewResponseController(w), budget: c.cfg.EventCatchUp}
 	defer s.releasePage()
-	defer s.deadline() // the end of the response is written after the handler returns
+	// The end of the response is written after the handler returns, within this deadline; net/http
+	// then clears it for the connection's next request.
+	defer s.deadline()
 	ctx := r.Context()
 	if s.asked = strings.TrimSpace(r.Header.Get("Last-Event-ID")); s.asked != "" {
 		p, err := parsePosition(s.asked)
