@@ -55,6 +55,9 @@ bench-jobs: ## background jobs: store writes per step, dispatch to step start, j
 	scripts/with-services go test -run '^$$' -bench . -count $(BENCH_COUNT) ./core/jobs
 	go test -run '^$$' -bench 'JobStartRatio' -count $(BENCH_COUNT) ./core
 
+bench-events-rss: ## resident memory of 100 non-reading replaying streams over 300 events of 130 KB (docs/events.md#memory)
+	go run ./internal/eventsrss
+
 sizes: ## binary sizes per build tag and per store backend (docs/platforms.md, docs/state.md)
 	scripts/sizes
 	core/store/storeenv/sizes.sh

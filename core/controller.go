@@ -110,6 +110,13 @@ type Config struct {
 	// EventCatchUp bounds the events one GET /a2a/events replays from the effect log; a client
 	// further behind gets them over several requests (Last-Event-ID).
 	EventCatchUp int
+	// EventReplayBytes bounds the bytes of catch-up pages all streams hold at once
+	// (DefaultEventReplayBytes when 0); EventPageBytes what one stream reads at a time
+	// (DefaultEventPageBytes); EventBufferBytes the follower's recent events
+	// (DefaultEventBufferBytes). EventWriteTimeout is how long one write to a stream may block
+	// before the stream is cut (DefaultEventWriteTimeout). See eventbudget.go.
+	EventReplayBytes, EventPageBytes, EventBufferBytes int64
+	EventWriteTimeout                                  time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -155,7 +162,8 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 		errs = append(errs, errors.New("at least one agent is required"))
 	}
 	if cfg.MaxBodyBytes < 0 || cfg.HeartbeatInterval < 0 || cfg.EventBuffer < 0 || cfg.EventRetention < 0 ||
-		cfg.EventRetentionCount < 0 || cfg.MaxEventStreams < 0 || cfg.EventCatchUp < 0 {
+		cfg.EventRetentionCount < 0 || cfg.MaxEventStreams < 0 || cfg.EventCatchUp < 0 ||
+		cfg.EventReplayBytes < 0 || cfg.EventPageBytes < 0 || cfg.EventBufferBytes < 0 || cfg.EventWriteTimeout < 0 {
 		errs = append(errs, errors.New("body limit, heartbeat interval and event settings cannot be negative"))
 	}
 	c := &Controller{
@@ -186,6 +194,10 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 	c.cfg.EventRetentionCount = cmp.Or(c.cfg.EventRetentionCount, DefaultEventRetentionCount)
 	c.cfg.MaxEventStreams = cmp.Or(c.cfg.MaxEventStreams, DefaultMaxEventStreams)
 	c.cfg.EventCatchUp = cmp.Or(c.cfg.EventCatchUp, DefaultEventCatchUp)
+	c.cfg.EventReplayBytes = cmp.Or(c.cfg.EventReplayBytes, DefaultEventReplayBytes)
+	c.cfg.EventPageBytes = cmp.Or(c.cfg.EventPageBytes, DefaultEventPageBytes)
+	c.cfg.EventBufferBytes = cmp.Or(c.cfg.EventBufferBytes, DefaultEventBufferBytes)
+	c.cfg.EventWriteTimeout = cmp.Or(c.cfg.EventWriteTimeout, DefaultEventWriteTimeout)
 	for _, a := range agents {
 		if a == nil {
 			errs = append(errs, errors.New("nil agent"))
@@ -266,6 +278,11 @@ func (c *Controller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer c.calls.leave()
 	path := r.URL.Path
 	switch {
+	case encodedSlash(r.URL):
+		// A %2F is a slash to a router that matches the decoded path and a character to one that
+		// does not: no route has one, so that no proxy in front can be led to a route it did not
+		// mean (and no trailing-slash redirect can point at its own URL).
+		writeDetail(w, http.StatusNotFound, "Not Found")
 	case path == "/a2a":
 		c.route(w, r, http.MethodPost, c.serveRPC)
 	case path == "/a2a/events":

@@ -28,7 +28,8 @@ import (
 //	POST   /api/agents/{slug}/data/{name}/import/            import  (write key)
 //
 // A call goes through, in order: the route (404, 405, or a 307 to the path with or without its
-// trailing slash, as FastAPI's router does), the X-API-Key (401/403), the operation (501 when the
+// trailing slash, as FastAPI's router does, never to the URL asked; a path with an encoded slash,
+// %2F, is 404 on every route), the X-API-Key (401/403), the operation (501 when the
 // resource does not serve it), the query or body (413, 422 in FastAPI's shape), the workspace grant
 // with scope resource.<name>.<op> (403 {"detail": <verifier message>}, never bypassed, not even in
 // local mode), the mission headers (400), then the callback.
@@ -132,6 +133,20 @@ func (c *Controller) matchData(path string) (dataRoute, bool) {
 	return dataRoute{}, false
 }
 
+// encodedSlash reports whether u's path carries an encoded slash (%2F). RawPath is set only when
+// the path's encoding is not the default one, which an encoded slash always makes it: the common
+// path costs one comparison.
+func encodedSlash(u *url.URL) bool {
+	raw := u.RawPath
+	for i := strings.IndexByte(raw, '%'); i >= 0 && i+2 < len(raw); i = strings.IndexByte(raw, '%') {
+		if raw[i+1] == '2' && (raw[i+2] == 'F' || raw[i+2] == 'f') {
+			return true
+		}
+		raw = raw[i+1:]
+	}
+	return false
+}
+
 // serveData serves every path under /api/agents/.
 func (c *Controller) serveData(w http.ResponseWriter, r *http.Request) {
 	rt, ok := c.matchData(r.URL.Path)
@@ -142,7 +157,7 @@ func (c *Controller) serveData(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/") {
 			alt, altEscaped = strings.TrimRight(r.URL.Path, "/"), strings.TrimRight(r.URL.EscapedPath(), "/")
 		}
-		if _, ok := c.matchData(alt); ok {
+		if _, ok := c.matchData(alt); ok && altEscaped != r.URL.EscapedPath() { // never to itself
 			loc := altEscaped
 			if r.URL.RawQuery != "" {
 				loc += "?" + r.URL.RawQuery

@@ -70,9 +70,10 @@ func FuzzMissionMetadata(f *testing.F) {
 }
 
 // FuzzDataRoute sends hostile requests to the DataResource routes of a controller with a valid
-// grant: any method, path, query, body, content type and mission headers. Every answer has a
-// status of the routes' contract and a JSON body (a redirect has none), and no callback's secret
-// ever leaks.
+// grant: any method, path (as a decoded path, and as the escaped path a client sends, %2F
+// included), query, body, content type and mission headers. Every answer has a status of the
+// routes' contract and a JSON body (a redirect has none, and never points at the URL asked), and
+// no callback's secret ever leaks.
 func FuzzDataRoute(f *testing.F) {
 	for _, s := range [][6]string{
 		{"GET", "notes/", "skip=1&limit=2", "", "", ""},
@@ -84,6 +85,8 @@ func FuzzDataRoute(f *testing.F) {
 		{"PATCH", "logs/x/", "limit=1e3", "{", "application/x+json", "e30="},
 		{"GET", "bags/", "limit=99999999999999999999", "", "", "W10"},
 		{"GET", "notes/panic", "", "", "", ""},
+		{"GET", "notes/secret-a%2F", "", "", "", ""},
+		{"GET", "notes%2F", "x=1", "", "", ""},
 	} {
 		f.Add(s[0], s[1], s[2], s[3], s[4], s[5])
 	}
@@ -92,7 +95,18 @@ func FuzzDataRoute(f *testing.F) {
 	h := dataController(f, studio, &recorder{}, nil)
 	allowed := map[int]bool{200: true, 201: true, 307: true, 400: true, 403: true, 404: true, 405: true, 409: true, 413: true, 422: true, 500: true, 501: true}
 	f.Fuzz(func(t *testing.T, method, path, query, body, contentType, metadata string) {
-		u := &url.URL{Path: dataPath + path, RawQuery: query}
+		urls := []*url.URL{{Path: dataPath + path, RawQuery: query}}
+		if decoded, err := url.PathUnescape(path); err == nil {
+			urls = append(urls, &url.URL{Path: dataPath + decoded, RawPath: dataPath + path, RawQuery: query})
+		}
+		for _, u := range urls {
+			fuzzDataRequest(t, h, tok, allowed, u, method, body, contentType, metadata)
+		}
+	})
+}
+
+func fuzzDataRequest(t *testing.T, h http.Handler, tok string, allowed map[int]bool, u *url.URL, method, body, contentType, metadata string) {
+	{
 		req, err := http.NewRequest(method, u.String(), strings.NewReader(body))
 		if err != nil {
 			return // not a request a client could send
@@ -111,8 +125,9 @@ func FuzzDataRoute(f *testing.F) {
 			t.Fatalf("%s %s: status %d %s", method, u, rec.Code, rec.Body)
 		}
 		if rec.Code == 307 {
-			if rec.Body.Len() != 0 || !strings.HasPrefix(rec.Header().Get("Location"), dataPath) {
-				t.Fatalf("redirect %q body %q", rec.Header().Get("Location"), rec.Body)
+			loc := rec.Header().Get("Location")
+			if rec.Body.Len() != 0 || !strings.HasPrefix(loc, dataPath) || loc == req.URL.RequestURI() {
+				t.Fatalf("%s: redirect %q body %q", req.URL.RequestURI(), loc, rec.Body)
 			}
 			return
 		}
@@ -122,5 +137,5 @@ func FuzzDataRoute(f *testing.F) {
 		if strings.Contains(rec.Body.String(), "hunter2") {
 			t.Fatalf("leak: %s", rec.Body)
 		}
-	})
+	}
 }

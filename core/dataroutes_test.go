@@ -287,6 +287,12 @@ func TestDataRoutes(t *testing.T) {
 		{"not a data path", dreq{"GET", "/api/agents/s/jobs/", nil, ""}, 404, `{"detail":"Not Found"}`, nil, nil},
 		{"two segments", dreq{"GET", notes + "a/b", nil, ""}, 404, `{"detail":"Not Found"}`, nil, nil},
 		{"encoded slash is not a segment", dreq{"GET", notes + "a%2Fb", nil, ""}, 404, `{"detail":"Not Found"}`, nil, nil},
+		// Decoded, n1%2F is n1/ (an item with a trailing slash), whose 307 pointed at itself.
+		{"encoded trailing slash is no redirect", dreq{"GET", notes + "n1%2F", nil, ""}, 404, `{"detail":"Not Found"}`, nil, nil},
+		{"encoded trailing slash, lower case", dreq{"GET", notes + "n1%2f?skip=1", nil, ""}, 404, `{"detail":"Not Found"}`, nil, nil},
+		{"encoded slash before a segment", dreq{"GET", dataPath + "notes%2F", nil, ""}, 404, `{"detail":"Not Found"}`, nil, nil},
+		{"encoded slash across the route", dreq{"GET", "/api/agents/s%2Fdata/notes/", nil, ""}, 404, `{"detail":"Not Found"}`, nil, nil},
+		{"encoded percent is a character", dreq{"GET", notes + "n%252F", nil, ""}, 200, `{"id":"n%2F","text":"found"}`, nil, []string{"get n%2F"}},
 		{"double slash", dreq{"GET", notes + "/", nil, ""}, 404, `{"detail":"Not Found"}`, nil, nil},
 		{"PATCH an item", dreq{"PATCH", notes + "n1", nil, `{}`}, 405, `{"detail":"Method Not Allowed"}`, map[string]string{"Allow": "GET, PUT, DELETE"}, nil},
 		{"POST an item", dreq{"POST", notes + "n1", nil, `{}`}, 405, `{"detail":"Method Not Allowed"}`, map[string]string{"Allow": "GET, PUT, DELETE"}, nil},
@@ -838,5 +844,22 @@ func TestDataAuthorizerWithoutAnswer(t *testing.T) {
 	}
 	if calls, _, _ := rec.snapshot(); len(calls) != 0 {
 		t.Errorf("callbacks ran: %q", calls)
+	}
+}
+
+// TestEncodedSlashNotFound: an encoded slash is 404 on every route, not only the data routes: a
+// router that decodes first would otherwise serve /a2a%2Fevents as /a2a/events.
+func TestEncodedSlashNotFound(t *testing.T) {
+	h := dataController(t, granttest.NewIssuer("k1"), &recorder{}, nil)
+	// POST: each decoded path is a GET route, which answers 405 to it (a GET of /a2a/events would
+	// stream until the test ends).
+	for _, path := range []string{"/a2a%2Fevents", "/a2a%2fevents", "/.well-known%2Fhealth", "/api/supervaizer/agents%2Fs"} {
+		req := httptest.NewRequest(http.MethodPost, path, nil)
+		req.Header.Set("X-API-Key", testKey)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusNotFound || rec.Body.String() != `{"detail":"Not Found"}` || rec.Header().Get("Location") != "" {
+			t.Errorf("POST %s: %d %v %s", path, rec.Code, rec.Header(), rec.Body)
+		}
 	}
 }

@@ -63,20 +63,32 @@ type sseEvent struct {
 	data []byte
 }
 
+// writeTo writes e in one piece when small; a large event's data is written as is, never copied
+// (a stream blocked on a client that does not read holds no copy of it).
 func (e sseEvent) writeTo(w io.Writer) error {
-	var b strings.Builder
-	b.Grow(len(e.data) + len(e.name) + len(e.id) + 24)
+	const small = 4 << 10
+	b := make([]byte, 0, len(e.id)+len(e.name)+24+min(len(e.data), small))
 	if e.id != "" {
-		b.WriteString("id: ")
-		b.WriteString(e.id)
-		b.WriteByte('\n')
+		b = append(b, "id: "...)
+		b = append(b, e.id...)
+		b = append(b, '\n')
 	}
-	b.WriteString("event: ")
-	b.WriteString(e.name)
-	b.WriteString("\ndata: ")
-	b.Write(e.data) // compact JSON: never a newline
-	b.WriteString("\n\n")
-	_, err := io.WriteString(w, b.String())
+	b = append(b, "event: "...)
+	b = append(b, e.name...)
+	b = append(b, "\ndata: "...)
+	if len(e.data) <= small {
+		b = append(b, e.data...) // compact JSON: never a newline
+		b = append(b, "\n\n"...)
+		_, err := w.Write(b)
+		return err
+	}
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	if _, err := w.Write(e.data); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n\n")
 	return err
 }
 
@@ -160,11 +172,21 @@ type effectLog struct {
 
 	streams atomic.Int64 // open GET /a2a/events requests
 
+	// Memory bounds (eventbudget.go): the catch-up pages of all streams share replay; a stream
+	// reads pageBytes at a time, sized with the largest event seen (maxEvent); recent holds at
+	// most bufferBytes; a write blocks at most writeTimeout.
+	replay       *byteBudget
+	pageBytes    int64
+	bufferBytes  int64
+	writeTimeout time.Duration
+	maxEvent     atomic.Int64
+
 	mu        sync.Mutex
 	ready     bool   // the follower has a position
 	epoch     string // of the follower's position
 	from, to  uint64 // recent holds every event in (from, to]
 	recent    []store.LogEntry
+	recentLen int64         // bytes of recent's data
 	changed   chan struct{} // closed and replaced when recent, epoch or ready change
 	followers int
 	stop      context.CancelFunc
@@ -194,7 +216,28 @@ func newEffectLog(cfg Config, logger *slog.Logger, closing <-chan struct{}) *eff
 		closing:   closing,
 		logger:    logger,
 		changed:   make(chan struct{}),
+
+		replay:       newByteBudget(cfg.EventReplayBytes),
+		pageBytes:    cfg.EventPageBytes,
+		bufferBytes:  cfg.EventBufferBytes,
+		writeTimeout: cfg.EventWriteTimeout,
 	}
+}
+
+// noteSize records the size of an event read or appended.
+func (e *effectLog) noteSize(n int) {
+	for m := e.maxEvent.Load(); int64(n) > m && !e.maxEvent.CompareAndSwap(m, int64(n)); m = e.maxEvent.Load() {
+	}
+}
+
+// pageLimit is how many events fit pageBytes, given the largest event seen (one when none was:
+// the first read learns the size), within max.
+func (e *effectLog) pageLimit(bytes int64, most int) int {
+	m := e.maxEvent.Load()
+	if m <= 0 {
+		return min(most, 1)
+	}
+	return int(min(int64(most), max(1, bytes/m)))
 }
 
 // appendEffects appends the effect event of a dispatched action. The action ran: a failure is
@@ -202,6 +245,7 @@ func newEffectLog(cfg Config, logger *slog.Logger, closing <-chan struct{}) *eff
 // the action again). ctx's cancellation (a client gone) does not stop the append.
 func (e *effectLog) appendEffects(ctx context.Context, req *contract.ActionRequest, effects []contract.Effect) {
 	data, err := encodeEffectEvent(req, effects)
+	e.noteSize(len(data))
 	switch {
 	case err != nil:
 	case e.inProcess:
@@ -250,7 +294,7 @@ func (e *effectLog) follow() func() {
 		if e.followers--; e.followers == 0 {
 			e.stop()
 			e.stop = nil
-			e.ready, e.recent = false, nil
+			e.ready, e.recent, e.recentLen = false, nil, 0
 			e.broadcast()
 		}
 	}
@@ -284,7 +328,7 @@ func (e *effectLog) run(ctx context.Context) {
 				continue
 			}
 		}
-		limit := e.buffer
+		limit := e.pageLimit(e.bufferBytes, e.buffer)
 		if !started {
 			limit = 0 // start from the newest position
 		}
@@ -306,14 +350,28 @@ func (e *effectLog) run(ctx context.Context) {
 			if started {
 				at.seq = 0
 			}
-			e.epoch, e.from, e.to, e.recent, e.ready = at.epoch, at.seq, at.seq, nil, true
+			e.epoch, e.from, e.to, e.recent, e.recentLen, e.ready = at.epoch, at.seq, at.seq, nil, 0, true
 			e.broadcast()
 			pause = 0
 		case r.Through > at.seq:
 			e.recent = append(e.recent, r.Entries...)
-			if n := len(e.recent) - e.buffer; n > 0 {
+			for _, ev := range r.Entries {
+				e.recentLen += int64(len(ev.Data))
+				e.noteSize(len(ev.Data))
+			}
+			// Keep at most buffer events and bufferBytes of them (the newest one always).
+			n := max(len(e.recent)-e.buffer, 0)
+			size := e.recentLen
+			for _, ev := range e.recent[:n] {
+				size -= int64(len(ev.Data))
+			}
+			for ; size > e.bufferBytes && n < len(e.recent)-1; n++ {
+				size -= int64(len(e.recent[n].Data))
+			}
+			if n > 0 {
 				e.from = e.recent[n-1].Seq
 				e.recent = append(e.recent[:0:0], e.recent[n:]...)
+				e.recentLen = size
 			}
 			if r.First > e.from+1 { // retention passed the follower: it cannot vouch for the gap
 				e.from = max(e.from, r.First-1)
@@ -375,12 +433,93 @@ const streamMargin = 2 * time.Second
 
 // eventStream is one GET /a2a/events response.
 type eventStream struct {
-	e      *effectLog
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	at     position
-	asked  string // the Last-Event-ID received, "" for none
-	budget int    // events this request may still replay from the store
+	e          *effectLog
+	w          http.ResponseWriter
+	rc         *http.ResponseController
+	at         position
+	asked      string // the Last-Event-ID received, "" for none
+	budget     int    // events this request may still replay from the store
+	held       int64  // bytes of the replay budget the current page holds
+	noDeadline bool   // the writer has no write deadline (a buffering platform)
+}
+
+// readPage reads the events after s.at into a page the stream holds until its next read,
+// releasePage or its end: first its bytes are taken from the instance's replay budget (waiting
+// for them when other streams hold it all), then at most pageBytes of events are kept (a single
+// larger event alone, with the bytes it needs).
+func (s *eventStream) readPage(ctx context.Context) (store.LogRange, error) {
+	s.releasePage()
+	e := s.e
+	want := e.pageBytes
+	for attempt := 0; ; attempt++ {
+		got, err := e.replay.Acquire(ctx, e.closing, want)
+		if err != nil {
+			return store.LogRange{}, err
+		}
+		s.held = got
+		limit := min(s.budget, store.MaxLogRead)
+		if attempt == 0 {
+			limit = e.pageLimit(e.pageBytes, limit)
+		} else {
+			limit = min(limit, 1)
+		}
+		r, err := e.log.ReadLog(ctx, e.name, s.at.seq, limit)
+		if err != nil {
+			return r, err
+		}
+		var size int64
+		for i, ev := range r.Entries {
+			n := int64(len(ev.Data))
+			e.noteSize(int(n))
+			if i > 0 && size+n > s.held { // the rest is for the next page
+				r.Entries, r.Through = r.Entries[:i:i], r.Entries[i-1].Seq
+				break
+			}
+			size += n
+		}
+		if size <= s.held {
+			return r, nil
+		}
+		// One event larger than what is held: take the rest of its bytes, or give the page up and
+		// read it again once the budget has them (nothing is held while waiting).
+		if e.replay.TryAcquire(size - s.held) {
+			s.held = size
+			return r, nil
+		}
+		if attempt > 0 {
+			return r, nil // held beyond the budget once: the budget never had room for it
+		}
+		s.releasePage()
+		want = size
+	}
+}
+
+// releasePage gives the page's bytes back to the replay budget.
+func (s *eventStream) releasePage() {
+	s.e.replay.Release(s.held)
+	s.held = 0
+}
+
+// send writes ev within the write timeout: a client that stops reading is cut then.
+func (s *eventStream) send(ev sseEvent) error {
+	s.deadline()
+	return ev.writeTo(s.w)
+}
+
+// flush sends what was written, within the write timeout.
+func (s *eventStream) flush() error {
+	s.deadline()
+	return s.rc.Flush()
+}
+
+// deadline bounds the next write to the stream's write timeout from now.
+func (s *eventStream) deadline() {
+	if s.noDeadline || s.e.writeTimeout <= 0 {
+		return
+	}
+	if err := s.rc.SetWriteDeadline(time.Now().Add(s.e.writeTimeout)); errors.Is(err, http.ErrNotSupported) {
+		s.noDeadline = true
+	}
 }
 
 // serveEvents streams effect events. When the response writer cannot flush (a buffering
@@ -400,6 +539,10 @@ func (c *Controller) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	defer e.streams.Add(-1)
 	s := &eventStream{e: e, w: w, rc: http.NewResponseController(w), budget: c.cfg.EventCatchUp}
+	defer s.releasePage()
+	// The end of the response is written after the handler returns, within this deadline; net/http
+	// then clears it for the connection's next request.
+	defer s.deadline()
 	ctx := r.Context()
 	if s.asked = strings.TrimSpace(r.Header.Get("Last-Event-ID")); s.asked != "" {
 		p, err := parsePosition(s.asked)
@@ -409,11 +552,16 @@ func (c *Controller) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		s.at = p
 	}
-	limit := min(s.budget, store.MaxLogRead)
+	var first store.LogRange
+	var err error
 	if s.asked == "" {
-		limit = 0 // a new client starts at the newest position
+		first, err = e.log.ReadLog(ctx, e.name, s.at.seq, 0) // a new client starts at the newest position
+	} else {
+		first, err = s.readPage(ctx)
 	}
-	first, err := e.log.ReadLog(ctx, e.name, s.at.seq, limit)
+	if ctx.Err() != nil {
+		return // the client left while waiting for the replay budget
+	}
 	if err != nil {
 		c.log.ErrorContext(ctx, "effect stream: cannot read the log", "error", err)
 		w.Header().Set("Retry-After", "5")
@@ -430,14 +578,15 @@ func (c *Controller) serveEvents(w http.ResponseWriter, r *http.Request) {
 		s.at = position{first.Epoch, first.Last}
 		connected = s.at.id()
 	}
-	if connectedEvent(connected).writeTo(w) != nil {
+	if s.send(connectedEvent(connected)) != nil {
 		return
 	}
 	more, err := s.replay(ctx, first)
+	s.releasePage()
 	if err != nil {
 		return
 	}
-	if s.rc.Flush() != nil || !more {
+	if s.flush() != nil || !more {
 		// http.ErrNotSupported: a buffering writer delivers the response only when it ends
 		// (poll mode). Any other error: the client is gone. !more: the catch-up budget is spent,
 		// the client resumes from the last id it got.
@@ -454,7 +603,7 @@ func (s *eventStream) replay(ctx context.Context, r store.LogRange) (bool, error
 	for {
 		reread := false
 		if lost, reason := s.resolve(r); lost {
-			if err := lostEvent(s.asked, s.at, reason).writeTo(s.w); err != nil {
+			if err := s.send(lostEvent(s.asked, s.at, reason)); err != nil {
 				return false, err
 			}
 			// An expired position moved forward within the same read; any other was read from
@@ -470,7 +619,7 @@ func (s *eventStream) replay(ctx context.Context, r store.LogRange) (bool, error
 				if s.budget == 0 {
 					return false, nil
 				}
-				if err := effectEvent(r.Epoch, ev).writeTo(s.w); err != nil {
+				if err := s.send(effectEvent(r.Epoch, ev)); err != nil {
 					return false, err
 				}
 				s.budget--
@@ -487,7 +636,7 @@ func (s *eventStream) replay(ctx context.Context, r store.LogRange) (bool, error
 			return false, nil
 		}
 		var err error
-		if r, err = s.e.log.ReadLog(ctx, s.e.name, s.at.seq, min(s.budget, store.MaxLogRead)); err != nil {
+		if r, err = s.readPage(ctx); err != nil {
 			return false, err
 		}
 	}
@@ -547,7 +696,7 @@ func (c *Controller) followStream(ctx context.Context, s *eventStream) {
 			return false
 		case <-changed:
 		case <-idle.C:
-			if heartbeatEvent().writeTo(s.w) != nil || s.rc.Flush() != nil {
+			if s.send(heartbeatEvent()) != nil || s.flush() != nil {
 				return false
 			}
 			idle.Reset(c.cfg.HeartbeatInterval)
@@ -560,7 +709,7 @@ func (c *Controller) followStream(ctx context.Context, s *eventStream) {
 		switch {
 		case ok:
 			for _, ev := range events {
-				if err := effectEvent(s.at.epoch, ev).writeTo(s.w); err != nil {
+				if err := s.send(effectEvent(s.at.epoch, ev)); err != nil {
 					return
 				}
 				wrote = true
@@ -570,14 +719,15 @@ func (c *Controller) followStream(ctx context.Context, s *eventStream) {
 			// Behind the follower's events, or the log changed: read the store. A loss found
 			// now is reported against the position the stream had reached.
 			s.asked = s.at.id()
-			r, err := s.e.log.ReadLog(ctx, s.e.name, s.at.seq, min(s.budget, store.MaxLogRead))
+			r, err := s.readPage(ctx)
 			if err != nil {
 				return
 			}
 			before := s.at
 			more, err := s.replay(ctx, r)
+			s.releasePage()
 			if err != nil || !more {
-				_ = s.rc.Flush()
+				_ = s.flush()
 				return
 			}
 			wrote = before != s.at || wrote
@@ -590,7 +740,7 @@ func (c *Controller) followStream(ctx context.Context, s *eventStream) {
 			}
 		}
 		if wrote {
-			if s.rc.Flush() != nil {
+			if s.flush() != nil {
 				return
 			}
 			idle.Reset(c.cfg.HeartbeatInterval)

@@ -54,7 +54,18 @@ type config struct {
 	loopback bool
 	log      *slog.Logger
 	timeouts Timeouts
+	maxConns int
 }
+
+// HealthPath is the route a probe still reaches when the connection cap is reached.
+const HealthPath = "/.well-known/health"
+
+// WithMaxConnections caps the connections open at once at n (n <= 0: the default,
+// httpkit.DefaultMaxConnectionsFor the process's file limit: min(4096, 3/4 of RLIMIT_NOFILE)).
+// Beyond the cap, httpkit.ReservedConnections more connections are accepted for HealthPath only
+// (another request gets 503, and a reserved connection has 2 s to send its request); any other
+// connection is closed as soon as it is accepted.
+func WithMaxConnections(n int) Option { return func(c *config) { c.maxConns = n } }
 
 // Option configures Serve.
 type Option func(*config)
@@ -66,8 +77,10 @@ func WithAddr(addr string) Option { return func(c *config) { c.addr = addr } }
 func WithListener(ln net.Listener) Option { return func(c *config) { c.ln = ln } }
 
 // WithLoopbackOnly binds 127.0.0.1 when the address names no host or a wildcard one (0.0.0.0,
-// ::, ::0…), and refuses to serve on any address that is not loopback (CheckLoopback), as local
-// mode requires: its API key is public knowledge.
+// ::, ::0…), refuses to serve on any address that is not loopback (CheckLoopback), and answers 403
+// on every route to a request whose Host is not a loopback address or localhost (DNS rebinding:
+// a web page whose name now resolves to 127.0.0.1), as local mode requires: its API key is public
+// knowledge.
 func WithLoopbackOnly() Option { return func(c *config) { c.loopback = true } }
 
 // WithLogger sets the logger (slog.Default() otherwise).
@@ -110,8 +123,12 @@ func Serve(ctx context.Context, h http.Handler, opts ...Option) error {
 			_ = ln.Close()
 			return err
 		}
+		h = httpkit.LoopbackOnly(h, cfg.log)
 	}
 	t := cfg.timeouts
+	if cfg.maxConns <= 0 {
+		cfg.maxConns = httpkit.DefaultMaxConnectionsHere()
+	}
 	return httpkit.Server{
 		Name:              "httpserver",
 		Listener:          ln,
@@ -123,7 +140,10 @@ func Serve(ctx context.Context, h http.Handler, opts ...Option) error {
 		WriteTimeout:      t.Write,
 		IdleTimeout:       t.Idle,
 		ShutdownTimeout:   t.Shutdown,
+		MaxConnections:    cfg.maxConns,
+		HealthPath:        HealthPath,
 		Started:           "serving HTTP",
+		StartedAttrs:      []any{"max_connections", cfg.maxConns},
 	}.Serve(ctx)
 }
 

@@ -12,11 +12,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/supervaize/svz/adapters/internal/httpkit"
 	"github.com/supervaize/svz/adapters/internal/testkit"
 )
 
@@ -305,5 +307,108 @@ func TestServeSIGTERM(t *testing.T) {
 	waitLog("exited cleanly")
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("child: %v", err)
+	}
+}
+
+// TestConnectionCap: with a cap of 3, three slow-header connections hold the server; the reserve
+// takes the next ones for health only; any connection beyond is closed as soon as accepted (the
+// warning says so), health still answers, and the held connections are still served. Nothing is
+// timed: every wait is an end bounded by 30 s.
+func TestConnectionCap(t *testing.T) {
+	log, logs := testkit.Logger()
+	ln := testkit.Listen(t)
+	const capN = 3
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == HealthPath {
+			_, _ = io.WriteString(w, `{"status":"ok"}`)
+			return
+		}
+		_, _ = io.WriteString(w, "served "+r.URL.Path)
+	})
+	serveOn(t, ln, h, WithLogger(log), WithMaxConnections(capN), WithTimeouts(Timeouts{ReadHeader: 10 * time.Minute, Read: 10 * time.Minute}))
+	addr := ln.Addr().String()
+	dial := func(partial string) net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if partial != "" {
+			_, _ = io.WriteString(c, partial) // may fail on a connection already closed
+		}
+		return c
+	}
+	// A whole request on a new connection: its status and body, or an error when it was closed.
+	get := func(path string) (int, string, error) {
+		c := dial("GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return 0, "", err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), nil
+	}
+
+	held := make([]net.Conn, capN)
+	for i := range held {
+		held[i] = dial("GET /held-" + strconv.Itoa(i) + " HTTP/1.1\r\nHost: x\r\n")
+	}
+	// The accept queue is first in, first out: these come after the held ones, so they fill the
+	// reserve and go beyond it.
+	beyond := make([]net.Conn, httpkit.ReservedConnections+5)
+	for i := range beyond {
+		beyond[i] = dial("GET /beyond HTTP/1.1\r\nHost: x\r\n")
+	}
+	for i, c := range beyond {
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, err := io.ReadAll(c)
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatalf("connection %d beyond the cap still open after 30 s", i)
+		}
+	}
+	if !strings.Contains(logs.String(), "connection refused: the connection cap is reached") {
+		t.Fatalf("no connection was refused at accept:\n%s", logs.String())
+	}
+
+	// The reserve answers health, and only health, while the cap is reached.
+	if code, body, err := get(HealthPath); err != nil || code != http.StatusOK || body != `{"status":"ok"}` {
+		t.Fatalf("health at the cap: %d %q %v", code, body, err)
+	}
+	if code, body, err := get("/other"); err != nil || code != http.StatusServiceUnavailable || body != httpkit.CapFullBody {
+		t.Fatalf("another route at the cap: %d %q %v", code, body, err)
+	}
+
+	// The held connections were kept: each finishes its request and is served.
+	for i, c := range held {
+		_, _ = io.WriteString(c, "Connection: close\r\n\r\n")
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("held connection %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if want := "served /held-" + strconv.Itoa(i); resp.StatusCode != http.StatusOK || string(b) != want {
+			t.Fatalf("held connection %d: %d %q", i, resp.StatusCode, b)
+		}
+	}
+	// Their slots are given back once closed: a request is served again.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		code, body, err := get("/again")
+		if err == nil && code == http.StatusOK && body == "served /again" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the held connections closed: %d %q %v", code, body, err)
+		}
+	}
+}
+
+func TestDefaultMaxConnections(t *testing.T) {
+	for nofile, want := range map[uint64]int{0: 1, 1: 1, 4: 3, 1024: 768, 20000: 4096, 1 << 20: 4096} {
+		if got := httpkit.DefaultMaxConnectionsFor(nofile); got != want {
+			t.Errorf("nofile %d: %d, want %d", nofile, got, want)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/supervaize/svz/adapters/cloudrun"
+	"github.com/supervaize/svz/adapters/internal/httpkit"
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/internal/envvar"
@@ -17,13 +18,19 @@ import (
 )
 
 // cloudRunServer returns the Cloud Run function server. In local mode (a local emulation of Cloud
-// Run, see package localmode) it listens on loopback only.
+// Run, see package localmode) it listens on loopback only and refuses, on every route, a Host
+// that is not loopback (DNS rebinding), as local mode's plain server does.
 func cloudRunServer(getenv func(string) string, log *slog.Logger, local bool) (func(context.Context, http.Handler) error, error) {
 	opts := []cloudrun.Option{cloudrun.WithPort(getenv("PORT")), cloudrun.WithLogger(log)}
 	if local {
 		opts = append(opts, cloudrun.WithHost("127.0.0.1"))
 	}
-	return func(ctx context.Context, h http.Handler) error { return cloudrun.Serve(ctx, h, opts...) }, nil
+	return func(ctx context.Context, h http.Handler) error {
+		if local {
+			h = httpkit.LoopbackOnly(h, log)
+		}
+		return cloudrun.Serve(ctx, h, opts...)
+	}, nil
 }
 
 // cloudRunJobs gives the controller's build the Cloud Tasks queue maker (called only when an agent

@@ -48,6 +48,10 @@ func serveLocal(ctx context.Context, build BuildFunc, getenv func(string) string
 	if host, err = loopbackHost(host); err != nil {
 		return err
 	}
+	maxConns, err := maxConnections(getenv)
+	if err != nil {
+		return err
+	}
 	addr := net.JoinHostPort(host, port)
 	var ln net.Listener
 	if n, _ := strconv.Atoi(port); n == 0 {
@@ -85,7 +89,7 @@ func serveLocal(ctx context.Context, build BuildFunc, getenv func(string) string
 	}
 	logReady(log, "local", began)
 	printBanner(o.stdout, info)
-	return closeHandler(httpserver.Serve(ctx, h, httpserver.WithListener(ln), httpserver.WithLoopbackOnly(), httpserver.WithLogger(log)))
+	return closeHandler(httpserver.Serve(ctx, h, httpserver.WithListener(ln), httpserver.WithLoopbackOnly(), httpserver.WithLogger(log), maxConns))
 }
 
 // listenLoopback binds addr, refusing a host name that resolved to an address that is not

@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,5 +234,119 @@ func TestAgentsFailures(t *testing.T) {
 	bad := func() (*core.Agent, error) { return nil, errors.New("no registration") }
 	if _, err := Agents(newIntake, bad)(context.Background(), getenv, log); err == nil || err.Error() != "build agent 2: no registration" {
 		t.Errorf("failing constructor: %v", err)
+	}
+}
+
+// TestLocalModeRefusesForeignHost: local mode's key is public knowledge, so a web page whose name
+// was rebound to 127.0.0.1 (DNS rebinding) must not reach any route: a Host that is not loopback
+// gets 403 everywhere, with the key, before the controller sees the request (no job starts); the
+// loopback names are served.
+func TestLocalModeRefusesForeignHost(t *testing.T) {
+	var reached atomic.Int64 // refused requests that reached the handler served
+	count := WithLocalHandler(func(next http.Handler, _ LocalInfo) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.Contains(strings.ToLower(r.Host), "evil") {
+				reached.Add(1)
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	banner := startLocal(t, hello.Build, map[string]string{}, count)
+	base := regexp.MustCompile(`svz local mode: (\S+)`).FindStringSubmatch(banner)[1]
+	port := base[strings.LastIndexByte(base, ':')+1:]
+	job := `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"request_id":"r1","actor":{"user_id":"me"},` +
+		`"workspace":{"id":"local"},"mission_id":"m1","agent_slug":"` + hello.Slug + `","surface":"job.start","action":"job.start",` +
+		`"input":{"name":"rebound"},"job_id":"job-rebound"}}`
+	routes := []struct{ method, path, body string }{
+		{"POST", "/a2a", job},
+		{"GET", "/a2a/events", ""},
+		{"GET", "/api/supervaizer/agents/" + hello.Slug, ""},
+		{"GET", "/api/agents/" + hello.Slug + "/data/greetings/", ""},
+		{"GET", "/.well-known/agents.json", ""},
+		{"GET", "/.well-known/health", ""},
+		{"GET", "/manage", ""},
+		{"GET", "/nowhere", ""},
+	}
+	call := func(host, method, path, body string) (int, string) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel() // ends the event stream once its header is read
+		req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("X-API-Key", "local-dev")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s (Host %s): %v", method, path, host, err)
+		}
+		defer resp.Body.Close()
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			return resp.StatusCode, ""
+		}
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	const refused = `{"detail":"Local mode answers loopback only: the request names the host \"evil.example\"; open it as 127.0.0.1, [::1] or localhost"}`
+	for _, host := range []string{"evil.example:" + port, "evil.example", "EVIL.example:" + port} {
+		for _, r := range routes {
+			code, body := call(host, r.method, r.path, r.body)
+			if host == "EVIL.example:"+port {
+				body = strings.Replace(body, "EVIL", "evil", 1)
+			}
+			if code != http.StatusForbidden || body != refused {
+				t.Errorf("%s %s with Host %s: %d %s, want 403 %s", r.method, r.path, host, code, body, refused)
+			}
+		}
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("%d refused requests reached the controller", n)
+	}
+	for i, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST:" + port, "[::1]:" + port, "127.0.0.1"} {
+		for _, r := range routes {
+			body := strings.Replace(r.body, "job-rebound", "job-"+strconv.Itoa(i), 1)
+			code, got := call(host, r.method, r.path, body)
+			// The data route refuses for its own reason (it needs a grant): what counts is that the
+			// controller answered.
+			if strings.Contains(got, "loopback only") || code >= 500 || r.path == "/a2a" && !strings.Contains(got, `"status":"ok"`) {
+				t.Errorf("%s %s with Host %s: %d %s", r.method, r.path, host, code, got)
+			}
+		}
+	}
+}
+
+// TestLocalCloudRunRefusesForeignHost: local mode under a Cloud Run emulation refuses a Host that
+// is not loopback on every route too.
+func TestLocalCloudRunRefusesForeignHost(t *testing.T) {
+	if !withCloudRun {
+		t.Skip("built with svz_nocloudrun")
+	}
+	env := map[string]string{"PORT": "0", "K_SERVICE": "svz", "SUPERVAIZER_LOCAL_MODE": "true", "SUPERVAIZER_LOCAL_EMULATOR": "true", "SUPERVAIZER_STORE": "memory"}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr testkit.LogBuffer
+	errc := make(chan error, 1)
+	go func() { errc <- Run(ctx, hello.Build, WithEnv(envOf(env)), WithOutput(io.Discard, &stderr)) }()
+	defer func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	addr := testkit.ServingAddr(t, &stderr)
+	waitHTTP(t, "http://"+addr+"/.well-known/health").Body.Close()
+	for host, want := range map[string]int{"evil.example:8110": http.StatusForbidden, addr: http.StatusOK, "localhost:8110": http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/.well-known/health", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: %d %s, want %d", host, resp.StatusCode, b, want)
+		}
 	}
 }

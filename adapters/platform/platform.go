@@ -311,7 +311,24 @@ func httpOptions(getenv func(string) string, o *options) ([]httpserver.Option, e
 	if err != nil {
 		return nil, err
 	}
-	return []httpserver.Option{httpserver.WithAddr(net.JoinHostPort(host, port))}, nil
+	maxConns, err := maxConnections(getenv)
+	if err != nil {
+		return nil, err
+	}
+	return []httpserver.Option{httpserver.WithAddr(net.JoinHostPort(host, port)), maxConns}, nil
+}
+
+// EnvMaxConnections caps the plain HTTP server's open connections.
+const EnvMaxConnections = "SUPERVAIZER_MAX_CONNECTIONS"
+
+// maxConnections reads SUPERVAIZER_MAX_CONNECTIONS (unset: httpserver's default, under the file
+// limit).
+func maxConnections(getenv func(string) string) (httpserver.Option, error) {
+	n, err := envvar.Int(getenv, EnvMaxConnections, 0, 1, 1<<20)
+	if err != nil {
+		return nil, fmt.Errorf("platform: %w (connections open at once)", err)
+	}
+	return httpserver.WithMaxConnections(int(n)), nil
 }
 
 // listenSettings returns the host and port to listen on (see httpOptions); defHost is the host

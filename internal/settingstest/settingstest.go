@@ -30,6 +30,8 @@ func Bad() []Case {
 			[]string{`SUPERVAIZER_PORT="abc": must be a whole number from 0 to 65535`}},
 		{"platform port not a number", map[string]string{"PORT": "80a"},
 			[]string{`PORT="80a": must be a whole number from 0 to 65535`}},
+		{"connection cap", map[string]string{"SUPERVAIZER_MAX_CONNECTIONS": "4k"},
+			[]string{`SUPERVAIZER_MAX_CONNECTIONS="4k": must be a whole number from 1 to 1048576`}},
 		{"body limit", map[string]string{"SUPERVAIZER_MAX_REQUEST_BYTES": "1k"},
 			[]string{`SUPERVAIZER_MAX_REQUEST_BYTES="1k": must be a whole number from 1024 to 33554432 bytes`}},
 		{"leeway", map[string]string{"SUPERVAIZER_WORKSPACE_AUTH_LEEWAY_SECONDS": "30s"},

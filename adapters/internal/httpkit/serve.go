@@ -32,6 +32,10 @@ type Server struct {
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// ShutdownTimeout is how long in-flight requests may run once shutdown begins.
 	ShutdownTimeout time.Duration
+	// MaxConnections caps the connections open at once (0: no cap). ReservedConnections more
+	// are accepted for HealthPath only; any other is closed as soon as accepted.
+	MaxConnections int
+	HealthPath     string
 	// Started is logged once serving, with the listen address as "addr" after StartedAttrs.
 	Started      string
 	StartedAttrs []any
@@ -47,8 +51,14 @@ func (s Server) Serve(ctx context.Context) error {
 		readHeader = 10 * time.Second
 	}
 	tracker := NewTracker(s.Log, s.RequestTimeout)
+	h := s.Handler
+	if s.MaxConnections > 0 {
+		s.Listener = &limitListener{Listener: s.Listener, max: s.MaxConnections, reserve: ReservedConnections, log: s.Log}
+		h = reservedOnly(h, s.HealthPath)
+	}
 	srv := &http.Server{
-		Handler:           tracker.Handler(s.Handler),
+		Handler:           tracker.Handler(h),
+		ConnContext:       connContext,
 		ReadHeaderTimeout: readHeader,
 		ReadTimeout:       s.ReadTimeout,
 		WriteTimeout:      s.WriteTimeout,

@@ -20,9 +20,10 @@ import (
 	"encoding/json"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
+
+	"github.com/supervaize/svz/adapters/internal/httpkit"
 )
 
 // Path is where the workbench is mounted.
@@ -101,7 +102,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 	hd.Set("Cross-Origin-Resource-Policy", "same-origin")
 	hd.Set("Cache-Control", "no-store")
-	if reason := notLoopback(r); reason != "" {
+	if reason := httpkit.NotLoopback(r); reason != "" {
 		h.cfg.Log.Warn("workbench request refused", "remote_addr", r.RemoteAddr, "reason", reason)
 		writeDetail(w, http.StatusForbidden, "The workbench answers loopback only: "+reason)
 		return
@@ -154,37 +155,6 @@ func (h *handler) pageConfig() pageConfig {
 		c.Authorization = Bypassed
 	}
 	return c
-}
-
-// notLoopback says why r does not come from this machine, or "" when it does: its peer must be a
-// loopback address, and its Host a loopback address or localhost, so that a web page whose name
-// was rebound to 127.0.0.1 cannot read the workbench.
-func notLoopback(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return "the request comes from " + host
-	}
-	name := r.Host
-	if h, _, err := net.SplitHostPort(name); err == nil {
-		name = h
-	}
-	name = strings.Trim(name, "[]")
-	if ip := net.ParseIP(name); ip != nil && ip.IsLoopback() || strings.EqualFold(name, "localhost") {
-		return ""
-	}
-	return "the request names the host " + quoteHost(name) + "; open it as 127.0.0.1, [::1] or localhost"
-}
-
-// quoteHost bounds and quotes a Host header for a message.
-func quoteHost(s string) string {
-	if len(s) > 64 {
-		s = s[:64] + "…"
-	}
-	b, _ := json.Marshal(s)
-	return string(b)
 }
 
 // allow answers 405 unless r uses method (or HEAD for GET).
