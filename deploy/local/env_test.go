@@ -48,10 +48,12 @@ func TestPlatformEnvironments(t *testing.T) {
 		})},
 		{"app runner", apprunner.Local{Region: "eu-west-3"}.Env(svc("postgres"), secrets, 4321), with(map[string]string{
 			"SUPERVAIZER_STORE": "postgres", "SUPERVAIZER_PUBLIC_URL": "http://127.0.0.1:4321", "PORT": "4321", "SUPERVAIZER_HOST": "127.0.0.1",
+			"SUPERVAIZER_PLATFORM": "app-runner",
 		})},
 		{"app runner, dynamodb store", apprunner.Local{Region: "eu-west-3"}.Env(svc("dynamodb"), secrets, 4321), with(map[string]string{
 			"SUPERVAIZER_STORE": "memory", "AWS_REGION": "eu-west-3",
 			"SUPERVAIZER_PUBLIC_URL": "http://127.0.0.1:4321", "PORT": "4321", "SUPERVAIZER_HOST": "127.0.0.1",
+			"SUPERVAIZER_PLATFORM": "app-runner",
 		})},
 		{"lambda", lambda.Local{Region: "eu-west-3"}.Env(svc(""), secrets, "http://127.0.0.1:4321"), with(map[string]string{
 			"SUPERVAIZER_STORE": "memory", "SUPERVAIZER_LAMBDA_INVOKE_MODE": "RESPONSE_STREAM", "SUPERVAIZER_PUBLIC_URL": "http://127.0.0.1:4321",
