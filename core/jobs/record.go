@@ -45,7 +45,6 @@ type record struct {
 	Error     string          `json:"error,omitempty"`
 	Created   time.Time       `json:"created"`
 	Deadline  time.Time       `json:"deadline"`
-	Updated   time.Time       `json:"updated"`
 	// Deliveries counts the deliveries that ran the work; Attempt is the latest message's.
 	Deliveries int `json:"deliveries"`
 	// Holder and LeaseUntil: the instance running the task and until when (zero: nobody).

@@ -214,7 +214,6 @@ func (s *Service) update(ctx context.Context, key string, mutate func(r *record)
 		if err != nil || !ok {
 			return r, err
 		}
-		r.Updated = s.now()
 		b, err := encode(r)
 		if err != nil {
 			return nil, err
@@ -248,7 +247,7 @@ func (s *Service) start(ctx context.Context, sc *scope, work string, req *contra
 	now := s.now()
 	g := sc.grant
 	r := &record{Format: 1, Agent: sc.agent, Workspace: g.WorkspaceID, Job: job, Mission: req.MissionID, Work: work, Input: input,
-		Status: taskPending, Created: now, Updated: now, Deadline: now.Add(timeout), Steps: []*stepRecord{},
+		Status: taskPending, Created: now, Deadline: now.Add(timeout), Steps: []*stepRecord{},
 		Grant: &grantRef{GrantID: g.GrantID, WorkspaceSlug: g.WorkspaceSlug, AgentID: g.AgentID, ServerID: g.ServerID, Scopes: g.Scopes, AgentRef: g.AgentWorkspaceRef}}
 	b, err := encode(r)
 	if err != nil {
@@ -361,7 +360,6 @@ func (s *Service) deliver(ctx context.Context, m Message, d Delivery) error {
 			r.Holder, r.LeaseUntil = holder, now.Add(s.cfg.Lease)
 			r.Deliveries++
 		}
-		r.Updated = now
 		b, err := encode(r)
 		if err != nil {
 			return err

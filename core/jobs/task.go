@@ -174,7 +174,6 @@ func (t *task) write(ctx context.Context, mutate func(r *record) bool) error {
 		if !mutate(next) {
 			return nil
 		}
-		next.Updated = s.now()
 		b, err := encode(next)
 		if err != nil {
 			return err
