@@ -13,12 +13,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/supervaize/svz/adapters/platform"
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/a2ui"
 	"github.com/supervaize/svz/core/checkpoint"
-	"github.com/supervaize/svz/core/config"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/internal/envvar"
@@ -108,7 +109,7 @@ func Registration() (*contract.Registration, error) {
 		JobPolicy: &contract.JobPolicy{Sync: &contract.JobSyncPolicy{}, Setup: &contract.JobSetupPolicy{Plan: Plan()}},
 		Resources: []contract.ResourceDefinition{{ID: Contacts, Label: "Contacts", AutoSurface: true, Fields: ContactFields(),
 			Operations: []string{"list", "get", "create", "update", "delete"}, ReadOnlyOperations: []string{"list", "get"},
-			Display: &contract.ResourceDisplay{TitleField: "email", Columns: []string{"email", "name", "company", "score"}, SearchFields: []string{"email"}}}},
+			Display: &contract.ResourceDisplay{TitleField: "email", Columns: []string{"email", "name", "company", "score"}, SearchFields: []string{"email", "name", "company"}}}},
 		Datasets: []contract.DatasetDefinition{{ID: Runs, Label: "Lead runs", AutoSurface: true,
 			Display: &contract.ResourceDisplay{Columns: []string{"job_id", "status", "leads", "credits"}}}},
 		RuleCheckpoints: RuleCheckpoints(),
@@ -141,34 +142,32 @@ func NewAgent(findDelay time.Duration) (*core.Agent, error) {
 	}
 	a.DeclareInput(TestRun, Plan().InputFields()) // the dry run takes the job.start form as is
 	a.DeclareInput(contract.ArtifactGetAction, []contract.FieldDefinition{{ID: "artifact_id", Label: "Artifact", Type: contract.FieldResourceRef, Required: true}})
-	core.ServeResource[Contact](a, Contacts, "email") // list, get, create, update, delete on the state
-	la := &leadAgent{findDelay: findDelay}
-	la.work = jobs.Define(a, "leads.search", la.search, jobs.View(view)) // svz serves job.stop
-	la.defineImport(a)                                                   // the guarded import of governed jobs
+	// The email is the contact's key (an import adds a lead once): one contact per address, whatever its case.
+	core.ServeResource[Contact](a, Contacts, "email", core.BeforeCreate(func(_ context.Context, c *Contact) error {
+		c.Email = strings.ToLower(c.Email)
+		return nil
+	}))
+	core.ServeDataset(a, Runs, runs)
+	la := &leadAgent{findDelay: findDelay, imp: defineImport(a)}         // the guarded import of governed jobs
+	la.work = jobs.Define(a, "leads.search", la.search, jobs.View(view)) // svz serves job.sync and job.stop
 	a.HandleSurface(contract.SurfaceJobStart, core.SurfaceFunc(startForm))
 	a.HandleSurface(contract.SurfaceStepAwaiting, core.SurfaceFunc(reviewSurface))
 	a.HandleSurface(contract.SurfaceStepDetail, core.SurfaceFunc(reportDetail))
-	for id, h := range map[string]core.ActionFunc{
-		SuggestRegion: suggestRegion, contract.JobStartPreviewAction: preview, TestRun: testRun,
-		contract.JobStartAction: la.start, contract.JobSyncAction: la.sync, contract.StepAwaitingSubmitAction: submitReview,
-		contract.ArtifactGetAction: getArtifact, "dataset." + Runs + ".query": queryRuns,
-	} {
+	for id, h := range map[string]core.ActionFunc{SuggestRegion: suggestRegion, contract.JobStartPreviewAction: preview, TestRun: testRun,
+		contract.JobStartAction: la.start, contract.StepAwaitingSubmitAction: submitReview, contract.ArtifactGetAction: getArtifact} {
 		a.HandleAction(id, h)
 	}
 	return a, nil
 }
 
-// Build is the controller configured from the environment (adapters/platform runs it).
+// Build is the controller configured from the environment (adapters/platform runs it); the find
+// delay is read here, so that a wrong value stops the start.
 func Build(ctx context.Context, getenv func(string) string, log *slog.Logger) (http.Handler, error) {
 	delay, err := envvar.Duration(getenv, FindDelay, 0, 0, time.Hour)
 	if err != nil {
 		return nil, err
 	}
-	a, err := NewAgent(delay)
-	if err != nil {
-		return nil, err
-	}
-	return config.NewController(ctx, getenv, log, a)
+	return platform.Agents(func() (*core.Agent, error) { return NewAgent(delay) })(ctx, getenv, log)
 }
 
 func startForm(ctx context.Context, req *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
@@ -181,9 +180,9 @@ func startForm(ctx context.Context, req *contract.SurfaceRequest) (*contract.Sur
 }
 
 func reviewSurface(ctx context.Context, req *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
-	job, err := jobOf(ctx, req.JobID)
+	job, err := records(ctx).Get(ctx, req.Job())
 	if err != nil {
-		return a2ui.Failed(ctx, req.Surface, notFound(req.JobID)), nil
+		return a2ui.Failed(ctx, req.Surface, notFound(req.Job())), nil
 	}
 	return a2ui.Result(ctx, req.Surface, a2ui.DocumentReview{
 		Document: a2ui.ReviewedDocument{Title: "Lead report", Field: "report", Language: "markdown", Value: job.Report,
@@ -194,9 +193,9 @@ func reviewSurface(ctx context.Context, req *contract.SurfaceRequest) (*contract
 }
 
 func reportDetail(ctx context.Context, req *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
-	job, err := jobOf(ctx, req.JobID)
+	job, err := records(ctx).Get(ctx, req.Job())
 	if err != nil {
-		return a2ui.Failed(ctx, req.Surface, notFound(req.JobID)), nil
+		return a2ui.Failed(ctx, req.Surface, notFound(req.Job())), nil
 	}
 	return a2ui.Result(ctx, req.Surface, a2ui.Detail{
 		Title: "Lead report", Summary: fmt.Sprintf("%d %s leads in %s", len(job.Leads), job.Setup.Industry, job.Setup.Region),

@@ -92,27 +92,13 @@ func report(s Setup, leads []Lead) string {
 
 func records(ctx context.Context) state.Collection[Job] { return state.Of[Job](ctx, "jobs") }
 
-func jobOf(ctx context.Context, id *string) (Job, error) {
-	if id == nil {
-		return Job{}, state.ErrNotFound
-	}
-	return records(ctx).Get(ctx, *id)
-}
-
-func notFound(id *string) contract.ResultError {
-	return contract.ResultError{Code: "job_not_found", Message: fmt.Sprintf("No job %q in this workspace", deref(id))}
-}
-
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
+func notFound(id string) contract.ResultError {
+	return contract.ResultError{Code: "job_not_found", Message: fmt.Sprintf("No job %q in this workspace", id)}
 }
 
 // failed answers an error about a job: a business error when the job does not exist, an
 // internal error (the store is down...) otherwise.
-func failed(id *string, err error) (*contract.ActionResult, error) {
+func failed(id string, err error) (*contract.ActionResult, error) {
 	if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrInvalid) || errors.Is(err, jobs.ErrNoJob) {
 		e := notFound(id)
 		return contract.Fail(e.Code, e.Message), nil
@@ -121,15 +107,10 @@ func failed(id *string, err error) (*contract.ActionResult, error) {
 }
 
 func suggestRegion(_ context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	var in struct {
-		Values Setup `json:"values"`
-	}
-	_ = req.DecodeInput(&in) // a draft: anything may be missing
-	region := map[string]string{"saas": "North America", "retail": "Western Europe", "health": "DACH"}[in.Values.Industry]
+	region := map[string]string{"saas": "North America", "retail": "Western Europe", "health": "DACH"}[req.HelpInput().Text("industry")]
 	draft := &contract.FieldDraft{Field: "region", Value: region}
 	if region == "" {
-		draft.Suggestions = []contract.Suggestion{{Message: "Pick an industry first", Severity: contract.SeverityInfo, Field: "industry"}}
-		draft.Value = nil
+		draft.Value, draft.Suggestions = nil, []contract.Suggestion{{Message: "Pick an industry first", Severity: contract.SeverityInfo, Field: "industry"}}
 	}
 	return &contract.ActionResult{Status: contract.StatusOK, Draft: draft}, nil
 }
@@ -188,14 +169,14 @@ func (a *leadAgent) start(ctx context.Context, req *contract.ActionRequest) (*co
 	if err := req.DecodeInput(&s); err != nil {
 		return nil, err
 	}
-	if req.JobID == nil {
+	if req.Job() == "" {
 		return contract.Refuse(contract.ResultError{Code: contract.InputRequired, Field: "job_id", Message: "job.start needs the job_id Studio assigns"}), nil
 	}
 	gate, refused, err := gateOf(ctx, req)
 	if refused != nil || err != nil {
 		return refused, err
 	}
-	return a.work.Started(ctx, req, Run{JobID: *req.JobID, Setup: s, Governed: gate != nil})
+	return a.work.Started(ctx, req, Run{JobID: req.Job(), Setup: s, Governed: gate != nil})
 }
 
 // Where the steps show in job_state: research in the work lane, the report in the deliverable one.
@@ -238,14 +219,15 @@ func (a *leadAgent) search(ctx context.Context, r Run) error {
 			return err
 		}
 	}
+	imp := func(ctx context.Context) (ImportResult, error) { return importLeads(ctx, job) }
 	if r.Governed {
-		return a.governedImport(ctx, job)
+		if imp, err = a.guardedImport(ctx, job); err != nil {
+			return err
+		}
 	}
-	_, err = jobs.Step(ctx, "import", func(ctx context.Context) (ImportResult, error) { return importLeads(ctx, job) }, delivery, jobs.Title(importTitle))
+	_, err = jobs.Step(ctx, "import", imp, delivery, jobs.Title("Import the leads into contacts"))
 	return err
 }
-
-const importTitle = "Import the leads into contacts"
 
 var verdict = map[bool]string{true: "approved", false: "rejected"}
 
@@ -264,15 +246,13 @@ func (a *leadAgent) lookUp(ctx context.Context, s Setup) ([]Lead, error) {
 	return find(s, s.Leads), nil
 }
 
-// view adds the lead run's label and cost to the job state svz projects from the task.
+// view adds the lead run's label and cost (the report step's result) to the job state svz
+// projects from the task.
 func view(js *contract.JobState, r jobs.Results) {
-	js.Job.Display = &contract.JobDisplay{EntityLabel: "Lead run", StateLabel: js.Job.Status}
 	var credits float64
 	r.Decode("report", &credits)
-	if js.Job.Extra == nil {
-		js.Job.Extra = contract.Extra{}
-	}
-	js.Job.Extra["information"] = []byte(fmt.Sprintf(`{"cost":{"total_cost":%g}}`, credits))
+	js.Job.Display = &contract.JobDisplay{EntityLabel: "Lead run", StateLabel: js.Job.Status}
+	js.Job.Information = contract.Cost(credits)
 }
 
 func importLeads(ctx context.Context, job Job) (ImportResult, error) {
@@ -293,15 +273,15 @@ func submitReview(ctx context.Context, req *contract.ActionRequest) (*contract.A
 		return contract.Refused(err)
 	}
 	answer := *req
-	answer.StepID, answer.Input = ptr(deref(req.JobID)+"-review"), must(json.Marshal(in))
+	answer.StepID, answer.Input = ptr(req.Job()+"-review"), must(json.Marshal(in))
 	js, err := jobs.Answer(ctx, &answer)
 	if errors.Is(err, jobs.ErrNotAwaiting) {
 		return contract.Refuse(contract.ResultError{Code: contract.InputInvalid, Message: "This review was already submitted"}), nil
 	} else if err != nil {
-		return failed(req.JobID, err)
+		return failed(req.Job(), err)
 	}
 	return contract.OK(contract.Effect{Type: contract.EffectStepAwaitingSubmitted, JobID: js.Job.ID, CaseID: js.Job.ID + "-report",
-		StepID: *answer.StepID, Status: js.Job.Status, Message: "Review " + verdict[in.Approved]}).WithJobState(js), nil
+		StepID: answer.Step(), Status: js.Job.Status, Message: "Review " + verdict[in.Approved]}).WithJobState(js), nil
 }
 
 func must(b []byte, _ error) json.RawMessage { return b }
@@ -324,28 +304,21 @@ func getArtifact(ctx context.Context, req *contract.ActionRequest) (*contract.Ac
 	id, _ := strings.CutPrefix(in.ArtifactID, "report:")
 	job, err := records(ctx).Get(ctx, id)
 	if err != nil {
-		return failed(&id, err)
+		return failed(id, err)
 	}
 	return contract.OK(contract.Effect{Type: contract.EffectArtifactLoaded, ArtifactID: in.ArtifactID,
 		Data: map[string]any{"media_type": "text/markdown", "content": job.Report}}), nil
 }
 
-// queryRuns is the lead_runs dataset: one row per job of the workspace.
-func queryRuns(ctx context.Context, _ *contract.ActionRequest) (*contract.ActionResult, error) {
-	type row struct {
-		JobID   string  `json:"job_id"`
-		Status  string  `json:"status"`
-		Leads   int     `json:"leads"`
-		Credits float64 `json:"credits"`
-	}
-	var rows []row
+// runs are the lead_runs dataset's rows: one per job of the workspace.
+func runs(ctx context.Context, _ *contract.ActionRequest) (rows []map[string]any, err error) {
 	for r, err := range records(ctx).All(ctx, "") {
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, row{r.ID, statusOf(ctx, r.ID), len(r.Value.Leads), r.Value.Credits})
+		rows = append(rows, map[string]any{"job_id": r.ID, "status": statusOf(ctx, r.ID), "leads": len(r.Value.Leads), "credits": r.Value.Credits})
 	}
-	return contract.OK(contract.Effect{Type: contract.EffectDatasetQueried, Dataset: Runs, Count: ptr(len(rows)), Rows: rows}), nil
+	return rows, nil
 }
 
 func artifacts(id string, n int) []contract.ArtifactRef {
