@@ -112,7 +112,8 @@ func Registration() (*contract.Registration, error) {
 			Display: &contract.ResourceDisplay{TitleField: "email", Columns: []string{"email", "name", "company", "score"}, SearchFields: []string{"email", "name", "company"}}}},
 		Datasets: []contract.DatasetDefinition{{ID: Runs, Label: "Lead runs", AutoSurface: true,
 			Display: &contract.ResourceDisplay{Columns: []string{"job_id", "status", "leads", "credits"}}}},
-		RuleCheckpoints: RuleCheckpoints(),
+		// Both phases; the reviewer's email kept out of the contexts Studio sees.
+		RuleCheckpoints: &contract.RuleCheckpoints{Phases: []string{contract.PhaseBefore, contract.PhaseAfter}, SecretRefs: []string{"context.reviewer_email"}},
 	})
 }
 
@@ -124,7 +125,7 @@ const FindDelay = "LEADGEN_FIND_DELAY"
 type leadAgent struct {
 	findDelay time.Duration
 	work      *jobs.Work[Run]
-	imp       *checkpoint.Step[ImportInput, ImportResult]
+	imp       *checkpoint.Step[string, int]
 }
 
 // NewAgent returns the agent with its handlers; findDelay slows its search (FindDelay).
@@ -149,12 +150,12 @@ func NewAgent(findDelay time.Duration) (*core.Agent, error) {
 	}))
 	core.ServeDataset(a, Runs, runs)
 	la := &leadAgent{findDelay: findDelay, imp: defineImport(a)}         // the guarded import of governed jobs
-	la.work = jobs.Define(a, "leads.search", la.search, jobs.View(view)) // svz serves job.sync and job.stop
+	la.work = jobs.Define(a, "leads.search", la.search, jobs.View(view)) // svz serves job.sync, job.stop, step.awaiting.submit
 	a.HandleSurface(contract.SurfaceJobStart, core.SurfaceFunc(startForm))
 	a.HandleSurface(contract.SurfaceStepAwaiting, core.SurfaceFunc(reviewSurface))
 	a.HandleSurface(contract.SurfaceStepDetail, core.SurfaceFunc(reportDetail))
 	for id, h := range map[string]core.ActionFunc{SuggestRegion: suggestRegion, contract.JobStartPreviewAction: preview, TestRun: testRun,
-		contract.JobStartAction: la.start, contract.StepAwaitingSubmitAction: submitReview, contract.ArtifactGetAction: getArtifact} {
+		contract.JobStartAction: la.start, contract.ArtifactGetAction: getArtifact} {
 		a.HandleAction(id, h)
 	}
 	return a, nil

@@ -20,58 +20,21 @@ import (
 // that whichever receives rule.checkpoint.resume continues a paused import.
 const ImportStep = "contacts.import"
 
-// RuleCheckpoints is the agent's rule-checkpoint declaration: both phases, and the reviewer's
-// email kept out of the contexts Studio sees.
-func RuleCheckpoints() *contract.RuleCheckpoints {
-	return &contract.RuleCheckpoints{Phases: []string{contract.PhaseBefore, contract.PhaseAfter}, SecretRefs: []string{"context.reviewer_email"}}
-}
-
-// ImportInput and ImportResult are the guarded import's, kept in the store over a pause.
-type ImportInput struct {
-	JobID string `json:"job_id"`
-}
-
-type ImportResult struct {
-	Imported int `json:"imported"`
-}
-
-func defineImport(owner *core.Agent) *checkpoint.Step[ImportInput, ImportResult] {
-	return checkpoint.Define(owner, ImportStep, checkpoint.Funcs[ImportInput, ImportResult]{
-		// The effect: the contacts are written (upserts, so a recovery could redo them by hand).
-		Effect: func(ctx context.Context, in ImportInput) (ImportResult, error) {
-			job, err := records(ctx).Get(ctx, in.JobID)
-			if err != nil {
-				return ImportResult{}, err
-			}
-			return importLeads(ctx, job)
-		},
-		AfterContext: func(in ImportInput, r ImportResult) (any, error) {
-			return map[string]any{"operation": "contacts.import", "job_id": in.JobID, "imported": r.Imported}, nil
+// defineImport defines the guarded import: its input is the job's id, its result the number of
+// contacts written (upserts, so a recovery could redo them by hand).
+func defineImport(owner *core.Agent) *checkpoint.Step[string, int] {
+	return checkpoint.Define(owner, ImportStep, checkpoint.Funcs[string, int]{Effect: importLeads,
+		AfterContext: func(id string, n int) (any, error) {
+			return map[string]any{"operation": "contacts.import", "job_id": id, "imported": n}, nil
 		},
 	})
-}
-
-// gateOf reads job.start's rule_snapshot: a nil gate for an ungoverned job, a refusal for a
-// snapshot that is not one.
-func gateOf(ctx context.Context, req *contract.ActionRequest) (*checkpoint.Gate, *contract.ActionResult, error) {
-	g, err := checkpoint.FromJobStart(ctx, req)
-	switch {
-	case errors.Is(err, checkpoint.ErrNoSnapshot):
-		return nil, nil, nil
-	case errors.Is(err, checkpoint.ErrInvalidSnapshot):
-		return nil, contract.Refuse(contract.ResultError{Code: contract.InputInvalid, Field: "rule_snapshot", Message: err.Error()}), nil
-	case errors.Is(err, checkpoint.ErrRetrySnapshot), errors.Is(err, checkpoint.ErrOtherAgent):
-		return nil, contract.Fail("rule_snapshot_refused", err.Error()), nil
-	}
-	// Anything else (no Studio connection, the store): -32603, the reason in the log; Studio retries.
-	return g, nil, err
 }
 
 // guardedImport runs the guarded import of a governed job and returns the import step's function:
 // the occurrence's result once it completed, a failure once a checkpoint stopped it (or it needs
 // a recovery by hand). A paused checkpoint leaves the job awaiting: once Studio's decision moved
 // the occurrence on, the controller wakes the job (jobs.Wake) and the work runs again to here.
-func (a *leadAgent) guardedImport(ctx context.Context, job Job) (func(context.Context) (ImportResult, error), error) {
+func (a *leadAgent) guardedImport(ctx context.Context, job Job) (func(context.Context) (int, error), error) {
 	g, err := checkpoint.JobGate(ctx, job.ID)
 	if err != nil {
 		return nil, err
@@ -80,7 +43,7 @@ func (a *leadAgent) guardedImport(ctx context.Context, job Job) (func(context.Co
 		"industry": job.Setup.Industry, "region": job.Setup.Region, "reviewer_email": job.Setup.ReviewerEmail}
 	// One attempt of the import, so one occurrence id.
 	o := checkpoint.Occurrence{JobID: job.ID, CaseID: job.ID + "-report", StepID: job.ID + "-import", OccurrenceID: job.ID + "-import-1"}
-	out, err := checkpoint.RunGuardedStep(ctx, g, a.imp, o, before, ImportInput{JobID: job.ID})
+	out, err := checkpoint.RunGuardedStep(ctx, g, a.imp, o, before, job.ID)
 	if err != nil {
 		return nil, fmt.Errorf("guarded import of job %s: %w", job.ID, err)
 	}
@@ -89,9 +52,9 @@ func (a *leadAgent) guardedImport(ctx context.Context, job Job) (func(context.Co
 		_, err = jobs.Await[any](ctx, "import.wait."+out.Phase, contract.Awaiting{Reason: "rule_checkpoint", Action: contract.RuleCheckpointResumeAction},
 			delivery, jobs.Title("Studio's rules decide ("+out.Phase+" the import)"))
 	}
-	return func(context.Context) (ImportResult, error) {
+	return func(context.Context) (int, error) {
 		if out.Status != checkpoint.Completed {
-			return ImportResult{}, jobs.Permanent(fmt.Errorf("guarded import of job %s: %w", job.ID, cmp.Or(out.Err(), errors.New(string(out.Status)))))
+			return 0, jobs.Permanent(fmt.Errorf("guarded import of job %s: %w", job.ID, cmp.Or(out.Err(), errors.New(string(out.Status)))))
 		}
 		return out.Result, nil
 	}, err

@@ -92,7 +92,8 @@ func contactsOf(t *testing.T, h *svztest.Harness, jobID string) int {
 func approve(t *testing.T, h *svztest.Harness, job string) {
 	t.Helper()
 	h.WaitJob(t, job, contract.StateAwaiting)
-	if res := h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# ok", "approved": true}, svztest.JobID(job)); res.Status != contract.StatusOK {
+	if res := h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# ok", "approved": true}, svztest.JobID(job),
+		svztest.StepID(job+"-review")); res.Status != contract.StatusOK {
 		t.Fatalf("approval = %s", res.JSON)
 	}
 }

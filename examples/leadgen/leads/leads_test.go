@@ -186,11 +186,12 @@ func run(t *testing.T, s store.Store) {
 	})
 
 	t.Run("the review answer is checked, then imports the leads", func(t *testing.T) {
-		res := h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# edited"}, svztest.JobID("job-1"))
+		review := svztest.StepID("job-1-review") // the awaiting step Studio answers
+		res := h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# edited"}, svztest.JobID("job-1"), review)
 		if got := errorsOf(res); got != "input_required approved: Field required" {
 			t.Errorf("incomplete review = %s", got)
 		}
-		res = h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# edited", "approved": "yes"}, svztest.JobID("job-1"))
+		res = h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# edited", "approved": "yes"}, svztest.JobID("job-1"), review)
 		if res.Status != contract.StatusOK || res.JobState.Job.Status != contract.StateActive || res.Effects[0].StepID != "job-1-review" {
 			t.Errorf("review = %s", res.JSON)
 		}
@@ -202,7 +203,7 @@ func run(t *testing.T, s store.Store) {
 		if err != nil || c.JobID != "job-1" {
 			t.Errorf("imported contact = %+v, %v", c, err)
 		}
-		again := h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "x", "approved": false}, svztest.JobID("job-1"))
+		again := h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "x", "approved": false}, svztest.JobID("job-1"), review)
 		if !again.Refusal() {
 			t.Errorf("second review = %s", again.JSON)
 		}
