@@ -250,6 +250,14 @@ func run(t *testing.T, s store.Store) {
 		if res = h.Invoke(t, "resource.contacts.get", map[string]any{"id": "bob@acme.example"}); res.Effects[0].Item.(map[string]any)["score"] != 7.0 {
 			t.Errorf("get = %s", res.JSON)
 		}
+		// One contact per address, whatever its case: the email is lower-cased before it keys the record.
+		res = h.Invoke(t, "resource.contacts.create", map[string]any{"email": "Carol@Example.COM", "name": "Carol"})
+		if c := svztest.As[leads.Contact](t, res.Effects[0].Item); c.Email != "carol@example.com" {
+			t.Errorf("created = %s (the email lower-cased)", res.JSON)
+		}
+		if res = h.Invoke(t, "resource.contacts.create", map[string]any{"email": "CAROL@example.com"}); errorsOf(res) != `input_invalid email: Contacts already has a record "carol@example.com"` {
+			t.Errorf("duplicate in another case = %s", res.JSON)
+		}
 		if !lists {
 			t.Logf("%T cannot list yet: listing checks skipped", h.Store())
 			return
@@ -265,11 +273,30 @@ func run(t *testing.T, s store.Store) {
 			}
 			after = next
 		}
-		if len(all) != 4 || all[0].Email != "bob@acme.example" {
+		if len(all) != 5 || all[0].Email != "bob@acme.example" || all[1].Email != "carol@example.com" {
 			t.Errorf("listed = %+v", all)
 		}
+		// search looks in the declared search fields (email, name, company), in any case; count is every page's.
+		for _, tc := range []struct {
+			search, page string
+			count        int
+		}{
+			{"ACME", "bob@acme.example", 1},
+			{"western", "contact@saas-western-europe-001.example contact@saas-western-europe-002.example", 3},
+			{"Contact 3", "contact@saas-western-europe-003.example", 1},
+			{"nobody", "", 0},
+		} {
+			res = h.Invoke(t, "resource.contacts.list", map[string]any{"search": tc.search, "limit": 2})
+			var page []string
+			for _, c := range svztest.As[[]leads.Contact](t, res.Effects[0].Items) {
+				page = append(page, c.Email)
+			}
+			if strings.Join(page, " ") != tc.page || *res.Effects[0].Count != tc.count {
+				t.Errorf("search %q = %s", tc.search, res.JSON)
+			}
+		}
 		h.Invoke(t, "resource.contacts.delete", map[string]any{"id": "bob@acme.example"})
-		if res = h.Invoke(t, "resource.contacts.list", nil); *res.Effects[0].Count != 3 {
+		if res = h.Invoke(t, "resource.contacts.list", nil); *res.Effects[0].Count != 4 {
 			t.Errorf("after delete = %s", res.JSON)
 		}
 	})

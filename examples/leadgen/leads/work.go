@@ -122,8 +122,7 @@ func testRun(_ context.Context, req *contract.ActionRequest) (*contract.ActionRe
 	n := 3 * rate(s.Mode)
 	return &contract.ActionResult{Status: contract.StatusOK,
 		Effects: []contract.Effect{{Type: "job.tested", Items: score(find(s, 3)), Message: "3 sample leads"}},
-		DryRun:  &contract.DryRunOutcome{Deletable: true, CostIncurred: &contract.CostEstimate{Status: contract.CostEstimated, Unit: "credits", Min: &n, Max: &n, Basis: "3 sample leads"}},
-	}, nil
+		DryRun:  &contract.DryRunOutcome{Deletable: true, CostIncurred: &contract.CostEstimate{Status: contract.CostEstimated, Unit: "credits", Min: &n, Max: &n, Basis: "3 sample leads"}}}, nil
 }
 
 // Run is the input of the lead search (the background work); Review the review step's answer.
@@ -214,8 +213,8 @@ func (a *leadAgent) search(ctx context.Context, r Run) error {
 
 var verdict = map[bool]string{true: "approved", false: "rejected"}
 
-// lookUp is the demo directory's search: batches of ten leads, each taking the agent's find
-// delay (LEADGEN_FIND_DELAY), so that a job visibly runs a while.
+// lookUp is the demo directory's search: batches of ten leads, each LEADGEN_FIND_DELAY long, so
+// that a job visibly runs a while.
 func (a *leadAgent) lookUp(ctx context.Context, s Setup) ([]Lead, error) {
 	for done := 0; done < s.Leads; done += 10 {
 		_ = jobs.Progress(ctx, "research", done, s.Leads)
@@ -229,8 +228,7 @@ func (a *leadAgent) lookUp(ctx context.Context, s Setup) ([]Lead, error) {
 	return find(s, s.Leads), nil
 }
 
-// view adds the lead run's label and cost (the report step's result) to the job state svz
-// projects from the task.
+// view adds the lead run's label and cost (the report step's result) to svz's job state.
 func view(js *contract.JobState, r jobs.Results) {
 	var credits float64
 	r.Decode("report", &credits)
