@@ -1,17 +1,16 @@
 package main
 
 import (
-	"net"
 	"os"
 	"strings"
 	"testing"
-	"time"
 )
 
-// TestJobsWalkthrough runs docs/jobs-walkthrough.md as a user pastes it (the go build replaced by
-// a copy of the same program, the port by a free one): a slow leadgen job on a bolt store, its
-// process killed with kill -9 during the find step, a new process taking the job over up to the
-// review. Afterwards nothing listens on the port, and the temporary directory is gone.
+// TestJobsWalkthrough runs docs/jobs-walkthrough.md as a user pastes it, from the repository's
+// root (the port replaced by a free one): a slow leadgen job on a bolt store, its process killed
+// with kill -9 during the find step, a new process taking the job over up to the review.
+// Afterwards nothing is left running or listening (runScript), and the temporary directory is
+// gone.
 func TestJobsWalkthrough(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the program, and waits for a lease to lapse (about 90 s)")
@@ -21,21 +20,10 @@ func TestJobsWalkthrough(t *testing.T) {
 	if len(blocks) != 1 {
 		t.Fatalf("the walkthrough has %d sh blocks, want 1", len(blocks))
 	}
-	leadgen, err := buildLeadgen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const build = `go build -o "$DIR/leadgen" ./examples/leadgen`
-	if !strings.Contains(blocks[0], build) {
-		t.Fatalf("the walkthrough no longer builds with %s", build)
-	}
-	dir, tmp := t.TempDir(), t.TempDir()
 	port := freeLoopbackPort(t)
-	script := strings.ReplaceAll(blocks[0], build, `cp "$LEADGEN" "$DIR/leadgen"`)
-	script = strings.ReplaceAll(script, "127.0.0.1:8000", "127.0.0.1:"+port)
-	// Before the runner's own clean-up stops what is left: the walkthrough must have stopped it.
-	script += "\nif curl -s --max-time 5 http://127.0.0.1:" + port + "/.well-known/health >/dev/null; then echo 'LEFT LISTENING'; exit 1; fi\n"
-	out := runScript(t, dir, script, "LEADGEN="+leadgen, "TMPDIR="+tmp, "SUPERVAIZER_PORT="+port)
+	script := strings.ReplaceAll(blocks[0], "127.0.0.1:8000", "127.0.0.1:"+port)
+	tmp := t.TempDir()
+	out := runScript(t, tmp, script, []string{port}, "SUPERVAIZER_PORT="+port)
 	for _, want := range []string{
 		`{"type":"job.started","job_id":"job-1","status":"active"}`,
 		`"id":"job-1-find","activity":"operation","status":"active"`,
@@ -47,11 +35,13 @@ func TestJobsWalkthrough(t *testing.T) {
 			t.Errorf("the walkthrough's output lacks %s:\n%s", want, out)
 		}
 	}
-	if c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, 2*time.Second); err == nil {
-		c.Close()
-		t.Errorf("something still listens on 127.0.0.1:%s", port)
+	left, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if left, err := os.ReadDir(tmp); err != nil || len(left) != 0 {
-		t.Errorf("the walkthrough left %v in its temporary directory (%v)", left, err)
+	for _, e := range left {
+		if !strings.HasPrefix(e.Name(), ".") { // tmp is also the script's HOME, where go keeps its dot-files
+			t.Errorf("the walkthrough left %s in its temporary directory", e.Name())
+		}
 	}
 }
