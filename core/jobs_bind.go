@@ -79,7 +79,7 @@ func jobFailed(req *contract.ActionRequest, err error) (*contract.ActionResult, 
 	case errors.Is(err, jobs.ErrNotAwaiting):
 		return contract.Refuse(contract.ResultError{Code: contract.InputInvalid, Message: "This step is not awaiting an answer (answered already, or not a step that waits)"}), nil
 	}
-	return nil, err
+	return contract.Refused(err) // an answer that does not fit the step's fields
 }
 
 func serveJobSync(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {

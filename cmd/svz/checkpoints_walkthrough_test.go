@@ -24,7 +24,7 @@ func TestCheckpointsWalkthrough(t *testing.T) {
 	script := strings.ReplaceAll(blocks[0], "127.0.0.1:8000", "127.0.0.1:"+port)
 	script = strings.ReplaceAll(script, "127.0.0.1:8800", "127.0.0.1:"+studioPort)
 	out := runScript(t, t.TempDir(), script, []string{port, studioPort}, "SUPERVAIZER_PORT="+port)
-	for _, want := range []string{`{"id":"job-1-import","activity":"operation","status":"awaiting"`, `"decision": "pause"`,
+	for _, want := range []string{`{"id":"job-1-import.wait.before","activity":"operation","status":"awaiting"`, `"decision": "pause"`,
 		`"status":"ok","effects":[{"type":"rule.checkpoint.resumed","job_id":"job-1","status":"allow","summary":{"checkpoint_id":"chk-1"}}]`,
 		`{"id":"job-1-import","activity":"operation","status":"completed"`, "registered with Studio"} {
 		if !strings.Contains(out, want) {

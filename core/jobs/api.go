@@ -129,8 +129,11 @@ func Stop(ctx context.Context, jobID string) (*contract.JobState, error) {
 
 // Answer records the operator's answer (req.Input) to the awaiting step req.StepID of job
 // req.JobID (a step.awaiting.submit), and hands the task to the queue so the work continues:
-// its Await returns the answer. ErrNotAwaiting when the step does not wait (answered already, or
-// not an Await step), ErrNoJob when the job has no task.
+// its Await returns the answer. The answer is checked against the step's awaiting fields
+// (contract.Submit rules; a mismatch is a contract.InputErrors, returned as is for
+// contract.Refused) and recorded coerced. ErrNotAwaiting when the step does not wait (answered
+// already, not an Await step, or one that waits for another action, such as a rule checkpoint's
+// rule.checkpoint.resume: see Wake), ErrNoJob when the job has no task.
 func Answer(ctx context.Context, req *contract.ActionRequest) (*contract.JobState, error) {
 	sc, err := scopeOf(ctx)
 	if err != nil {
@@ -152,12 +155,13 @@ func Answer(ctx context.Context, req *contract.ActionRequest) (*contract.JobStat
 				st = x
 			}
 		}
-		if st == nil || st.Status != stepAwaiting || r.Status != taskAwaiting {
+		if st == nil || st.Status != stepAwaiting || r.Status != taskAwaiting || st.Awaiting == nil ||
+			st.Awaiting.Action != contract.StepAwaitingSubmitAction {
 			return false, ErrNotAwaiting
 		}
-		input := req.Input
-		if len(input) == 0 {
-			input = json.RawMessage("{}")
+		input, err := contract.ValidateInput(st.Awaiting.InputFields(), req.Input, contract.Submit)
+		if err != nil {
+			return false, err
 		}
 		st.Status, st.Result = stepCompleted, input
 		r.Status = taskPending

@@ -24,6 +24,7 @@ func suite(t *testing.T, s store.Store) {
 	t.Run("StopFromAnotherInstance", func(t *testing.T) { testStopFromAnotherInstance(t, s) })
 	t.Run("Timeout", func(t *testing.T) { testTimeout(t, s) })
 	t.Run("Await", func(t *testing.T) { testAwait(t, s) })
+	t.Run("Wake", func(t *testing.T) { testWake(t, s) })
 	t.Run("TakeOverAfterLease", func(t *testing.T) { testTakeOver(t, s) })
 	t.Run("StoreDownDuringStep", func(t *testing.T) { testStoreDown(t, s) })
 	t.Run("Pool", func(t *testing.T) { testPool(t, s) })
@@ -402,6 +403,12 @@ func testAwait(t *testing.T, s store.Store) {
 	}
 	right := job + "-review"
 	req.StepID = &right
+	// An answer is checked against the step's fields, and recorded coerced ("yes" is true).
+	req.Input = json.RawMessage(`{"approved":"maybe"}`)
+	if _, err := jobs.Answer(in.ctx(), req); mustJSON(t, err) != `[{"code":"input_type","message":"Input should be a valid boolean","field":"approved"}]` {
+		t.Fatalf("an answer that does not fit the step's fields: %v", err)
+	}
+	req.Input = json.RawMessage(`{"approved":"yes","comment":"fine"}`)
 	if _, err := jobs.Answer(in.ctx(), req); err != nil {
 		t.Fatal(err)
 	}
@@ -414,6 +421,43 @@ func testAwait(t *testing.T, s store.Store) {
 	}
 	if st := stateOf(t, in, job).Job.Status; st != contract.StateCompleted {
 		t.Fatalf("status %s", st)
+	}
+}
+
+// testWake: a step that waits for another action than step.awaiting.submit (a rule checkpoint's
+// resume) takes no answer; Wake for that action continues the work, for another leaves it.
+func testWake(t *testing.T, s store.Store) {
+	o := newOwner()
+	var got map[string]string
+	w := jobs.Define(o, "governed", func(ctx context.Context, _ struct{}) error {
+		a, err := jobs.Await[map[string]string](ctx, "decision", contract.Awaiting{Reason: "rule_checkpoint", Action: contract.RuleCheckpointResumeAction})
+		got = a
+		return err
+	})
+	in := newInstance(t, s, o, newClock(), &queue{})
+	job := jobID(t)
+	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	in.deliverAll(t, 3, nil)
+	req := startReq(job)
+	step := job + "-decision"
+	req.Action, req.StepID = contract.StepAwaitingSubmitAction, &step
+	if _, err := jobs.Answer(in.ctx(), req); !errors.Is(err, jobs.ErrNotAwaiting) {
+		t.Fatalf("step.awaiting.submit to a step that waits for %s: %v", contract.RuleCheckpointResumeAction, err)
+	}
+	if woke, err := jobs.Wake(in.ctx(), job, "other.action", json.RawMessage(`{}`)); woke || err != nil {
+		t.Fatalf("Wake for another action: %v, %v", woke, err)
+	}
+	if st := stateOf(t, in, job).Job.Status; st != contract.StateAwaiting {
+		t.Fatalf("status %s after the refused answers", st)
+	}
+	if woke, err := jobs.Wake(in.ctx(), job, contract.RuleCheckpointResumeAction, json.RawMessage(`{"status":"allow"}`)); !woke || err != nil {
+		t.Fatalf("Wake: %v, %v", woke, err)
+	}
+	in.deliverAll(t, 3, nil)
+	if snap := stateOf(t, in, job); snap.Job.Status != contract.StateCompleted || got["status"] != "allow" {
+		t.Fatalf("answer %v, state %s", got, mustJSON(t, snap))
 	}
 }
 

@@ -13,25 +13,22 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/supervaize/svz/adapters/platform"
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/a2ui"
 	"github.com/supervaize/svz/core/checkpoint"
-	"github.com/supervaize/svz/core/config"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/internal/envvar"
 )
 
-// Identity of the agent.
+// Identity of the agent, its own actions, its resource and its dataset.
 const (
-	Name = "Leadgen Agent"
-	Slug = "leadgen-agent"
-)
-
-// Actions and the resource and dataset of the agent.
-const (
+	Name          = "Leadgen Agent"
+	Slug          = "leadgen-agent"
 	SuggestRegion = "region.suggest"
 	TestRun       = "job.test"
 	Contacts      = "contacts"
@@ -43,23 +40,15 @@ func ptr[T any](v T) *T { return &v }
 // Plan is the guided setup: its fields are also the job.start form and the schema svz checks
 // job.start's input against.
 func Plan() *contract.SetupPlan {
-	opts := func(values ...string) (o []contract.FieldOption) {
-		for i := 0; i < len(values); i += 2 {
-			o = append(o, contract.FieldOption{Value: values[i], Label: values[i+1]})
-		}
-		return o
-	}
 	return &contract.SetupPlan{Steps: []contract.SetupStep{
 		{ID: "target", Title: "Target", HelpActions: []string{SuggestRegion}, Fields: []contract.FieldDefinition{
-			{ID: "industry", Label: "Industry", Type: contract.FieldSelect, Required: true, Options: opts("saas", "SaaS", "retail", "Retail", "health", "Health")},
+			{ID: "industry", Label: "Industry", Type: contract.FieldSelect, Required: true, Options: []contract.FieldOption{{Value: "saas", Label: "SaaS"}, {Value: "retail", Label: "Retail"}, {Value: "health", Label: "Health"}}},
 			{ID: "region", Label: "Region", Type: contract.FieldString, Required: true, Validation: &contract.FieldValidation{MaxLength: ptr(60)}},
 		}},
 		{ID: "volume", Title: "Volume", Fields: []contract.FieldDefinition{
-			{ID: "leads", Label: "Leads to find", Type: contract.FieldInteger, Required: true, Default: 50,
-				Validation: &contract.FieldValidation{Min: ptr(1.0), Max: ptr(500.0)}},
-			{ID: "mode", Label: "Mode", Type: contract.FieldSelect, Default: "fast", Options: opts("fast", "Fast", "thorough", "Thorough")},
-			{ID: "budget", Label: "Budget (credits)", Type: contract.FieldNumber, DependsOn: &contract.DependsOn{Field: "mode", In: []string{"thorough"}},
-				Validation: &contract.FieldValidation{Min: ptr(0.0), Message: "Budget cannot be negative"}},
+			{ID: "leads", Label: "Leads to find", Type: contract.FieldInteger, Required: true, Default: 50, Validation: &contract.FieldValidation{Min: ptr(1.0), Max: ptr(500.0)}},
+			{ID: "mode", Label: "Mode", Type: contract.FieldSelect, Default: "fast", Options: []contract.FieldOption{{Value: "fast", Label: "Fast"}, {Value: "thorough", Label: "Thorough"}}},
+			{ID: "budget", Label: "Budget (credits)", Type: contract.FieldNumber, DependsOn: &contract.DependsOn{Field: "mode", In: []string{"thorough"}}, Validation: &contract.FieldValidation{Min: ptr(0.0), Message: "Budget cannot be negative"}},
 		}},
 		{ID: "review", Title: "Review", Fields: []contract.FieldDefinition{
 			{ID: "require_review", Label: "Review the report before import", Type: contract.FieldBoolean, Default: true},
@@ -67,18 +56,6 @@ func Plan() *contract.SetupPlan {
 				Validation: &contract.FieldValidation{Pattern: `^[^@\s]+@[^@\s]+$`, Message: "Enter an email address"}},
 		}},
 	}}
-}
-
-// ContactFields are the contacts resource's fields: its form, and the schema of create and
-// update.
-func ContactFields() []contract.ResourceFieldDefinition {
-	return []contract.ResourceFieldDefinition{
-		{ID: "email", Label: "Email", Required: true, Validation: &contract.FieldValidation{Pattern: `^[^@\s]+@[^@\s]+$`}},
-		{ID: "name", Label: "Name"},
-		{ID: "company", Label: "Company"},
-		{ID: "score", Label: "Score", Type: contract.FieldInteger, Validation: &contract.FieldValidation{Min: ptr(0.0), Max: ptr(100.0)}},
-		{ID: "job_id", Label: "Found by job", ReadOnly: true},
-	}
 }
 
 // reviewFields are the fields of the awaiting review step.
@@ -94,24 +71,26 @@ func reviewFields() []contract.FieldDefinition {
 func Registration() (*contract.Registration, error) {
 	return contract.BuildRegistration(contract.RegistrationSpec{
 		AgentSlug: Slug, DisplayName: Name, A2UICatalogVersion: "leadgen.2026-12-01",
-		Surfaces: []contract.SurfaceSpec{contract.SurfaceID(contract.SurfaceJobStart), contract.SurfaceID(contract.SurfaceStepAwaiting),
-			contract.SurfaceID(contract.SurfaceStepDetail)},
+		Surfaces: []contract.SurfaceSpec{contract.SurfaceID(contract.SurfaceJobStart), contract.SurfaceID(contract.SurfaceStepAwaiting), contract.SurfaceID(contract.SurfaceStepDetail)},
 		Actions: []contract.ActionSpec{
 			contract.ActionDefinition{ID: SuggestRegion, Kind: contract.KindHelp, ReadOnly: true, TargetField: "region", Label: "Suggest a region"},
 			contract.ActionDefinition{ID: TestRun, DryRun: true, Label: "Test run", Description: "Find three sample leads; nothing is kept or sent."},
 			contract.ActionDefinition{ID: contract.JobStopAction, Label: "Stop"},
 			contract.ActionDefinition{ID: contract.ArtifactGetAction, ReadOnly: true},
 		},
-		CaseLanes: []contract.CaseLane{{ID: "work", Label: "Research", Default: true}, {ID: "deliverable", Label: "Report"}},
-		ArtifactTypes: []contract.ArtifactType{{Type: "report", Label: "Lead report", RendererSurface: contract.SurfaceStepDetail},
-			{Type: "lead_list", Label: "Lead list"}},
-		JobPolicy: &contract.JobPolicy{Sync: &contract.JobSyncPolicy{}, Setup: &contract.JobSetupPolicy{Plan: Plan()}},
-		Resources: []contract.ResourceDefinition{{ID: Contacts, Label: "Contacts", AutoSurface: true, Fields: ContactFields(),
+		CaseLanes:     []contract.CaseLane{{ID: "work", Label: "Research", Default: true}, {ID: "deliverable", Label: "Report"}},
+		ArtifactTypes: []contract.ArtifactType{{Type: "report", Label: "Lead report", RendererSurface: contract.SurfaceStepDetail}, {Type: "lead_list", Label: "Lead list"}},
+		JobPolicy:     &contract.JobPolicy{Sync: &contract.JobSyncPolicy{}, Setup: &contract.JobSetupPolicy{Plan: Plan()}},
+		Resources: []contract.ResourceDefinition{{ID: Contacts, Label: "Contacts", AutoSurface: true, // fields: its form, and the schema of create and update
+			Fields: []contract.ResourceFieldDefinition{{ID: "email", Label: "Email", Required: true, Validation: &contract.FieldValidation{Pattern: `^[^@\s]+@[^@\s]+$`}},
+				{ID: "name", Label: "Name"}, {ID: "company", Label: "Company"},
+				{ID: "score", Label: "Score", Type: contract.FieldInteger, Validation: &contract.FieldValidation{Min: ptr(0.0), Max: ptr(100.0)}},
+				{ID: "job_id", Label: "Found by job", ReadOnly: true}},
 			Operations: []string{"list", "get", "create", "update", "delete"}, ReadOnlyOperations: []string{"list", "get"},
-			Display: &contract.ResourceDisplay{TitleField: "email", Columns: []string{"email", "name", "company", "score"}, SearchFields: []string{"email"}}}},
-		Datasets: []contract.DatasetDefinition{{ID: Runs, Label: "Lead runs", AutoSurface: true,
-			Display: &contract.ResourceDisplay{Columns: []string{"job_id", "status", "leads", "credits"}}}},
-		RuleCheckpoints: RuleCheckpoints(),
+			Display: &contract.ResourceDisplay{TitleField: "email", Columns: []string{"email", "name", "company", "score"}, SearchFields: []string{"email", "name", "company"}}}},
+		Datasets: []contract.DatasetDefinition{{ID: Runs, Label: "Lead runs", AutoSurface: true, Display: &contract.ResourceDisplay{Columns: []string{"job_id", "status", "leads", "credits"}}}},
+		// Both phases; the reviewer's email kept out of the contexts Studio sees.
+		RuleCheckpoints: &contract.RuleCheckpoints{Phases: []string{contract.PhaseBefore, contract.PhaseAfter}, SecretRefs: []string{"context.reviewer_email"}},
 	})
 }
 
@@ -123,7 +102,7 @@ const FindDelay = "LEADGEN_FIND_DELAY"
 type leadAgent struct {
 	findDelay time.Duration
 	work      *jobs.Work[Run]
-	imp       *checkpoint.Step[ImportInput, ImportResult]
+	imp       *checkpoint.Step[string, int]
 }
 
 // NewAgent returns the agent with its handlers; findDelay slows its search (FindDelay).
@@ -141,62 +120,53 @@ func NewAgent(findDelay time.Duration) (*core.Agent, error) {
 	}
 	a.DeclareInput(TestRun, Plan().InputFields()) // the dry run takes the job.start form as is
 	a.DeclareInput(contract.ArtifactGetAction, []contract.FieldDefinition{{ID: "artifact_id", Label: "Artifact", Type: contract.FieldResourceRef, Required: true}})
-	core.ServeResource[Contact](a, Contacts, "email") // list, get, create, update, delete on the state
-	la := &leadAgent{findDelay: findDelay}
-	la.work = jobs.Define(a, "leads.search", la.search, jobs.View(view)) // svz serves job.stop
-	la.defineImport(a)                                                   // the guarded import of governed jobs
+	// The email is the contact's key (the import upserts by it): one contact per address, whatever its case.
+	core.ServeResource[Contact](a, Contacts, "email", core.BeforeCreate(func(_ context.Context, c *Contact) error {
+		c.Email = strings.ToLower(c.Email)
+		return nil
+	}))
+	core.ServeDataset(a, Runs, runs)
+	la := &leadAgent{findDelay: findDelay, imp: defineImport(a)}         // the guarded import of governed jobs
+	la.work = jobs.Define(a, "leads.search", la.search, jobs.View(view)) // svz serves job.sync, job.stop, step.awaiting.submit
 	a.HandleSurface(contract.SurfaceJobStart, core.SurfaceFunc(startForm))
-	a.HandleSurface(contract.SurfaceStepAwaiting, core.SurfaceFunc(reviewSurface))
-	a.HandleSurface(contract.SurfaceStepDetail, core.SurfaceFunc(reportDetail))
-	for id, h := range map[string]core.ActionFunc{
-		SuggestRegion: suggestRegion, contract.JobStartPreviewAction: preview, TestRun: testRun,
-		contract.JobStartAction: la.start, contract.JobSyncAction: la.sync, contract.StepAwaitingSubmitAction: submitReview,
-		contract.ArtifactGetAction: getArtifact, "dataset." + Runs + ".query": queryRuns,
-	} {
+	a.HandleSurface(contract.SurfaceStepAwaiting, core.SurfaceFunc(jobSurface))
+	a.HandleSurface(contract.SurfaceStepDetail, core.SurfaceFunc(jobSurface))
+	for id, h := range map[string]core.ActionFunc{SuggestRegion: suggestRegion, contract.JobStartPreviewAction: preview, TestRun: testRun,
+		contract.JobStartAction: la.start, contract.ArtifactGetAction: getArtifact} {
 		a.HandleAction(id, h)
 	}
 	return a, nil
 }
 
-// Build is the controller configured from the environment (adapters/platform runs it).
+// Build is the controller configured from the environment (adapters/platform runs it); the find
+// delay is read here, so that a wrong value stops the start.
 func Build(ctx context.Context, getenv func(string) string, log *slog.Logger) (http.Handler, error) {
 	delay, err := envvar.Duration(getenv, FindDelay, 0, 0, time.Hour)
 	if err != nil {
 		return nil, err
 	}
-	a, err := NewAgent(delay)
-	if err != nil {
-		return nil, err
-	}
-	return config.NewController(ctx, getenv, log, a)
+	return platform.Agents(func() (*core.Agent, error) { return NewAgent(delay) })(ctx, getenv, log)
 }
 
 func startForm(ctx context.Context, req *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
 	return a2ui.Result(ctx, req.Surface, a2ui.Form{
-		ID: "leadgen.job.start", Title: "Find leads", Fields: Plan().InputFields(),
-		Submit:  a2ui.Submit{Action: contract.JobStartAction, Label: "Start"},
-		Preview: &a2ui.Submit{Action: contract.JobStartPreviewAction},
-		State:   map[string]any{"draft_session_id": req.DraftSessionID},
-	})
+		ID: "leadgen.job.start", Title: "Find leads", Fields: Plan().InputFields(), State: map[string]any{"draft_session_id": req.DraftSessionID},
+		Submit: a2ui.Submit{Action: contract.JobStartAction, Label: "Start"}, Preview: &a2ui.Submit{Action: contract.JobStartPreviewAction}})
 }
 
-func reviewSurface(ctx context.Context, req *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
-	job, err := jobOf(ctx, req.JobID)
+// jobSurface is a job's review document (case.step.awaiting) and report detail (case.step.detail).
+func jobSurface(ctx context.Context, req *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
+	job, err := records(ctx).Get(ctx, req.Job())
 	if err != nil {
-		return a2ui.Failed(ctx, req.Surface, notFound(req.JobID)), nil
+		return a2ui.Failed(ctx, req.Surface, notFound(req.Job())), nil
 	}
-	return a2ui.Result(ctx, req.Surface, a2ui.DocumentReview{
-		Document: a2ui.ReviewedDocument{Title: "Lead report", Field: "report", Language: "markdown", Value: job.Report,
-			Validation: []a2ui.ReviewCheck{{ID: "leads", Label: fmt.Sprintf("%d leads found", len(job.Leads)), Status: "review"}}},
-		Submit: a2ui.Submit{Action: contract.StepAwaitingSubmitAction, Label: "Submit review"},
-		Fields: reviewFields(),
-	})
-}
-
-func reportDetail(ctx context.Context, req *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
-	job, err := jobOf(ctx, req.JobID)
-	if err != nil {
-		return a2ui.Failed(ctx, req.Surface, notFound(req.JobID)), nil
+	if req.Surface == contract.SurfaceStepAwaiting {
+		return a2ui.Result(ctx, req.Surface, a2ui.DocumentReview{
+			Document: a2ui.ReviewedDocument{Title: "Lead report", Field: "report", Language: "markdown", Value: job.Report,
+				Validation: []a2ui.ReviewCheck{{ID: "leads", Label: fmt.Sprintf("%d leads found", len(job.Leads)), Status: "review"}}},
+			Submit: a2ui.Submit{Action: contract.StepAwaitingSubmitAction, Label: "Submit review"},
+			Fields: reviewFields(),
+		})
 	}
 	return a2ui.Result(ctx, req.Surface, a2ui.Detail{
 		Title: "Lead report", Summary: fmt.Sprintf("%d %s leads in %s", len(job.Leads), job.Setup.Industry, job.Setup.Region),

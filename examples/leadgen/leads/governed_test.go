@@ -92,7 +92,8 @@ func contactsOf(t *testing.T, h *svztest.Harness, jobID string) int {
 func approve(t *testing.T, h *svztest.Harness, job string) {
 	t.Helper()
 	h.WaitJob(t, job, contract.StateAwaiting)
-	if res := h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# ok", "approved": true}, svztest.JobID(job)); res.Status != contract.StatusOK {
+	if res := h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# ok", "approved": true}, svztest.JobID(job),
+		svztest.StepID(job+"-review")); res.Status != contract.StatusOK {
 		t.Fatalf("approval = %s", res.JSON)
 	}
 }
@@ -137,12 +138,13 @@ func TestGovernedImport(t *testing.T) {
 		}
 		approve(t, h1, "gov-1")
 		res = h1.WaitJob(t, "gov-1", contract.StateAwaiting)
-		if st := stepOf(res, "gov-1-import"); st == nil || st.Status != contract.StateAwaiting || st.Awaiting.Action != contract.RuleCheckpointResumeAction {
+		if st := stepOf(res, "gov-1-import.wait.before"); st == nil || st.Status != contract.StateAwaiting || st.Awaiting.Action != contract.RuleCheckpointResumeAction ||
+			stepOf(res, "gov-1-import") != nil {
 			t.Fatalf("after the approval = %s", res.JSON)
 		}
 		// Only the review takes an answer from step.awaiting.submit, never a paused import.
 		if res := h1.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# ok", "approved": true}, svztest.JobID("gov-1"),
-			svztest.StepID("gov-1-import")); !res.Refusal() {
+			svztest.StepID("gov-1-import.wait.before")); !res.Refusal() {
 			t.Errorf("an answer to the import = %s", res.JSON)
 		}
 		if n := contactsOf(t, h1, "gov-1"); n != 0 {
@@ -188,8 +190,39 @@ func TestGovernedImport(t *testing.T) {
 			t.Errorf("resume = %s", res.JSON)
 		}
 		res = h1.WaitJob(t, "gov-2", contract.StateFailed)
+		if st := stepOf(res, "gov-2-import"); st == nil || st.Status != contract.StateFailed {
+			t.Errorf("the stopped import = %s", res.JSON)
+		}
 		if !strings.Contains(string(res.JobState.Job.Extra["error"]), "returned 'stop'") || contactsOf(t, h1, "gov-2") != 0 {
 			t.Errorf("job.sync = %s, %d contacts", res.JSON, contactsOf(t, h1, "gov-2"))
+		}
+	})
+
+	t.Run("a pause before, then one after the import: each waits in its own step", func(t *testing.T) {
+		if err := ds.SetCheckpoints(map[string]string{"before": "pause", "after": "pause"}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ds.SetCheckpoints(map[string]string{"before": "pause"}) })
+		h1.Invoke(t, contract.JobStartAction, governedInput("Alps", token), svztest.JobID("gov-4"))
+		approve(t, h1, "gov-4")
+		h1.WaitJob(t, "gov-4", contract.StateAwaiting)
+		rec := lastCheckpoint(t, ds)
+		h2.Invoke(t, contract.RuleCheckpointResumeAction, resumeInput(rec, "before", "allow", "gov-4-import-1"), svztest.JobID("gov-4"), svztest.CaseID("gov-4-report"))
+		// The import ran in the resume; the after checkpoint paused it, and the woken job waits again.
+		res := h1.WaitJob(t, "gov-4", contract.StateAwaiting)
+		first, second := stepOf(res, "gov-4-import.wait.before"), stepOf(res, "gov-4-import.wait.after")
+		if first == nil || first.Status != contract.StateCompleted || second == nil || second.Status != contract.StateAwaiting ||
+			second.Awaiting.Action != contract.RuleCheckpointResumeAction || stepOf(res, "gov-4-import") != nil || contactsOf(t, h1, "gov-4") != 3 {
+			t.Fatalf("after the before checkpoint's allow = %s, %d contacts", res.JSON, contactsOf(t, h1, "gov-4"))
+		}
+		rec = lastCheckpoint(t, ds)
+		if rec.Decision != "pause" || !strings.Contains(string(rec.Request), `"phase":"after"`) {
+			t.Fatalf("checkpoint %+v", rec)
+		}
+		h1.Invoke(t, contract.RuleCheckpointResumeAction, resumeInput(rec, "after", "allow", "gov-4-import-1"), svztest.JobID("gov-4"), svztest.CaseID("gov-4-report"))
+		res = h1.WaitJob(t, "gov-4", contract.StateCompleted)
+		if st := stepOf(res, "gov-4-import"); st == nil || st.Status != contract.StateCompleted || stepOf(res, "gov-4-import.wait.after").Status != contract.StateCompleted {
+			t.Errorf("job.sync = %s", res.JSON)
 		}
 	})
 
@@ -301,7 +334,7 @@ func TestGovernedThroughStudio(t *testing.T) {
 		t.Fatalf("job.start = %v", res)
 	}
 	js := waitSync(t, func() map[string]any { return call(contract.JobSyncAction, map[string]any{}, "") }, contract.StateAwaiting)
-	if len(js.Cases) != 2 || len(js.Cases[1].Steps) != 2 || js.Cases[1].Steps[1].ID != "gov-9-import" || js.Cases[1].Steps[1].Status != contract.StateAwaiting {
+	if len(js.Cases) != 2 || len(js.Cases[1].Steps) != 2 || js.Cases[1].Steps[1].ID != "gov-9-import.wait.after" || js.Cases[1].Steps[1].Status != contract.StateAwaiting {
 		t.Fatalf("job.sync = %+v", js)
 	}
 	rec := lastCheckpoint(t, ds)

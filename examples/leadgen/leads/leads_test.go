@@ -186,11 +186,12 @@ func run(t *testing.T, s store.Store) {
 	})
 
 	t.Run("the review answer is checked, then imports the leads", func(t *testing.T) {
-		res := h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# edited"}, svztest.JobID("job-1"))
+		review := svztest.StepID("job-1-review") // the awaiting step Studio answers
+		res := h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# edited"}, svztest.JobID("job-1"), review)
 		if got := errorsOf(res); got != "input_required approved: Field required" {
 			t.Errorf("incomplete review = %s", got)
 		}
-		res = h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# edited", "approved": "yes"}, svztest.JobID("job-1"))
+		res = h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# edited", "approved": "yes"}, svztest.JobID("job-1"), review)
 		if res.Status != contract.StatusOK || res.JobState.Job.Status != contract.StateActive || res.Effects[0].StepID != "job-1-review" {
 			t.Errorf("review = %s", res.JSON)
 		}
@@ -202,7 +203,7 @@ func run(t *testing.T, s store.Store) {
 		if err != nil || c.JobID != "job-1" {
 			t.Errorf("imported contact = %+v, %v", c, err)
 		}
-		again := h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "x", "approved": false}, svztest.JobID("job-1"))
+		again := h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "x", "approved": false}, svztest.JobID("job-1"), review)
 		if !again.Refusal() {
 			t.Errorf("second review = %s", again.JSON)
 		}
@@ -249,6 +250,14 @@ func run(t *testing.T, s store.Store) {
 		if res = h.Invoke(t, "resource.contacts.get", map[string]any{"id": "bob@acme.example"}); res.Effects[0].Item.(map[string]any)["score"] != 7.0 {
 			t.Errorf("get = %s", res.JSON)
 		}
+		// One contact per address, whatever its case: the email is lower-cased before it keys the record.
+		res = h.Invoke(t, "resource.contacts.create", map[string]any{"email": "Carol@Example.COM", "name": "Carol"})
+		if c := svztest.As[leads.Contact](t, res.Effects[0].Item); c.Email != "carol@example.com" {
+			t.Errorf("created = %s (the email lower-cased)", res.JSON)
+		}
+		if res = h.Invoke(t, "resource.contacts.create", map[string]any{"email": "CAROL@example.com"}); errorsOf(res) != `input_invalid email: Contacts already has a record "carol@example.com"` {
+			t.Errorf("duplicate in another case = %s", res.JSON)
+		}
 		if !lists {
 			t.Logf("%T cannot list yet: listing checks skipped", h.Store())
 			return
@@ -264,11 +273,30 @@ func run(t *testing.T, s store.Store) {
 			}
 			after = next
 		}
-		if len(all) != 4 || all[0].Email != "bob@acme.example" {
+		if len(all) != 5 || all[0].Email != "bob@acme.example" || all[1].Email != "carol@example.com" {
 			t.Errorf("listed = %+v", all)
 		}
+		// search looks in the declared search fields (email, name, company), in any case; count is every page's.
+		for _, tc := range []struct {
+			search, page string
+			count        int
+		}{
+			{"ACME", "bob@acme.example", 1},
+			{"western", "contact@saas-western-europe-001.example contact@saas-western-europe-002.example", 3},
+			{"Contact 3", "contact@saas-western-europe-003.example", 1},
+			{"nobody", "", 0},
+		} {
+			res = h.Invoke(t, "resource.contacts.list", map[string]any{"search": tc.search, "limit": 2})
+			var page []string
+			for _, c := range svztest.As[[]leads.Contact](t, res.Effects[0].Items) {
+				page = append(page, c.Email)
+			}
+			if strings.Join(page, " ") != tc.page || *res.Effects[0].Count != tc.count {
+				t.Errorf("search %q = %s", tc.search, res.JSON)
+			}
+		}
 		h.Invoke(t, "resource.contacts.delete", map[string]any{"id": "bob@acme.example"})
-		if res = h.Invoke(t, "resource.contacts.list", nil); *res.Effects[0].Count != 3 {
+		if res = h.Invoke(t, "resource.contacts.list", nil); *res.Effects[0].Count != 4 {
 			t.Errorf("after delete = %s", res.JSON)
 		}
 	})

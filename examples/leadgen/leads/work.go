@@ -2,12 +2,12 @@ package leads
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/core/state"
@@ -50,18 +50,7 @@ type Job struct {
 }
 
 // rate is the cost of one lead, in credits.
-func rate(mode string) float64 {
-	if mode == "thorough" {
-		return 3
-	}
-	return 1
-}
-
-func estimate(s Setup) *contract.CostEstimate {
-	n := float64(max(s.Leads, 1)) * rate(s.Mode)
-	return &contract.CostEstimate{Status: contract.CostEstimated, Unit: "credits", Min: ptr(n), Max: ptr(n * 1.5),
-		Basis: fmt.Sprintf("%s mode, %d leads; the high end counts retries", s.Mode, s.Leads)}
-}
+func rate(mode string) float64 { return map[bool]float64{true: 3, false: 1}[mode == "thorough"] }
 
 // find and score are the research itself (deterministic stand-ins for a search API and a model).
 func find(s Setup, n int) []Lead {
@@ -92,44 +81,15 @@ func report(s Setup, leads []Lead) string {
 
 func records(ctx context.Context) state.Collection[Job] { return state.Of[Job](ctx, "jobs") }
 
-func jobOf(ctx context.Context, id *string) (Job, error) {
-	if id == nil {
-		return Job{}, state.ErrNotFound
-	}
-	return records(ctx).Get(ctx, *id)
-}
-
-func notFound(id *string) contract.ResultError {
-	return contract.ResultError{Code: "job_not_found", Message: fmt.Sprintf("No job %q in this workspace", deref(id))}
-}
-
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
-// failed answers an error about a job: a business error when the job does not exist, an
-// internal error (the store is down...) otherwise.
-func failed(id *string, err error) (*contract.ActionResult, error) {
-	if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrInvalid) || errors.Is(err, jobs.ErrNoJob) {
-		e := notFound(id)
-		return contract.Fail(e.Code, e.Message), nil
-	}
-	return nil, err
+func notFound(id string) contract.ResultError {
+	return contract.ResultError{Code: "job_not_found", Message: fmt.Sprintf("No job %q in this workspace", id)}
 }
 
 func suggestRegion(_ context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	var in struct {
-		Values Setup `json:"values"`
-	}
-	_ = req.DecodeInput(&in) // a draft: anything may be missing
-	region := map[string]string{"saas": "North America", "retail": "Western Europe", "health": "DACH"}[in.Values.Industry]
+	region := map[string]string{"saas": "North America", "retail": "Western Europe", "health": "DACH"}[req.HelpInput().Text("industry")]
 	draft := &contract.FieldDraft{Field: "region", Value: region}
 	if region == "" {
-		draft.Suggestions = []contract.Suggestion{{Message: "Pick an industry first", Severity: contract.SeverityInfo, Field: "industry"}}
-		draft.Value = nil
+		draft.Value, draft.Suggestions = nil, []contract.Suggestion{{Message: "Pick an industry first", Severity: contract.SeverityInfo, Field: "industry"}}
 	}
 	return &contract.ActionResult{Status: contract.StatusOK, Draft: draft}, nil
 }
@@ -140,20 +100,18 @@ func preview(_ context.Context, req *contract.ActionRequest) (*contract.ActionRe
 		return nil, err
 	}
 	plan := Plan()
-	plan.Steps[0].Status = done(s.Industry != "" && s.Region != "")
-	plan.Steps[1].Status = done(s.Leads > 0)
-	plan.Steps[2].Status = done(!s.RequireReview || s.ReviewerEmail != "")
-	plan.CostEstimate = estimate(s)
+	plan.Steps[0].Status = planStatus[s.Industry != "" && s.Region != ""]
+	plan.Steps[1].Status = planStatus[s.Leads > 0]
+	plan.Steps[2].Status = planStatus[!s.RequireReview || s.ReviewerEmail != ""]
+	n := float64(max(s.Leads, 1)) * rate(s.Mode)
+	plan.CostEstimate = &contract.CostEstimate{Status: contract.CostEstimated, Unit: "credits", Min: ptr(n), Max: ptr(n * 1.5),
+		Basis: fmt.Sprintf("%s mode, %d leads; the high end counts retries", s.Mode, s.Leads)}
 	return &contract.ActionResult{Status: contract.StatusOK, SetupPlan: plan,
 		Effects: []contract.Effect{{Type: contract.EffectJobStartPreviewed, Message: plan.CostEstimate.Basis}}}, nil
 }
 
-func done(ok bool) string {
-	if ok {
-		return contract.SetupDone
-	}
-	return contract.SetupAwaiting
-}
+// planStatus is a setup step's status: done once its fields are.
+var planStatus = map[bool]string{true: contract.SetupDone, false: contract.SetupAwaiting}
 
 // testRun is the dry run: three sample leads, at their real cost, and nothing kept or sent.
 func testRun(_ context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
@@ -164,8 +122,7 @@ func testRun(_ context.Context, req *contract.ActionRequest) (*contract.ActionRe
 	n := 3 * rate(s.Mode)
 	return &contract.ActionResult{Status: contract.StatusOK,
 		Effects: []contract.Effect{{Type: "job.tested", Items: score(find(s, 3)), Message: "3 sample leads"}},
-		DryRun:  &contract.DryRunOutcome{Deletable: true, CostIncurred: &contract.CostEstimate{Status: contract.CostEstimated, Unit: "credits", Min: &n, Max: &n, Basis: "3 sample leads"}},
-	}, nil
+		DryRun:  &contract.DryRunOutcome{Deletable: true, CostIncurred: &contract.CostEstimate{Status: contract.CostEstimated, Unit: "credits", Min: &n, Max: &n, Basis: "3 sample leads"}}}, nil
 }
 
 // Run is the input of the lead search (the background work); Review the review step's answer.
@@ -188,14 +145,20 @@ func (a *leadAgent) start(ctx context.Context, req *contract.ActionRequest) (*co
 	if err := req.DecodeInput(&s); err != nil {
 		return nil, err
 	}
-	if req.JobID == nil {
+	if req.Job() == "" {
 		return contract.Refuse(contract.ResultError{Code: contract.InputRequired, Field: "job_id", Message: "job.start needs the job_id Studio assigns"}), nil
 	}
-	gate, refused, err := gateOf(ctx, req)
-	if refused != nil || err != nil {
-		return refused, err
+	// A governed job.start carries Studio's rule_snapshot: its gate is kept for the job's import.
+	_, err := checkpoint.FromJobStart(ctx, req)
+	switch {
+	case errors.Is(err, checkpoint.ErrInvalidSnapshot):
+		return contract.Refuse(contract.InvalidField("rule_snapshot", err.Error())), nil
+	case errors.Is(err, checkpoint.ErrRetrySnapshot), errors.Is(err, checkpoint.ErrOtherAgent):
+		return contract.Fail("rule_snapshot_refused", err.Error()), nil
+	case err != nil && !errors.Is(err, checkpoint.ErrNoSnapshot):
+		return nil, err // no Studio connection, the store: -32603, the reason in the log; Studio retries
 	}
-	return a.work.Started(ctx, req, Run{JobID: *req.JobID, Setup: s, Governed: gate != nil})
+	return a.work.Started(ctx, req, Run{JobID: req.Job(), Setup: s, Governed: err == nil})
 }
 
 // Where the steps show in job_state: research in the work lane, the report in the deliverable one.
@@ -219,7 +182,7 @@ func (a *leadAgent) search(ctx context.Context, r Run) error {
 	}
 	job := Job{ID: id, Setup: s, Leads: leads, Credits: float64(len(leads)) * rate(s.Mode), Report: report(s, leads)}
 	if _, err = jobs.Step(ctx, "report", func(ctx context.Context) (float64, error) {
-		_, err := records(ctx).Upsert(ctx, id, func(j *Job) error { *j = job; return nil })
+		_, _, err := records(ctx).GetOrCreate(ctx, id, job)
 		return job.Credits, err
 	}, delivery, jobs.Title("Write the report")); err != nil {
 		return err
@@ -238,19 +201,20 @@ func (a *leadAgent) search(ctx context.Context, r Run) error {
 			return err
 		}
 	}
+	imp := func(ctx context.Context) (int, error) { return importLeads(ctx, id) }
 	if r.Governed {
-		return a.governedImport(ctx, job)
+		if imp, err = a.guardedImport(ctx, job); err != nil {
+			return err
+		}
 	}
-	_, err = jobs.Step(ctx, "import", func(ctx context.Context) (ImportResult, error) { return importLeads(ctx, job) }, delivery, jobs.Title(importTitle))
+	_, err = jobs.Step(ctx, "import", imp, delivery, jobs.Title("Import the leads into contacts"))
 	return err
 }
 
-const importTitle = "Import the leads into contacts"
-
 var verdict = map[bool]string{true: "approved", false: "rejected"}
 
-// lookUp is the demo directory's search: batches of ten leads, each taking the agent's find
-// delay (LEADGEN_FIND_DELAY), so that a job visibly runs a while.
+// lookUp is the demo directory's search: batches of ten leads, each LEADGEN_FIND_DELAY long, so
+// that a job visibly runs a while.
 func (a *leadAgent) lookUp(ctx context.Context, s Setup) ([]Lead, error) {
 	for done := 0; done < s.Leads; done += 10 {
 		_ = jobs.Progress(ctx, "research", done, s.Leads)
@@ -264,47 +228,27 @@ func (a *leadAgent) lookUp(ctx context.Context, s Setup) ([]Lead, error) {
 	return find(s, s.Leads), nil
 }
 
-// view adds the lead run's label and cost to the job state svz projects from the task.
+// view adds the lead run's label and cost (the report step's result) to svz's job state.
 func view(js *contract.JobState, r jobs.Results) {
-	js.Job.Display = &contract.JobDisplay{EntityLabel: "Lead run", StateLabel: js.Job.Status}
 	var credits float64
 	r.Decode("report", &credits)
-	if js.Job.Extra == nil {
-		js.Job.Extra = contract.Extra{}
-	}
-	js.Job.Extra["information"] = []byte(fmt.Sprintf(`{"cost":{"total_cost":%g}}`, credits))
+	js.Job.Display = &contract.JobDisplay{EntityLabel: "Lead run", StateLabel: js.Job.Status}
+	js.Job.Information = contract.Cost(credits)
 }
 
-func importLeads(ctx context.Context, job Job) (ImportResult, error) {
+// importLeads adds the leads of job id to the contacts.
+func importLeads(ctx context.Context, id string) (int, error) {
+	job, err := records(ctx).Get(ctx, id)
+	if err != nil {
+		return 0, err
+	}
 	for _, l := range job.Leads {
-		if _, err := state.Of[Contact](ctx, Contacts).Upsert(ctx, l.Email, func(c *Contact) error { *c = Contact{Lead: l, JobID: job.ID}; return nil }); err != nil {
-			return ImportResult{}, err
+		if _, err := state.Of[Contact](ctx, Contacts).Upsert(ctx, l.Email, func(c *Contact) error { *c = Contact{Lead: l, JobID: id}; return nil }); err != nil {
+			return 0, err
 		}
 	}
-	return ImportResult{Imported: len(job.Leads)}, nil
+	return len(job.Leads), nil
 }
-
-// submitReview hands the checked review to the waiting job (which applies it, then imports on
-// approval). Only the review step takes an answer here: a governed import waits for Studio's
-// rule.checkpoint.resume, never for this action.
-func submitReview(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	var in Review
-	if err := req.DecodeValid(&in, reviewFields()); err != nil {
-		return contract.Refused(err)
-	}
-	answer := *req
-	answer.StepID, answer.Input = ptr(deref(req.JobID)+"-review"), must(json.Marshal(in))
-	js, err := jobs.Answer(ctx, &answer)
-	if errors.Is(err, jobs.ErrNotAwaiting) {
-		return contract.Refuse(contract.ResultError{Code: contract.InputInvalid, Message: "This review was already submitted"}), nil
-	} else if err != nil {
-		return failed(req.JobID, err)
-	}
-	return contract.OK(contract.Effect{Type: contract.EffectStepAwaitingSubmitted, JobID: js.Job.ID, CaseID: js.Job.ID + "-report",
-		StepID: *answer.StepID, Status: js.Job.Status, Message: "Review " + verdict[in.Approved]}).WithJobState(js), nil
-}
-
-func must(b []byte, _ error) json.RawMessage { return b }
 
 // statusOf is the job's status in its state ("" when it has none).
 func statusOf(ctx context.Context, id string) (status string) {
@@ -323,29 +267,24 @@ func getArtifact(ctx context.Context, req *contract.ActionRequest) (*contract.Ac
 	}
 	id, _ := strings.CutPrefix(in.ArtifactID, "report:")
 	job, err := records(ctx).Get(ctx, id)
-	if err != nil {
-		return failed(&id, err)
+	if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrInvalid) {
+		return contract.Fail(notFound(id).Code, notFound(id).Message), nil
+	} else if err != nil {
+		return nil, err // the store is down...
 	}
 	return contract.OK(contract.Effect{Type: contract.EffectArtifactLoaded, ArtifactID: in.ArtifactID,
 		Data: map[string]any{"media_type": "text/markdown", "content": job.Report}}), nil
 }
 
-// queryRuns is the lead_runs dataset: one row per job of the workspace.
-func queryRuns(ctx context.Context, _ *contract.ActionRequest) (*contract.ActionResult, error) {
-	type row struct {
-		JobID   string  `json:"job_id"`
-		Status  string  `json:"status"`
-		Leads   int     `json:"leads"`
-		Credits float64 `json:"credits"`
-	}
-	var rows []row
+// runs are the lead_runs dataset's rows: one per job of the workspace.
+func runs(ctx context.Context, _ *contract.ActionRequest) (rows []map[string]any, err error) {
 	for r, err := range records(ctx).All(ctx, "") {
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, row{r.ID, statusOf(ctx, r.ID), len(r.Value.Leads), r.Value.Credits})
+		rows = append(rows, map[string]any{"job_id": r.ID, "status": statusOf(ctx, r.ID), "leads": len(r.Value.Leads), "credits": r.Value.Credits})
 	}
-	return contract.OK(contract.Effect{Type: contract.EffectDatasetQueried, Dataset: Runs, Count: ptr(len(rows)), Rows: rows}), nil
+	return rows, nil
 }
 
 func artifacts(id string, n int) []contract.ArtifactRef {
