@@ -276,8 +276,9 @@ func caseStatus(job string, steps []contract.Step) string {
 
 // Wake continues job id of the call's workspace when it waits on a step whose awaiting action is
 // action (e.g. rule.checkpoint.resume, once the controller delivered Studio's decision): those
-// steps are recorded answered with answer and the task is handed to the queue. A job that waits
-// on nothing of the kind, or has no task, is left as it is (false).
+// steps are recorded answered with answer and the task is handed to the queue (true). A job that
+// runs is not waiting yet: the answer is kept for its next Await on that action, which returns it
+// at once (false). A finished job, or none, is left as it is (false).
 func Wake(ctx context.Context, jobID, action string, answer json.RawMessage) (bool, error) {
 	sc, err := scopeOf(ctx)
 	if err != nil {
@@ -287,8 +288,16 @@ func Wake(ctx context.Context, jobID, action string, answer json.RawMessage) (bo
 	woke := false
 	r, err := s.update(ctx, taskKey(sc.agent, sc.grant.WorkspaceID, jobID), func(r *record) (bool, error) {
 		woke = false
-		if r.Status != taskAwaiting {
+		switch {
+		case terminal(r.Status):
 			return false, nil
+		case r.Status != taskAwaiting:
+			// Its delivery may be about to wait for this: keep the answer for that Await.
+			if r.Wakes == nil {
+				r.Wakes = map[string]json.RawMessage{}
+			}
+			r.Wakes[action] = answer
+			return true, nil
 		}
 		for _, st := range r.Steps {
 			if st.Status == stepAwaiting && st.Awaiting != nil && st.Awaiting.Action == action {

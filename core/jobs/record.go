@@ -57,6 +57,9 @@ type record struct {
 	Running string        `json:"running,omitempty"`
 	Steps   []*stepRecord `json:"steps"`
 	Cases   []caseRecord  `json:"cases,omitempty"`
+	// Wakes are the answers jobs.Wake brought while the job was not waiting yet (its delivery
+	// was recording the wait), by awaiting action: the next Await on that action takes its answer.
+	Wakes map[string]json.RawMessage `json:"wakes,omitempty"`
 	// NotBefore: a failed step's retry waits until then.
 	NotBefore time.Time `json:"not_before,omitzero"`
 }

@@ -341,14 +341,27 @@ func Await[T any](ctx context.Context, name string, aw contract.Awaiting, opts .
 	if aw.Fields == nil {
 		aw.Fields = []contract.FieldDefinition{}
 	}
+	var woken json.RawMessage
 	err := t.durableWrite(ctx, func(r *record) bool {
 		t.apply(r)
 		s := ensure(r, name, o)
-		s.Status, s.Awaiting = stepAwaiting, &aw
 		s.Outputs = artifactRecords(o.outputs)
+		if ans, ok := r.Wakes[aw.Action]; ok {
+			// The answer came while this delivery was on its way here (jobs.Wake).
+			delete(r.Wakes, aw.Action)
+			s.Status, s.Result, s.Awaiting, woken = stepCompleted, ans, nil, ans
+			return true
+		}
+		woken = nil
+		s.Status, s.Awaiting = stepAwaiting, &aw
 		return true
 	})
 	switch {
+	case err == nil && woken != nil:
+		if err := json.Unmarshal(woken, &out); err != nil {
+			return out, Permanent(fmt.Errorf("jobs: the answer of step %q does not decode: %w", name, err))
+		}
+		return out, nil
 	case errors.Is(err, errLeaseNow):
 		t.setHalt(lostHalt)
 	case err != nil:

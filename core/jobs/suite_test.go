@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ func suite(t *testing.T, s store.Store) {
 	t.Run("Timeout", func(t *testing.T) { testTimeout(t, s) })
 	t.Run("Await", func(t *testing.T) { testAwait(t, s) })
 	t.Run("Wake", func(t *testing.T) { testWake(t, s) })
+	t.Run("WakeBeforeWait", func(t *testing.T) { testWakeBeforeWait(t, s) })
 	t.Run("TakeOverAfterLease", func(t *testing.T) { testTakeOver(t, s) })
 	t.Run("StoreDownDuringStep", func(t *testing.T) { testStoreDown(t, s) })
 	t.Run("Pool", func(t *testing.T) { testPool(t, s) })
@@ -459,6 +461,47 @@ func testWake(t *testing.T, s store.Store) {
 	if snap := stateOf(t, in, job); snap.Job.Status != contract.StateCompleted || got["status"] != "allow" {
 		t.Fatalf("answer %v, state %s", got, mustJSON(t, snap))
 	}
+}
+
+// testWakeBeforeWait: the decision arrives while the delivery runs, before its Await records the
+// wait (Studio answered the paused checkpoint at once): the Await takes the kept answer, and the
+// job completes in the same delivery instead of waiting for a wake that came already.
+func testWakeBeforeWait(t *testing.T, s store.Store) {
+	o := newOwner()
+	var in *instance
+	var got map[string]string
+	w := jobs.Define(o, "governed-fast", func(ctx context.Context, _ struct{}) error {
+		if _, err := jobs.Step(ctx, "pause", func(context.Context) (string, error) {
+			woke, err := jobs.Wake(in.ctx(), jobIDOf(t), contract.RuleCheckpointResumeAction, json.RawMessage(`{"status":"allow"}`))
+			if woke || err != nil {
+				t.Errorf("Wake while the job runs: %v, %v (want false, nil: kept for the Await)", woke, err)
+			}
+			return "paused", nil
+		}); err != nil {
+			return err
+		}
+		a, err := jobs.Await[map[string]string](ctx, "decision", contract.Awaiting{Reason: "rule_checkpoint", Action: contract.RuleCheckpointResumeAction})
+		got = a
+		return err
+	})
+	in = newInstance(t, s, o, newClock(), &queue{})
+	if _, err := w.Start(in.ctx(), startReq(jobIDOf(t)), struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := in.deliverAll(t, 3, nil); n != 1 {
+		t.Fatalf("%d deliveries, want 1", n)
+	}
+	if snap := stateOf(t, in, jobIDOf(t)); snap.Job.Status != contract.StateCompleted || got["status"] != "allow" {
+		t.Fatalf("answer %v, state %s", got, mustJSON(t, snap))
+	}
+}
+
+var jobIDs sync.Map
+
+// jobIDOf is one job id per test, the same at every call.
+func jobIDOf(t *testing.T) string {
+	id, _ := jobIDs.LoadOrStore(t.Name(), jobID(t))
+	return id.(string)
 }
 
 func testTakeOver(t *testing.T, s store.Store) {
