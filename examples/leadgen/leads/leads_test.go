@@ -328,6 +328,16 @@ func TestSlowSearchStops(t *testing.T) {
 	if res := h.Invoke(t, contract.JobStartAction, setup, svztest.JobID("slow-1")); res.JobState.Job.Status != contract.StateActive {
 		t.Fatalf("job.start = %s", res.JSON)
 	}
+	// The find step shows running at the delivery's first lease renewal (a third of the lease).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		res := h.Invoke(t, contract.JobSyncAction, nil, svztest.JobID("slow-1"))
+		if c := res.JobState.Cases; len(c) > 0 && len(c[0].Steps) == 1 && c[0].Steps[0].Status == contract.StateActive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the find step does not show running: %s", res.JSON)
+		}
+	}
 	h.Invoke(t, contract.JobStopAction, nil, svztest.JobID("slow-1"))
 	res := h.WaitJob(t, "slow-1", contract.StateCancelled)
 	if c := res.JobState.Cases[0]; c.ID != "slow-1-research" || len(c.Steps) != 1 || c.Steps[0].Status != contract.StateCancelled {
