@@ -30,6 +30,7 @@ func suite(t *testing.T, s store.Store) {
 	t.Run("TakeOverAfterLease", func(t *testing.T) { testTakeOver(t, s) })
 	t.Run("StoreDownDuringStep", func(t *testing.T) { testStoreDown(t, s) })
 	t.Run("Pool", func(t *testing.T) { testPool(t, s) })
+	t.Run("LastReceiveFailsTheJob", func(t *testing.T) { testLastReceive(t, s) })
 }
 
 // jobID is a job id unique to the test (the suite shares stores between backends' runs).
@@ -657,5 +658,42 @@ func testPool(t *testing.T, s store.Store) {
 	page, err := s.(store.Lister).List(context.Background(), "jobs/v1/p/"+agentSlug+"/"+wsID+"/"+job, "", 10)
 	if err != nil || len(page.Items) != 0 {
 		t.Fatalf("index after the scan: %v %+v", err, page.Items)
+	}
+}
+
+// testLastReceive: a delivery that fails at the queue's last receive (the message goes to the
+// dead-letter queue next) marks the job failed first, with the reason; an earlier one does not.
+func testLastReceive(t *testing.T, s store.Store) {
+	o := newOwner()
+	fs := &flaky{Store: s}
+	w := jobs.Define(o, "doomed", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Step(ctx, "a", func(context.Context) (int, error) {
+			// The store fails the step's record (and the release that follows, 4 tries each),
+			// then comes back, for the job's failure to be recorded.
+			n := 0
+			fs.down = func(string) bool { n++; return n <= 8 }
+			return 1, nil
+		})
+		return err
+	})
+	in := newInstance(t, fs, o, newClock(), &queue{})
+	job := jobID(t)
+	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	m := in.q.take()[0]
+	for receive := 1; receive <= 2; receive++ {
+		if err := in.svc.Deliver(context.Background(), m.M, jobs.Delivery{Receive: receive, MaxReceives: 2}); err == nil {
+			t.Fatalf("receive %d: the delivery was acknowledged", receive)
+		}
+		fs.down = nil
+		if st := stateOf(t, in, job).Job.Status; receive == 1 && st != contract.StateActive {
+			t.Fatalf("after receive 1 the job is %s", st)
+		}
+		in.clock.Add(jobs.DefaultLease + jobs.SkewMargin + time.Second)
+	}
+	got := mustJSON(t, stateOf(t, in, job))
+	if !strings.Contains(got, `"status":"failed"`) || !strings.Contains(got, `"error":{"message":"the task was delivered 2 times without finishing (last error: jobs: delivery of job`) {
+		t.Fatalf("state after the last receive: %s", got)
 	}
 }
