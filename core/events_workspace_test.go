@@ -16,6 +16,7 @@ import (
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/grant/granttest"
 	"github.com/supervaize/svz/core/idempotency"
+	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
 )
@@ -280,5 +281,33 @@ func TestEffectStreamTokenRefused(t *testing.T) {
 		if w.Body.String() != string(want) || w.Header().Get("Content-Type") != "application/json" {
 			t.Errorf("%s: %s %q, want %s", tc.name, w.Body, w.Header().Get("Content-Type"), want)
 		}
+	}
+}
+
+// TestJobSyncedKeepsItsWorkspace: a background job's job.synced, appended outside any request,
+// keeps the verified workspace of its job. In local mode the stream's token is not verified (as
+// for /a2a): the workspace is the one the request names.
+func TestJobSyncedKeepsItsWorkspace(t *testing.T) {
+	q := &recQueue{}
+	c := workController(t, q)
+	post(t, c, rpcBody(t, 1, "supervaizer/action.invoke", actionParams("job.start", "job-1", map[string]any{"name": "ada"})), nil)
+	msgs := q.take()
+	if len(msgs) != 1 {
+		t.Fatalf("dispatched %+v", msgs)
+	}
+	if err := c.Jobs().Deliver(context.Background(), msgs[0], jobs.Delivery{}); err != nil {
+		t.Fatal(err)
+	}
+	hdr := func(ws string) map[string]string {
+		return map[string]string{core.GrantHeader: "unverified in local mode", core.HeaderAgentSlug: "w", core.HeaderWorkspaceID: ws}
+	}
+	_, _, evs := pollEventsWith(t, c, "0-0", hdr("workspace-1"))
+	if len(evs) != 3 || !strings.Contains(evs[1].data, `"action":"job.start"`) ||
+		evs[2].data != `{"agent_slug":"w","action":"job.sync","request_id":"","effects":[{"type":"job.synced","job_id":"job-1","status":"completed"}]}` {
+		t.Fatalf("workspace-1: %+v", evs)
+	}
+	_, _, evs = pollEventsWith(t, c, "0-0", hdr("workspace-2"))
+	if len(evs) != 2 || evs[1].event != "" || evs[1].data != "" || !strings.HasSuffix(evs[1].id, "-2") { // an id alone past both
+		t.Fatalf("workspace-2: %+v", evs)
 	}
 }
