@@ -152,7 +152,7 @@ func (c *Controller) invokeAction(ctx context.Context, env envelope) rpcResponse
 		return errorResponse(env.id, CodeInternalError, "Action handler failed", failData())
 	}
 	if ran {
-		c.events.appendEffects(ctx, req, res.Effects)
+		c.events.appendEffects(ctx, req, verifiedWorkspace(req), res.Effects)
 	}
 	if c.log.Enabled(ctx, slog.LevelInfo) { // the arguments cost allocations even when dropped
 		c.log.InfoContext(ctx, "action", "agent_slug", req.AgentSlug, "action", req.Action, "request_id", req.RequestID,

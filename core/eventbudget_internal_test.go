@@ -43,7 +43,7 @@ func bigEventController(t *testing.T, cfg Config, n, size int) (*Controller, str
 	req := &contract.ActionRequest{AgentSlug: "s", Action: "job.start", RequestID: "r"}
 	effect := contract.Effect{Type: "resource.contacts.list", Message: strings.Repeat("x", size)}
 	for range n {
-		c.events.appendEffects(context.Background(), req, []contract.Effect{effect})
+		c.events.appendEffects(context.Background(), req, "", []contract.Effect{effect})
 	}
 	srv := httptest.NewServer(c)
 	t.Cleanup(func() {

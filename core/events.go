@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/idempotency"
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
@@ -64,7 +65,9 @@ type sseEvent struct {
 }
 
 // writeTo writes e in one piece when small; a large event's data is written as is, never copied
-// (a stream blocked on a client that does not read holds no copy of it).
+// (a stream blocked on a client that does not read holds no copy of it). An event without a name
+// is an id alone: it moves the client's last event id without dispatching anything (the
+// EventSource processing model sets the last event id even when the data is empty).
 func (e sseEvent) writeTo(w io.Writer) error {
 	const small = 4 << 10
 	b := make([]byte, 0, len(e.id)+len(e.name)+24+min(len(e.data), small))
@@ -72,6 +75,11 @@ func (e sseEvent) writeTo(w io.Writer) error {
 		b = append(b, "id: "...)
 		b = append(b, e.id...)
 		b = append(b, '\n')
+	}
+	if e.name == "" {
+		b = append(b, '\n')
+		_, err := w.Write(b)
+		return err
 	}
 	b = append(b, "event: "...)
 	b = append(b, e.name...)
@@ -156,8 +164,11 @@ func lostEvent(asked string, resume position, reason string) sseEvent {
 	return sseEvent{id: resume.id(), name: EventLost, data: data}
 }
 
-func effectEvent(epoch string, e store.LogEntry) sseEvent {
-	return sseEvent{id: position{epoch, e.Seq}.id(), name: EventEffect, data: e.Data}
+// effectEvent is the event of the log entry e and the workspace it names (see splitEntry); ok is
+// false for an entry no stream is sent.
+func effectEvent(epoch string, e store.LogEntry) (ev sseEvent, workspace []byte, ok bool) {
+	workspace, data, ok := splitEntry(e.Data)
+	return sseEvent{id: position{epoch, e.Seq}.id(), name: EventEffect, data: data}, workspace, ok
 }
 
 // effectLog is a controller's effect log and the follower shared by its streams.
@@ -240,11 +251,12 @@ func (e *effectLog) pageLimit(bytes int64, most int) int {
 	return int(min(int64(most), max(1, bytes/m)))
 }
 
-// appendEffects appends the effect event of a dispatched action. The action ran: a failure is
-// logged, and the caller answers the result anyway (failing it would invite a retry that runs
-// the action again). ctx's cancellation (a client gone) does not stop the append.
-func (e *effectLog) appendEffects(ctx context.Context, req *contract.ActionRequest, effects []contract.Effect) {
-	data, err := encodeEffectEvent(req, effects)
+// appendEffects appends the effect event of a dispatched action, with the verified workspace it
+// ran in ("" for none: a bootstrap action). The action ran: a failure is logged, and the caller
+// answers the result anyway (failing it would invite a retry that runs the action again). ctx's
+// cancellation (a client gone) does not stop the append.
+func (e *effectLog) appendEffects(ctx context.Context, req *contract.ActionRequest, workspace string, effects []contract.Effect) {
+	data, err := encodeEffectEvent(req, workspace, effects)
 	e.noteSize(len(data))
 	switch {
 	case err != nil:
@@ -266,8 +278,16 @@ func (e *effectLog) appendEffects(ctx context.Context, req *contract.ActionReque
 // gateEvent is the effect event of req for a gate that appends it with the run's record.
 func (e *effectLog) gateEvent(req *contract.ActionRequest) idempotency.Event {
 	return idempotency.Event{Log: e.log, Name: e.name, Keep: e.keep, Data: func(res *contract.ActionResult) ([]byte, error) {
-		return encodeEffectEvent(req, res.Effects)
+		return encodeEffectEvent(req, verifiedWorkspace(req), res.Effects)
 	}}
+}
+
+// verifiedWorkspace is the workspace req's grant was verified for, "" when it has none.
+func verifiedWorkspace(req *contract.ActionRequest) string {
+	if req.WorkspaceAuthorization == nil {
+		return ""
+	}
+	return req.WorkspaceAuthorization.WorkspaceID
 }
 
 // follow registers a stream with the follower, starting it if needed; the returned func
@@ -437,10 +457,13 @@ type eventStream struct {
 	w          http.ResponseWriter
 	rc         *http.ResponseController
 	at         position
-	asked      string // the Last-Event-ID received, "" for none
-	budget     int    // events this request may still replay from the store
-	held       int64  // bytes of the replay budget the current page holds
-	noDeadline bool   // the writer has no write deadline (a buffering platform)
+	asked      string   // the Last-Event-ID received, "" for none
+	budget     int      // events this request may still replay from the store
+	filtered   bool     // the request carried a workspace token: only workspace's events are sent
+	workspace  string   // the token's verified workspace
+	told       position // the last id the client was sent
+	held       int64    // bytes of the replay budget the current page holds
+	noDeadline bool     // the writer has no write deadline (a buffering platform)
 }
 
 // readPage reads the events after s.at into a page the stream holds until its next read,
@@ -506,6 +529,32 @@ func (s *eventStream) send(ev sseEvent) error {
 	return ev.writeTo(s.w)
 }
 
+// sendEntry sends the event of a log entry when the stream shows it: an unfiltered stream every
+// event, a filtered one only its workspace's (an entry of no workspace, written by a bootstrap
+// action or before workspaces were kept, goes to unfiltered streams only).
+func (s *eventStream) sendEntry(epoch string, entry store.LogEntry) (bool, error) {
+	ev, ws, ok := effectEvent(epoch, entry)
+	if !ok || (s.filtered && (len(ws) == 0 || string(ws) != s.workspace)) {
+		return false, nil
+	}
+	if err := s.send(ev); err != nil {
+		return false, err
+	}
+	s.told = position{epoch, entry.Seq}
+	return true, nil
+}
+
+// mark sends a filtered stream's position when it passed events it did not send: an id alone,
+// which moves the client's Last-Event-ID without dispatching an event, so that its reconnect
+// does not read them again. It reports whether it wrote.
+func (s *eventStream) mark() (bool, error) {
+	if !s.filtered || s.at == s.told {
+		return false, nil
+	}
+	s.told = s.at
+	return true, s.send(sseEvent{id: s.at.id()})
+}
+
 // flush sends what was written, within the write timeout.
 func (s *eventStream) flush() error {
 	s.deadline()
@@ -529,6 +578,15 @@ func (c *Controller) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if !c.authorize(w, r, scopeRead) {
 		return
 	}
+	// With a workspace token, only its workspace's events; without, every event (the reference).
+	var workspace string
+	filtered := len(r.Header.Values(GrantHeader)) > 0
+	if filtered {
+		var ok bool
+		if workspace, ok = c.authorizeStream(w, r); !ok {
+			return
+		}
+	}
 	e := c.events
 	if n := e.streams.Add(1); n > int64(c.cfg.MaxEventStreams) {
 		e.streams.Add(-1)
@@ -538,7 +596,7 @@ func (c *Controller) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer e.streams.Add(-1)
-	s := &eventStream{e: e, w: w, rc: http.NewResponseController(w), budget: c.cfg.EventCatchUp}
+	s := &eventStream{e: e, w: w, rc: http.NewResponseController(w), budget: c.cfg.EventCatchUp, filtered: filtered, workspace: workspace}
 	defer s.releasePage()
 	// The end of the response is written after the handler returns, within this deadline; net/http
 	// then clears it for the connection's next request.
@@ -581,6 +639,7 @@ func (c *Controller) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if s.send(connectedEvent(connected)) != nil {
 		return
 	}
+	s.told = s.at
 	more, err := s.replay(ctx, first)
 	s.releasePage()
 	if err != nil {
@@ -595,6 +654,44 @@ func (c *Controller) serveEvents(w http.ResponseWriter, r *http.Request) {
 	c.followStream(ctx, s)
 }
 
+// HeaderAgentSlug names the agent whose workspace token a GET /a2a/events request carries.
+const HeaderAgentSlug = "X-Supervaize-Agent-Slug"
+
+// authorizeStream verifies the workspace token of a stream request (scope "supervaizer/events",
+// for the agent X-Supervaize-Agent-Slug names, in the workspace X-Supervaize-Workspace-Id names)
+// and returns its verified workspace. On refusal it writes the 403 with the authorizer's message
+// (or, for an authorizer failure, a 500 that leaks nothing), as the DataResource routes do.
+func (c *Controller) authorizeStream(w http.ResponseWriter, r *http.Request) (string, bool) {
+	ctx := r.Context()
+	call := grant.Call{
+		Token:     r.Header.Get(GrantHeader),
+		Method:    grant.MethodEvents,
+		AgentSlug: r.Header.Get(HeaderAgentSlug),
+		Workspace: contract.WorkspaceRef{ID: r.Header.Get(HeaderWorkspaceID)},
+	}
+	if vs := r.Header.Values(HeaderWorkspaceSlug); len(vs) > 0 {
+		call.Workspace.Slug = &vs[0]
+	}
+	if a := c.bySlug[call.AgentSlug]; a != nil {
+		call.Agent = &a.grant
+	}
+	vctx, err := c.cfg.Authorizer.Authorize(ctx, call)
+	if err == nil && vctx == nil {
+		err = errors.New("authorizer returned neither a context nor an error")
+	}
+	if err != nil {
+		if ge, ok := errors.AsType[*grant.Error](err); ok {
+			c.log.InfoContext(ctx, "effect stream refused", "agent_slug", call.AgentSlug, "code", ge.Code)
+			writeDetail(w, http.StatusForbidden, ge.Message)
+			return "", false
+		}
+		c.log.ErrorContext(ctx, "workspace authorization failed unexpectedly", "agent_slug", call.AgentSlug, "target", grant.MethodEvents, "error", err)
+		writeDetail(w, http.StatusInternalServerError, "Internal Server Error")
+		return "", false
+	}
+	return vctx.WorkspaceID, true
+}
+
 // replay writes the events of r (read after s.at), first telling the client when its position
 // was lost, then reads and writes on until the newest position. It reports false when the
 // catch-up budget is spent before: the response should end, the client resumes from the last id
@@ -606,6 +703,7 @@ func (s *eventStream) replay(ctx context.Context, r store.LogRange) (bool, error
 			if err := s.send(lostEvent(s.asked, s.at, reason)); err != nil {
 				return false, err
 			}
+			s.told = s.at
 			// An expired position moved forward within the same read; any other was read from
 			// the wrong place.
 			reread = reason != lostExpired
@@ -617,9 +715,10 @@ func (s *eventStream) replay(ctx context.Context, r store.LogRange) (bool, error
 					continue
 				}
 				if s.budget == 0 {
-					return false, nil
+					_, err := s.mark()
+					return false, err
 				}
-				if err := s.send(effectEvent(r.Epoch, ev)); err != nil {
+				if _, err := s.sendEntry(r.Epoch, ev); err != nil {
 					return false, err
 				}
 				s.budget--
@@ -629,11 +728,13 @@ func (s *eventStream) replay(ctx context.Context, r store.LogRange) (bool, error
 			if s.at.seq >= r.Last || s.at.seq == before {
 				// Caught up, or the next event is still being written: the follower (or the
 				// client's next poll) will bring it.
-				return true, nil
+				_, err := s.mark()
+				return true, err
 			}
 		}
 		if s.budget == 0 {
-			return false, nil
+			_, err := s.mark()
+			return false, err
 		}
 		var err error
 		if r, err = s.readPage(ctx); err != nil {
@@ -709,12 +810,18 @@ func (c *Controller) followStream(ctx context.Context, s *eventStream) {
 		switch {
 		case ok:
 			for _, ev := range events {
-				if err := s.send(effectEvent(s.at.epoch, ev)); err != nil {
+				sent, err := s.sendEntry(s.at.epoch, ev)
+				if err != nil {
 					return
 				}
-				wrote = true
+				wrote = wrote || sent
 			}
 			s.at.seq = through
+			marked, err := s.mark()
+			if err != nil {
+				return
+			}
+			wrote = wrote || marked
 		case reset || s.behind():
 			// Behind the follower's events, or the log changed: read the store. A loss found
 			// now is reported against the position the stream had reached.

@@ -26,6 +26,12 @@ import (
 // status, headers and events.
 func pollEvents(t *testing.T, h http.Handler, lastID string) (int, http.Header, []sse) {
 	t.Helper()
+	return pollEventsWith(t, h, lastID, nil)
+}
+
+// pollEventsWith is pollEvents with more request headers.
+func pollEventsWith(t *testing.T, h http.Handler, lastID string, hdr map[string]string) (int, http.Header, []sse) {
+	t.Helper()
 	done := make(chan *plainWriter, 1)
 	go func() {
 		w := &plainWriter{hdr: http.Header{}}
@@ -33,6 +39,9 @@ func pollEvents(t *testing.T, h http.Handler, lastID string) (int, http.Header, 
 		req.Header.Set("X-API-Key", testKey)
 		if lastID != "" {
 			req.Header.Set("Last-Event-ID", lastID)
+		}
+		for k, v := range hdr {
+			req.Header.Set(k, v)
 		}
 		h.ServeHTTP(w, req)
 		done <- w

@@ -17,7 +17,7 @@ import (
 
 type sse struct{ id, event, data string }
 
-// readEvent reads one server-sent event.
+// readEvent reads one server-sent event (an id alone included).
 func readEvent(t *testing.T, r *bufio.Reader) sse {
 	t.Helper()
 	var ev sse
@@ -28,7 +28,7 @@ func readEvent(t *testing.T, r *bufio.Reader) sse {
 		}
 		line = strings.TrimRight(line, "\r\n")
 		if line == "" {
-			if ev.event != "" || ev.data != "" {
+			if ev != (sse{}) { // an id alone is an event too: it moves the client's position
 				return ev
 			}
 			continue

@@ -57,7 +57,7 @@ func (c *Controller) bindJobs(b *boundAgent) error {
 			},
 			Publish: func(ctx context.Context, slug, workspace string, effects []contract.Effect) {
 				c.events.appendEffects(ctx, &contract.ActionRequest{AgentSlug: slug, Action: contract.JobSyncAction,
-					Workspace: contract.WorkspaceRef{ID: workspace}}, effects)
+					Workspace: contract.WorkspaceRef{ID: workspace}}, workspace, effects)
 			},
 		})
 	}

@@ -21,6 +21,11 @@ func TestDataResourceCalls(t *testing.T) {
 	if got := a2a.RequiredScopes(); !slices.Equal(got, []string{grant.MethodActionInvoke, "job.start"}) {
 		t.Errorf("a2a scopes %v", got)
 	}
+	// A stream's token needs the events scope alone, whatever the target.
+	events := grant.Call{Method: grant.MethodEvents, Target: "ignored"}
+	if got := events.RequiredScopes(); !slices.Equal(got, []string{"supervaizer/events"}) {
+		t.Errorf("events scopes %v", got)
+	}
 	vctx, err := grant.LocalBypass{ServerID: "SRV"}.Authorize(context.Background(), call)
 	ge, ok := errors.AsType[*grant.Error](err)
 	if vctx != nil || !ok || ge.Code != grant.CodeNotConfigured || ge.Message != grant.MsgNotConfigured {

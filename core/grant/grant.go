@@ -78,6 +78,11 @@ const (
 // requires exactly its Target, "resource.<name>.<op>". Such calls are never bypassed in local mode.
 const MethodDataResource = "supervaizer/data_resource"
 
+// MethodEvents marks a GET /a2a/events request that carries a workspace token, to see only its
+// workspace's effects (an svz addition: the reference's stream has no workspace filter). The call
+// requires exactly this scope; Target is empty.
+const MethodEvents = "supervaizer/events"
+
 // Agent is what the controller knows of the agent a call names.
 type Agent struct {
 	Slug string
@@ -94,7 +99,7 @@ type Call struct {
 	// Token is the X-Supervaize-Workspace-Authorization header value as received ("Bearer x" or
 	// the raw token; empty when absent).
 	Token string
-	// Method is MethodActionInvoke, MethodSurfaceLoad or MethodDataResource.
+	// Method is MethodActionInvoke, MethodSurfaceLoad, MethodDataResource or MethodEvents.
 	Method string
 	// Target is the action or surface id, or the DataResource scope "resource.<name>.<op>".
 	Target string
@@ -105,10 +110,13 @@ type Call struct {
 }
 
 // RequiredScopes are the scopes a token must grant for the call: the method and the target id,
-// or the target alone for a DataResource call.
+// the target alone for a DataResource call, the method alone for an events stream.
 func (c Call) RequiredScopes() []string {
-	if c.Method == MethodDataResource {
+	switch c.Method {
+	case MethodDataResource:
 		return []string{c.Target}
+	case MethodEvents:
+		return []string{MethodEvents}
 	}
 	return []string{c.Method, c.Target}
 }

@@ -159,8 +159,14 @@ func mustStart(t testing.TB, env ...string) *controller {
 // invoke runs Hello World's job.start on c with requestID and returns once answered.
 func (c *controller) invoke(t testing.TB, requestID string) {
 	t.Helper()
+	c.invokeIn(t, requestID, "workspace-1")
+}
+
+// invokeIn is invoke in workspace ws.
+func (c *controller) invokeIn(t testing.TB, requestID, ws string) {
+	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"request_id":"` + requestID + `",` +
-		`"actor":{"user_id":"user-1"},"workspace":{"id":"workspace-1"},"mission_id":"mission-1",` +
+		`"actor":{"user_id":"user-1"},"workspace":{"id":"` + ws + `"},"mission_id":"mission-1",` +
 		`"agent_slug":"hello-world-ai-agent","surface":"job.start","action":"job.start","job_id":"job-` + requestID + `","input":{"count":1}}}`
 	req, _ := http.NewRequest(http.MethodPost, c.url+"/a2a", strings.NewReader(body))
 	req.Header.Set("X-API-Key", adaptertest.APIKey)
@@ -186,11 +192,20 @@ type stream struct {
 
 func (c *controller) open(t testing.TB, lastEventID string) *stream {
 	t.Helper()
+	return c.openWith(t, lastEventID, nil)
+}
+
+// openWith is open with more request headers.
+func (c *controller) openWith(t testing.TB, lastEventID string, hdr map[string]string) *stream {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/a2a/events", nil)
 	req.Header.Set("X-API-Key", adaptertest.APIKey)
 	if lastEventID != "" {
 		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -211,7 +226,7 @@ func (c *controller) open(t testing.TB, lastEventID string) *stream {
 			line := sc.Text()
 			switch {
 			case line == "":
-				if ev.name != "" {
+				if ev.name != "" || ev.id != "" { // an id alone (name "") moves the position
 					s.events <- ev
 				}
 				ev = event{}
@@ -345,6 +360,69 @@ func TestEffectsAcrossProcesses(t *testing.T) {
 			onA.expect(t, "supervaizer.effect", "a-3")
 			onB.expect(t, "supervaizer.effect", "b-1")
 			onB.expect(t, "supervaizer.effect", "a-3")
+		})
+	}
+}
+
+// TestWorkspaceStreamsAcrossProcesses: the workspace each entry keeps survives every shared
+// backend. A stream for workspace-1 opened on B gets only workspace-1's events appended on A, and
+// ids alone past the others; resumed on A from its last id, it reads none of them again. (Hello
+// World runs in local mode: the stream's token is not verified, its workspace is the header's.)
+func TestWorkspaceStreamsAcrossProcesses(t *testing.T) {
+	stores := sharedStores(t)
+	for _, backend := range slices.Sorted(func(yield func(string) bool) {
+		for k := range stores {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		t.Run(backend, func(t *testing.T) {
+			env := append([]string{"SUPERVAIZER_SERVER_ID=" + testenv.UniqueName("svz-cross-")}, stores[backend]...)
+			a, b := mustStart(t, env...), mustStart(t, env...)
+			only1 := map[string]string{"X-Supervaize-Workspace-Authorization": "Bearer local", "X-Supervaize-Agent-Slug": "hello-world-ai-agent",
+				"X-Supervaize-Workspace-Id": "workspace-1"}
+			onB := b.openWith(t, "", only1)
+			onB.expect(t, "supervaizer.connected", "")
+			a.invokeIn(t, "w1-0", "workspace-1")
+			a.invokeIn(t, "w2-0", "workspace-2")
+			a.invokeIn(t, "w1-1", "workspace-1")
+			a.invokeIn(t, "w2-1", "workspace-2")
+			// Live: the two events of workspace-1, ids alone between and after (batching varies).
+			var got []string
+			var ids []string
+			for len(ids) == 0 || !strings.HasSuffix(ids[len(ids)-1], "-4") {
+				ev := onB.next(t)
+				ids = append(ids, ev.id)
+				if ev.name != "" {
+					got = append(got, ev.name+" "+ev.requestID)
+				}
+			}
+			checkIncreasing(t, ids)
+			if want := []string{"supervaizer.effect w1-0", "supervaizer.effect w1-1"}; !slices.Equal(got, want) {
+				t.Fatalf("workspace-1's stream on B: %v (ids %v)", got, ids)
+			}
+			epoch, _, _ := strings.Cut(ids[0], "-")
+			// Resumed on A after its first event: the second, then an id alone at the newest.
+			onA := a.openWith(t, epoch+"-1", only1)
+			onA.expect(t, "supervaizer.connected", "")
+			if ev := onA.expect(t, "supervaizer.effect", "w1-1"); ev.id != epoch+"-3" {
+				t.Fatalf("resumed with %+v", ev)
+			}
+			if ev := onA.next(t); ev != (event{id: epoch + "-4"}) {
+				t.Fatalf("after the last event of workspace-1: %+v", ev)
+			}
+			// Resumed from that id: nothing again; the next workspace-1 event is next.
+			again := a.openWith(t, epoch+"-4", only1)
+			again.expect(t, "supervaizer.connected", "")
+			b.invokeIn(t, "w1-2", "workspace-1")
+			again.expect(t, "supervaizer.effect", "w1-2")
+			// Without the header: every workspace's events, as the reference.
+			all := a.open(t, "0-0")
+			all.expect(t, "supervaizer.connected", "")
+			for _, rid := range []string{"w1-0", "w2-0", "w1-1", "w2-1", "w1-2"} {
+				all.expect(t, "supervaizer.effect", rid)
+			}
 		})
 	}
 }
