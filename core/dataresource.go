@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/supervaize/svz/core/contract"
@@ -205,8 +206,12 @@ func (r DataResource[T]) dataResource() (*dataResource, error) {
 	}
 	if err := decl.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("DataResource '%s': %w", r.Name, err))
-	} else if _, err := json.Marshal(decl); err != nil {
-		errs = append(errs, fmt.Errorf("DataResource '%s': %w", r.Name, err)) // invalid JSON in a field's Extra
+	} else if fieldsHaveExtra(decl.Fields) {
+		// Only invalid JSON in a field's Extra can fail the encoding: without any, the encode (and
+		// encoding/json building its encoders on first use, at every cold start) is skipped.
+		if _, err := json.Marshal(decl); err != nil {
+			errs = append(errs, fmt.Errorf("DataResource '%s': %w", r.Name, err))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -251,6 +256,11 @@ func (r DataResource[T]) dataResource() (*dataResource, error) {
 		}
 	}
 	return d, nil
+}
+
+// fieldsHaveExtra reports whether a field has Extra members (the declaration built here has none).
+func fieldsHaveExtra(fields []contract.DataResourceField) bool {
+	return slices.ContainsFunc(fields, func(f contract.DataResourceField) bool { return len(f.Extra) > 0 })
 }
 
 // dataWindow is items[skip:skip+limit], empty past the end.

@@ -659,6 +659,9 @@ func TestDataResourceDeclaration(t *testing.T) {
 			List: func(context.Context, *core.DataContext) ([]map[string]any, error) { return nil, nil }}},
 			`Duplicate DataResource name 'notes' on agent 'S'; each data resource must have a unique name per agent.`},
 		{"nil", []core.DataResourceDeclaration{nil}, `agent "s": nil DataResource`},
+		{"invalid field extra", []core.DataResourceDeclaration{core.DataResource[note]{Name: "notes", List: list,
+			Fields: []contract.DataResourceField{{Name: "a", Extra: contract.Extra{"x_hint": json.RawMessage(`nope`)}}}}},
+			`agent "s": DataResource 'notes': json: error calling MarshalJSON for type contract.DataResource: json: error calling MarshalJSON for type contract.DataResourceField: extra member "x_hint" is not valid JSON`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAgent(t, handlers{})

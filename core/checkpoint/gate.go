@@ -24,8 +24,18 @@ var (
 	// checkpoint_token}; the error names the member, never its value.
 	ErrInvalidSnapshot = errors.New("governed job: invalid rule_snapshot")
 	// ErrNotGoverned: JobGate found no gate for the job (its job.start carried no rule_snapshot).
-	ErrNotGoverned = fmt.Errorf("checkpoint: the job is not governed (its job.start carried no rule_snapshot): %w", store.ErrNotFound)
+	ErrNotGoverned error = notGoverned{}
 )
+
+// notGoverned is ErrNotGoverned, a store.ErrNotFound. A type rather than fmt.Errorf: package
+// initialisation runs at every cold start, and this was its only use of fmt.
+type notGoverned struct{}
+
+func (notGoverned) Error() string {
+	return "checkpoint: the job is not governed (its job.start carried no rule_snapshot): " + store.ErrNotFound.Error()
+}
+
+func (notGoverned) Unwrap() error { return store.ErrNotFound }
 
 // Gate is the frozen rule snapshot of one governed job, for one agent: it posts the job's rule
 // checkpoints with the controller's Studio credentials. The snapshot and its checkpoint token are

@@ -136,6 +136,9 @@ func controllerEnv() ([]string, error) {
 		"SUPERVAIZER_WORKSPACE_AUTH_PUBLIC_KEY=" + string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})),
 		"SUPERVAIZER_STORE=memory",
 		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256",
+		// Lambda sets TZ=:UTC in every function's environment (the emulator does not): without it
+		// the first log line reads /etc/localtime, which no Lambda instance does.
+		"TZ=:UTC",
 	}, nil
 }
 
