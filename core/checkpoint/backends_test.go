@@ -1,17 +1,11 @@
 package checkpoint_test
 
 import (
-	"context"
-	"path/filepath"
-	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/dynamodb/dynamodbtest"
 	"github.com/supervaize/svz/core/store/memory"
-	"github.com/supervaize/svz/core/store/storeenv"
+	"github.com/supervaize/svz/core/store/storeenv/storeenvtest"
 	"github.com/supervaize/svz/internal/awsapi"
 	"github.com/supervaize/svz/internal/testenv"
 )
@@ -29,33 +23,25 @@ func TestMemory(t *testing.T) {
 }
 
 func TestBolt(t *testing.T) {
-	env := []string{"SUPERVAIZER_STORE=bolt", "SUPERVAIZER_DATA_DIR=" + filepath.Join(t.TempDir(), "data")}
+	env := storeenvtest.Bolt(t)
 	// One process holds a bolt file at a time: the suite closes it before the crash children.
-	s := openEnv(t, env)
+	s := storeenvtest.Open(t, env)
 	suite(t, s)
 	_ = s.Close()
 	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, env) })
 }
 
 func TestPostgres(t *testing.T) {
-	url := testenv.Need(t, testenv.PostgresURL)
-	table := testenv.UniqueName("svz_checkpoint_")
-	t.Cleanup(func() {
-		if pool, err := pgxpool.New(context.Background(), url); err == nil {
-			_, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_log, "+table+"_log_head")
-			pool.Close()
-		}
-	})
-	env := []string{"SUPERVAIZER_STORE=postgres", "SUPERVAIZER_STORE_URL=" + url, "SUPERVAIZER_STORE_TABLE=" + table}
-	s := openEnv(t, env)
+	env := storeenvtest.Postgres(t, "svz_checkpoint_")
+	s := storeenvtest.Open(t, env)
 	t.Cleanup(func() { _ = s.Close() })
 	suite(t, s)
 	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, env) })
 }
 
 func TestRedis(t *testing.T) {
-	env := []string{"SUPERVAIZER_STORE=redis", "SUPERVAIZER_STORE_URL=" + testenv.Need(t, testenv.RedisURL)}
-	s := openEnv(t, env)
+	env := storeenvtest.Redis(t)
+	s := storeenvtest.Open(t, env)
 	t.Cleanup(func() { _ = s.Close() })
 	suite(t, s)
 	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, env) })
@@ -68,24 +54,4 @@ func TestDynamoDB(t *testing.T) {
 	c, table := dynamodbtest.Table(t, endpoint, "svz-checkpoint-", awsapi.WithHTTPClient(&testenv.MotoWrites{}))
 	suite(t, dynamodbtest.Open(t, c, table))
 	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, dynamodbtest.Env(endpoint, table)) })
-}
-
-// envFunc is getenv over KEY=value pairs.
-func envFunc(env []string) func(string) string {
-	m := map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
-	}
-	return func(k string) string { return m[k] }
-}
-
-// openEnv opens the store env describes, as a controller does.
-func openEnv(t testing.TB, env []string) store.Store {
-	t.Helper()
-	s, err := storeenv.Open(context.Background(), envFunc(env))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/storeenv"
+	"github.com/supervaize/svz/core/store/storeenv/storeenvtest"
 	"github.com/supervaize/svz/core/studio"
 	"github.com/supervaize/svz/internal/testenv"
 )
@@ -508,7 +509,7 @@ func crashAcrossProcesses(t *testing.T, env []string) {
 					}
 				}
 				return false
-			}, func() store.Store { return openEnv(t, env) })
+			}, func() store.Store { return storeenvtest.Open(t, env) })
 		})
 	}
 	t.Run("ResumeAfterKill", func(t *testing.T) {
@@ -536,7 +537,7 @@ func crashAcrossProcesses(t *testing.T, env []string) {
 			if !errors.As(err, &exit) || !exit.Sys().(syscall.WaitStatus).Signaled() {
 				t.Fatalf("the child to kill ended with %v:\n%s", err, out.String())
 			}
-		}, func() store.Store { return openEnv(t, env) })
+		}, func() store.Store { return storeenvtest.Open(t, env) })
 	})
 }
 

@@ -1,16 +1,11 @@
 package jobs_test
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/dynamodb/dynamodbtest"
 	"github.com/supervaize/svz/core/store/memory"
-	"github.com/supervaize/svz/core/store/storeenv"
+	"github.com/supervaize/svz/core/store/storeenv/storeenvtest"
 	"github.com/supervaize/svz/internal/awsapi"
 	"github.com/supervaize/svz/internal/testenv"
 )
@@ -26,8 +21,8 @@ func TestMemory(t *testing.T) {
 }
 
 func TestBolt(t *testing.T) {
-	env := []string{"SUPERVAIZER_STORE=bolt", "SUPERVAIZER_DATA_DIR=" + filepath.Join(t.TempDir(), "data")}
-	s := openEnv(t, env)
+	env := storeenvtest.Bolt(t)
+	s := storeenvtest.Open(t, env)
 	suite(t, s)
 	_ = s.Close() // one process holds a bolt file at a time
 	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, env) })
@@ -35,24 +30,16 @@ func TestBolt(t *testing.T) {
 }
 
 func TestPostgres(t *testing.T) {
-	url := testenv.Need(t, testenv.PostgresURL)
-	table := testenv.UniqueName("svz_jobs_")
-	t.Cleanup(func() {
-		if pool, err := pgxpool.New(context.Background(), url); err == nil {
-			_, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_log, "+table+"_log_head")
-			pool.Close()
-		}
-	})
-	env := []string{"SUPERVAIZER_STORE=postgres", "SUPERVAIZER_STORE_URL=" + url, "SUPERVAIZER_STORE_TABLE=" + table}
-	s := openEnv(t, env)
+	env := storeenvtest.Postgres(t, "svz_jobs_")
+	s := storeenvtest.Open(t, env)
 	t.Cleanup(func() { _ = s.Close() })
 	suite(t, s)
 	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, env) })
 }
 
 func TestRedis(t *testing.T) {
-	env := []string{"SUPERVAIZER_STORE=redis", "SUPERVAIZER_STORE_URL=" + testenv.Need(t, testenv.RedisURL)}
-	s := openEnv(t, env)
+	env := storeenvtest.Redis(t)
+	s := storeenvtest.Open(t, env)
 	t.Cleanup(func() { _ = s.Close() })
 	suite(t, s)
 	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, env) })
@@ -63,14 +50,4 @@ func TestDynamoDB(t *testing.T) {
 	c, table := dynamodbtest.Table(t, endpoint, "svz-jobs-", awsapi.WithHTTPClient(&testenv.MotoWrites{}))
 	suite(t, dynamodbtest.Open(t, c, table))
 	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, dynamodbtest.Env(endpoint, table)) })
-}
-
-// openEnv opens the store env describes, as a controller does.
-func openEnv(t testing.TB, env []string) store.Store {
-	t.Helper()
-	s, err := storeenv.Open(context.Background(), envFunc(env))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
+	"github.com/supervaize/svz/core/store/storeenv/storeenvtest"
 	"github.com/supervaize/svz/internal/testenv"
 )
 
@@ -92,12 +93,12 @@ func BenchmarkDispatchToStep(b *testing.B) {
 	if os.Getenv(testenv.PostgresURL) != "" {
 		backends["postgres"] = func(b *testing.B) store.Store {
 			table := testenv.UniqueName("svz_jobs_bench_")
-			return openEnv(b, []string{"SUPERVAIZER_STORE=postgres", "SUPERVAIZER_STORE_URL=" + os.Getenv(testenv.PostgresURL), "SUPERVAIZER_STORE_TABLE=" + table})
+			return storeenvtest.Open(b, []string{"SUPERVAIZER_STORE=postgres", "SUPERVAIZER_STORE_URL=" + os.Getenv(testenv.PostgresURL), "SUPERVAIZER_STORE_TABLE=" + table})
 		}
 	}
 	if os.Getenv(testenv.RedisURL) != "" {
 		backends["redis"] = func(b *testing.B) store.Store {
-			return openEnv(b, []string{"SUPERVAIZER_STORE=redis", "SUPERVAIZER_STORE_URL=" + os.Getenv(testenv.RedisURL)})
+			return storeenvtest.Open(b, []string{"SUPERVAIZER_STORE=redis", "SUPERVAIZER_STORE_URL=" + os.Getenv(testenv.RedisURL)})
 		}
 	}
 	for _, name := range []string{"memory", "postgres", "redis"} {

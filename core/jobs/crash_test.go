@@ -18,6 +18,7 @@ import (
 	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/storeenv"
+	"github.com/supervaize/svz/core/store/storeenv/storeenvtest"
 )
 
 // Crash injection: a delivery is killed (SIGKILL, by itself) at every step boundary and inside
@@ -60,7 +61,7 @@ func crashChild(raw string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	s, err := storeenv.Open(context.Background(), envFunc(spec.Env))
+	s, err := storeenv.Open(context.Background(), storeenvtest.Getenv(spec.Env))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -183,7 +184,7 @@ func crashAcrossProcesses(t *testing.T, env []string) {
 					t.Fatalf("crash %s: step %d ran %d times, want %d (runs %q)", at, i, count[fmt.Sprint(i)], want, b)
 				}
 			}
-			s, err := storeenv.Open(context.Background(), envFunc(env))
+			s, err := storeenv.Open(context.Background(), storeenvtest.Getenv(env))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,7 +203,7 @@ func poolTakesOverAtStart(t *testing.T, env []string) {
 	if !runChild(t, crashSpec{Env: env, Job: job, Start: true, At: "inside:1", Runs: runs, Pool: true}) {
 		t.Fatal("the child was not killed")
 	}
-	s, err := storeenv.Open(context.Background(), envFunc(env))
+	s, err := storeenv.Open(context.Background(), storeenvtest.Getenv(env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,14 +243,4 @@ func assertCompleted(t *testing.T, s store.Store, job string) {
 	if snap.Job.Status != contract.StateCompleted || len(snap.Cases) != 1 || len(snap.Cases[0].Steps) != crashSteps {
 		t.Fatalf("state %s", mustJSON(t, snap))
 	}
-}
-
-// envFunc is getenv over KEY=value pairs.
-func envFunc(env []string) func(string) string {
-	m := map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
-	}
-	return func(k string) string { return m[k] }
 }

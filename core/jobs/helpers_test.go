@@ -195,3 +195,26 @@ func mustJSON(t *testing.T, v any) string {
 var errBoom = errors.New("boom")
 
 var quiet = slog.New(slog.DiscardHandler)
+
+// start starts w for a new job of the test on in, with input, and returns the job's id.
+func start[In any](t *testing.T, in *instance, w *jobs.Work[In], input In) string {
+	t.Helper()
+	job := jobID(t)
+	if _, err := w.Start(in.ctx(), startReq(job), input); err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+// deliverInBackground delivers the one message in's queue holds, on its own goroutine, and
+// returns the message and the delivery's result.
+func deliverInBackground(t *testing.T, in *instance) (jobs.Message, <-chan error) {
+	t.Helper()
+	msgs := in.q.take()
+	if len(msgs) != 1 {
+		t.Fatalf("%d messages queued, want 1", len(msgs))
+	}
+	done := make(chan error, 1)
+	go func() { done <- in.svc.Deliver(context.Background(), msgs[0].M, jobs.Delivery{}) }()
+	return msgs[0].M, done
+}

@@ -26,13 +26,8 @@ func TestRenewalShowsRunningStep(t *testing.T) {
 		return err
 	})
 	in := newInstance(t, s, o, newClock(), &queue{})
-	job := jobID(t)
-	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
-		t.Fatal(err)
-	}
-	m := in.q.take()[0]
-	done := make(chan error, 1)
-	go func() { done <- in.svc.Deliver(context.Background(), m.M, jobs.Delivery{}) }()
+	job := start(t, in, w, struct{}{})
+	_, done := deliverInBackground(t, in)
 	<-entered
 	in.after.fire(t)
 	in.after.fire(t) // the second renewal waits until the first one is written

@@ -136,10 +136,7 @@ func testContinuation(t *testing.T, s store.Store) {
 		return nil
 	})
 	in = newInstance(t, s, o, clk, &queue{})
-	job := jobID(t)
-	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
-		t.Fatal(err)
-	}
+	job := start(t, in, w, struct{}{})
 	// Each delivery has 15 s: with the 10 s margin, it runs two steps and hands on.
 	n := in.deliverAll(t, 20, func() jobs.Delivery { return jobs.Delivery{Deadline: clk.Now().Add(15 * time.Second)} })
 	if n < 3 {
@@ -167,10 +164,7 @@ func testRetriesThenFailure(t *testing.T, s store.Store) {
 		return err
 	}, jobs.MaxAttempts(3), jobs.Backoff(time.Second))
 	in := newInstance(t, s, o, newClock(), &queue{})
-	job := jobID(t)
-	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
-		t.Fatal(err)
-	}
+	job := start(t, in, w, struct{}{})
 	var delays []time.Duration
 	for range 10 {
 		msgs := in.q.take()
@@ -215,10 +209,7 @@ func testRetryThenSuccess(t *testing.T, s store.Store) {
 		return err
 	})
 	in := newInstance(t, s, o, newClock(), &queue{})
-	job := jobID(t)
-	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
-		t.Fatal(err)
-	}
+	job := start(t, in, w, struct{}{})
 	if n := in.deliverAll(t, 5, nil); n != 2 || runs != 2 {
 		t.Fatalf("%d deliveries, %d runs", n, runs)
 	}
@@ -260,13 +251,8 @@ func testStopMidRun(t *testing.T, s store.Store) {
 		return err
 	})
 	in := newInstance(t, s, o, newClock(), &queue{})
-	job := jobID(t)
-	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
-		t.Fatal(err)
-	}
-	m := in.q.take()[0]
-	done := make(chan error, 1)
-	go func() { done <- in.svc.Deliver(context.Background(), m.M, jobs.Delivery{}) }()
+	job := start(t, in, w, struct{}{})
+	_, done := deliverInBackground(t, in)
 	<-entered
 	snap, err := jobs.Stop(in.ctx(), job)
 	if err != nil {
@@ -318,13 +304,8 @@ func testStopFromAnotherInstance(t *testing.T, s store.Store) {
 	clk := newClock()
 	a := newInstance(t, s, o, clk, &queue{})
 	b := newInstance(t, s, o, clk, &queue{})
-	job := jobID(t)
-	if _, err := w.Start(a.ctx(), startReq(job), struct{}{}); err != nil {
-		t.Fatal(err)
-	}
-	m := a.q.take()[0]
-	done := make(chan error, 1)
-	go func() { done <- a.svc.Deliver(context.Background(), m.M, jobs.Delivery{}) }()
+	job := start(t, a, w, struct{}{})
+	_, done := deliverInBackground(t, a)
 	<-entered
 	if _, err := jobs.Stop(b.ctx(), job); err != nil {
 		t.Fatal(err)
@@ -351,10 +332,7 @@ func testTimeout(t *testing.T, s store.Store) {
 		return nil
 	}, jobs.Timeout(time.Hour))
 	in := newInstance(t, s, o, clk, &queue{})
-	job := jobID(t)
-	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
-		t.Fatal(err)
-	}
+	job := start(t, in, w, struct{}{})
 	in.deliverAll(t, 3, nil)
 	got := mustJSON(t, stateOf(t, in, job))
 	if !strings.Contains(got, `"status":"failed"`) || !strings.Contains(got, `"error":{"message":"the job did not finish within 1h0m0s (its timeout)"}`) {
@@ -384,10 +362,7 @@ func testAwait(t *testing.T, s store.Store) {
 		return err
 	})
 	in := newInstance(t, s, o, newClock(), &queue{})
-	job := jobID(t)
-	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
-		t.Fatal(err)
-	}
+	job := start(t, in, w, struct{}{})
 	in.deliverAll(t, 3, nil)
 	snap := stateOf(t, in, job)
 	step := snap.Cases[0].Steps[1]
@@ -438,10 +413,7 @@ func testWake(t *testing.T, s store.Store) {
 		return err
 	})
 	in := newInstance(t, s, o, newClock(), &queue{})
-	job := jobID(t)
-	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
-		t.Fatal(err)
-	}
+	job := start(t, in, w, struct{}{})
 	in.deliverAll(t, 3, nil)
 	req := startReq(job)
 	step := job + "-decision"
@@ -528,21 +500,16 @@ func testTakeOver(t *testing.T, s store.Store) {
 	clk := newClock()
 	a := newInstance(t, s, o, clk, &queue{})
 	b := newInstance(t, s, o, clk, &queue{})
-	job := jobID(t)
-	if _, err := w.Start(a.ctx(), startReq(job), struct{}{}); err != nil {
-		t.Fatal(err)
-	}
-	m := a.q.take()[0]
-	done := make(chan error, 1)
-	go func() { done <- a.svc.Deliver(context.Background(), m.M, jobs.Delivery{}) }()
+	job := start(t, a, w, struct{}{})
+	m, done := deliverInBackground(t, a)
 	<-entered
 	// While A holds the lease, B's delivery is refused for later.
-	if err := b.svc.Deliver(context.Background(), m.M, jobs.Delivery{}); !errors.Is(err, jobs.ErrBusy) {
+	if err := b.svc.Deliver(context.Background(), m, jobs.Delivery{}); !errors.Is(err, jobs.ErrBusy) {
 		t.Fatalf("delivery while another instance runs the task: %v", err)
 	}
 	// A stalls past its lease (no renewal fires): B takes the task over and finishes it.
 	clk.Add(jobs.DefaultLease + jobs.SkewMargin + time.Second)
-	if err := b.svc.Deliver(context.Background(), m.M, jobs.Delivery{}); err != nil {
+	if err := b.svc.Deliver(context.Background(), m, jobs.Delivery{}); err != nil {
 		t.Fatal(err)
 	}
 	close(release)
@@ -585,10 +552,7 @@ func testStoreDown(t *testing.T, s store.Store) {
 		return err
 	})
 	in := newInstance(t, fs, o, newClock(), &queue{})
-	job := jobID(t)
-	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
-		t.Fatal(err)
-	}
+	job := start(t, in, w, struct{}{})
 	m := in.q.take()[0]
 	if err := in.svc.Deliver(context.Background(), m.M, jobs.Delivery{}); err == nil {
 		t.Fatal("a delivery whose step could not be recorded was acknowledged")
@@ -677,10 +641,7 @@ func testLastReceive(t *testing.T, s store.Store) {
 		return err
 	})
 	in := newInstance(t, fs, o, newClock(), &queue{})
-	job := jobID(t)
-	if _, err := w.Start(in.ctx(), startReq(job), struct{}{}); err != nil {
-		t.Fatal(err)
-	}
+	job := start(t, in, w, struct{}{})
 	m := in.q.take()[0]
 	for receive := 1; receive <= 2; receive++ {
 		if err := in.svc.Deliver(context.Background(), m.M, jobs.Delivery{Receive: receive, MaxReceives: 2}); err == nil {

@@ -20,10 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/supervaize/svz/adapters/adaptertest"
 	"github.com/supervaize/svz/core/store/dynamodb/dynamodbtest"
+	"github.com/supervaize/svz/core/store/storeenv/storeenvtest"
 	"github.com/supervaize/svz/examples/helloworld/hello"
 	"github.com/supervaize/svz/internal/testenv"
 )
@@ -294,22 +293,13 @@ func checkIncreasing(t testing.TB, ids []string) {
 // fresh store of it.
 func sharedStores(t testing.TB) map[string][]string {
 	t.Helper()
-	pg := testenv.Need(t, testenv.PostgresURL)
-	pgTable := testenv.UniqueName("svz_cross_")
-	t.Cleanup(func() {
-		pool, err := pgxpool.New(context.Background(), pg)
-		if err == nil {
-			_, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+pgTable+", "+pgTable+"_log, "+pgTable+"_log_head")
-			pool.Close()
-		}
-	})
 	// The processes' conditional writes race on one table: through MotoProxy they are atomic, as
 	// on DynamoDB (moto_server's are not).
 	endpoint := testenv.MotoProxy(t, testenv.Need(t, testenv.AWSEndpoint))
 	_, ddbTable := dynamodbtest.Table(t, endpoint, "svz-cross-")
 	return map[string][]string{
-		"postgres": {"SUPERVAIZER_STORE=postgres", "SUPERVAIZER_STORE_URL=" + pg, "SUPERVAIZER_STORE_TABLE=" + pgTable},
-		"redis":    {"SUPERVAIZER_STORE=redis", "SUPERVAIZER_STORE_URL=" + testenv.Need(t, testenv.RedisURL)},
+		"postgres": storeenvtest.Postgres(t, "svz_cross_"),
+		"redis":    storeenvtest.Redis(t),
 		"dynamodb": dynamodbtest.Env(endpoint, ddbTable),
 	}
 }
