@@ -392,7 +392,11 @@ func (s *Service) deliver(ctx context.Context, m Message, d Delivery) error {
 }
 
 func timeoutMessage(r *record) string {
-	return fmt.Sprintf("the job did not finish within %s (its timeout)", r.Deadline.Sub(r.Created).Round(time.Second))
+	d := r.Deadline.Sub(r.Created)
+	if d >= time.Second {
+		d = d.Round(time.Second)
+	}
+	return fmt.Sprintf("the job did not finish within %s (its timeout)", d)
 }
 
 // published tells the effect stream that a job finished or waits.

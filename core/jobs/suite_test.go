@@ -24,6 +24,7 @@ func suite(t *testing.T, s store.Store) {
 	t.Run("StopMidRun", func(t *testing.T) { testStopMidRun(t, s) })
 	t.Run("StopFromAnotherInstance", func(t *testing.T) { testStopFromAnotherInstance(t, s) })
 	t.Run("Timeout", func(t *testing.T) { testTimeout(t, s) })
+	t.Run("TimeoutOutsideAStep", func(t *testing.T) { testTimeoutOutsideAStep(t, s) })
 	t.Run("Await", func(t *testing.T) { testAwait(t, s) })
 	t.Run("Wake", func(t *testing.T) { testWake(t, s) })
 	t.Run("WakeBeforeWait", func(t *testing.T) { testWakeBeforeWait(t, s) })
@@ -656,5 +657,22 @@ func testLastReceive(t *testing.T, s store.Store) {
 	got := mustJSON(t, stateOf(t, in, job))
 	if !strings.Contains(got, `"status":"failed"`) || !strings.Contains(got, `"error":{"message":"the task was delivered 2 times without finishing (last error: jobs: delivery of job`) {
 		t.Fatalf("state after the last receive: %s", got)
+	}
+}
+
+// testTimeoutOutsideAStep: the job's timeout ends work that waits outside a step (its context is
+// done at the deadline, whatever the work returns): the job fails with the timeout's message.
+func testTimeoutOutsideAStep(t *testing.T, s store.Store) {
+	o := newOwner()
+	w := jobs.Define(o, "waits", func(ctx context.Context, _ struct{}) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}, jobs.Timeout(100*time.Millisecond))
+	in := newInstance(t, s, o, newClock(), &queue{})
+	job := start(t, in, w, struct{}{})
+	in.deliverAll(t, 2, nil)
+	got := mustJSON(t, stateOf(t, in, job))
+	if !strings.Contains(got, `"status":"failed"`) || !strings.Contains(got, `"error":{"message":"the job did not finish within 100ms (its timeout)"}`) {
+		t.Fatalf("state %s", got)
 	}
 }

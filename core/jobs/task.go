@@ -89,8 +89,9 @@ func (t *task) run(ctx context.Context, w runner) error {
 	err := t.exec(wctx, w)
 	close(stopRenew)
 	<-renewed
+	cause := context.Cause(wctx) // the job's timeout, when it ended the work outside a step
 	cancel(nil)
-	return t.finish(ctx, err)
+	return t.finish(ctx, err, cause)
 }
 
 var errTimedOut = errors.New("jobs: the job's timeout passed")
@@ -220,14 +221,14 @@ func (t *task) durableWrite(ctx context.Context, mutate func(r *record) bool) er
 }
 
 // finish records how the delivery ended and hands the task on when it continues.
-func (t *task) finish(ctx context.Context, workErr error) error {
+func (t *task) finish(ctx context.Context, workErr, cause error) error {
 	s := t.svc
 	t.mu.Lock()
 	h, delay, failMsg, storeErr := t.halt, t.delay, t.failMsg, t.failErr
 	t.mu.Unlock()
 	if h == running {
 		switch {
-		case errors.Is(context.Cause(ctx), errTimedOut) || !s.now().Before(t.rec.Deadline):
+		case errors.Is(cause, errTimedOut) || !s.now().Before(t.rec.Deadline):
 			h = timedOut
 		case workErr == nil:
 		default:
