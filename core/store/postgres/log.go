@@ -83,20 +83,7 @@ func newLog(table string) *pgLog {
 	// $1 name, $2 epoch of a new log, $3 at_ms, $4 data, $5 count bound, $6 cutoff_ms, $7 channel.
 	// gc reads the head's new position from h, so the head row is locked before any entry is:
 	// two appends never wait on each other in opposite orders.
-	l.sqlAppend = `WITH h AS (
-			INSERT INTO ` + l.head + ` AS hd (name, epoch, seq) VALUES ($1, $2, 1)
-			ON CONFLICT (name) DO UPDATE SET seq = hd.seq + 1
-			RETURNING epoch, seq
-		), ins AS (
-			INSERT INTO ` + l.log + ` (name, seq, at_ms, data) SELECT $1, h.seq, $3, $4 FROM h RETURNING seq
-		), old AS (
-			SELECT seq, at_ms FROM ` + l.log + ` WHERE name = $1 ORDER BY seq LIMIT ` + strconv.Itoa(LogReclaimBatch) + `
-		), gc AS (
-			DELETE FROM ` + l.log + ` WHERE name = $1 AND seq IN (
-				SELECT o.seq FROM old o, h WHERE o.seq <= h.seq - $5
-					OR o.seq < coalesce((SELECT min(p.seq) FROM old p WHERE p.at_ms >= $6), h.seq))
-			RETURNING 1
-		)
+	l.sqlAppend = `WITH ` + l.appendCTEs("VALUES ($1, $2, 1)", 1) + `
 		SELECT h.epoch, h.seq, (SELECT count(*) FROM gc),
 			(SELECT count(*) FROM (SELECT pg_notify($7, h.seq || ' ' || h.epoch || ' ' || $1)) n)
 		FROM h, ins`
@@ -109,6 +96,28 @@ func newLog(table string) *pgLog {
 		WHERE h.name = $1 ORDER BY e.seq`
 	l.sqlHead = `SELECT epoch, seq FROM ` + l.head + ` WHERE name = $1`
 	return l
+}
+
+// appendCTEs are an append's common table expressions h (the head, moved on from the row source
+// gives), ins (the entry), old and gc (retention), with the append's parameters numbered from p:
+// $p name, $p+1 epoch of a new log, $p+2 at_ms, $p+3 data, $p+4 count bound, $p+5 cutoff_ms. gc
+// reads the head's new position from h, so the head row is locked before any entry is.
+func (l *pgLog) appendCTEs(source string, p int) string {
+	arg := func(i int) string { return "$" + strconv.Itoa(p+i) }
+	return `h AS (
+			INSERT INTO ` + l.head + ` AS hd (name, epoch, seq) ` + source + `
+			ON CONFLICT (name) DO UPDATE SET seq = hd.seq + 1
+			RETURNING epoch, seq
+		), ins AS (
+			INSERT INTO ` + l.log + ` (name, seq, at_ms, data) SELECT ` + arg(0) + `, h.seq, ` + arg(2) + `, ` + arg(3) + ` FROM h RETURNING seq
+		), old AS (
+			SELECT seq, at_ms FROM ` + l.log + ` WHERE name = ` + arg(0) + ` ORDER BY seq LIMIT ` + strconv.Itoa(LogReclaimBatch) + `
+		), gc AS (
+			DELETE FROM ` + l.log + ` WHERE name = ` + arg(0) + ` AND seq IN (
+				SELECT o.seq FROM old o, h WHERE o.seq <= h.seq - ` + arg(4) + `
+					OR o.seq < coalesce((SELECT min(p.seq) FROM old p WHERE p.at_ms >= ` + arg(5) + `), h.seq))
+			RETURNING 1
+		)`
 }
 
 // setupLog creates the log tables if they do not exist and checks their columns, inside the
@@ -167,20 +176,7 @@ func (l *pgLog) updateAppendSQL(table string) string {
 	return `WITH cur AS (SELECT version, expires_ms FROM ` + table + ` WHERE key = $1),
 		upd AS (UPDATE ` + table + ` SET value = $3, version = $4, expires_ms = $5
 			WHERE key = $1 AND version = $2 AND expires_ms > $6 RETURNING 1),
-		h AS (
-			INSERT INTO ` + l.head + ` AS hd (name, epoch, seq) SELECT $7, $8, 1 FROM upd
-			ON CONFLICT (name) DO UPDATE SET seq = hd.seq + 1
-			RETURNING epoch, seq
-		), ins AS (
-			INSERT INTO ` + l.log + ` (name, seq, at_ms, data) SELECT $7, h.seq, $9, $10 FROM h RETURNING seq
-		), old AS (
-			SELECT seq, at_ms FROM ` + l.log + ` WHERE name = $7 ORDER BY seq LIMIT ` + strconv.Itoa(LogReclaimBatch) + `
-		), gc AS (
-			DELETE FROM ` + l.log + ` WHERE name = $7 AND seq IN (
-				SELECT o.seq FROM old o, h WHERE o.seq <= h.seq - $11
-					OR o.seq < coalesce((SELECT min(p.seq) FROM old p WHERE p.at_ms >= $12), h.seq))
-			RETURNING 1
-		)
+		` + l.appendCTEs("SELECT $7, $8, 1 FROM upd", 7) + `
 		SELECT EXISTS (SELECT 1 FROM upd), (SELECT version FROM cur), (SELECT expires_ms FROM cur),
 			(SELECT epoch FROM h), (SELECT seq FROM h), (SELECT count(*) FROM gc),
 			(SELECT count(*) FROM (SELECT pg_notify($13, h.seq || ' ' || h.epoch || ' ' || $7) FROM h, ins) n)`
