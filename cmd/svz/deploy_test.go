@@ -46,7 +46,7 @@ func TestDeployConfigErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"deploy", "plan"}, `deploy plan failed at step "config": --platform is required: cloud-run, app-runner or lambda`},
-		{[]string{"deploy", "up", "-p", "lambda"}, `deploy up failed at step "config": --name is required`},
+		{[]string{"deploy", "up", "-p", "lambda"}, `deploy up failed at step "config": --name is required: the service's name, e.g. --name my-agent (its resources are named {name}-{env})`},
 		{[]string{"deploy", "status", "-p", "cloud-run", "-n", "hello"}, `deploy status failed at step "config": --project-id is required for cloud-run`},
 		{[]string{"deploy", "plan", "-p", "lambda", "-n", "hello", "--arch", "386"}, `deploy plan failed at step "config": --arch "386": want amd64 or arm64`},
 		{[]string{"deploy", "plan", "-p", "lambda", "-n", "hello", "-o", "yaml"}, `--output "yaml": want text or json`},
@@ -54,8 +54,8 @@ func TestDeployConfigErrors(t *testing.T) {
 		{[]string{"deploy", "down", "-p", "lambda", "-n", "hello", "--purge"}, `deploy down failed at step "confirm": deleting hello-dev on lambda with its secrets and stored data needs confirmation: pass --yes (stdin is not a terminal, so nobody can be asked)`},
 		{[]string{"deploy", "up", "-p", "lambda", "-n", "hello", "--main", "../../examples/helloworld"}, `deploy up failed at step "confirm": changing hello-dev on lambda needs confirmation: pass --yes (stdin is not a terminal, so nobody can be asked)`},
 		{[]string{"deploy", "up", "-p", "lambda", "-n", "hello", "--main", "../../examples/helloworld", "--rotate-secrets"}, `deploy up failed at step "confirm": changing hello-dev on lambda and rotating its secrets needs confirmation: pass --yes (stdin is not a terminal, so nobody can be asked)`},
-		{[]string{"deploy", "local", "-p", "cloud-run"}, `deploy local failed at step "config": --name is required`},
-		{[]string{"deploy", "down", "-p", "lambda"}, `deploy down failed at step "config": --name is required`},
+		{[]string{"deploy", "local", "-p", "cloud-run"}, `deploy local failed at step "config": --name is required: the service's name, e.g. --name my-agent (its resources are named {name}-{env})`},
+		{[]string{"deploy", "down", "-p", "lambda"}, `deploy down failed at step "config": --name is required: the service's name, e.g. --name my-agent (its resources are named {name}-{env})`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, _, err := svz(t, tc.args...)
@@ -72,7 +72,7 @@ func TestDeployJSONFailure(t *testing.T) {
 		t.Fatal("no error")
 	}
 	v := decode(t, out)
-	if v["ok"] != false || v["failed_step"] != "config" || v["command"] != "plan" || v["error"] != "step config: --name is required" {
+	if v["ok"] != false || v["failed_step"] != "config" || v["command"] != "plan" || v["error"] != "step config: --name is required: the service's name, e.g. --name my-agent (its resources are named {name}-{env})" {
 		t.Fatalf("document %v", v)
 	}
 }
