@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 
+	"cloud.google.com/go/compute/metadata"
+
 	"github.com/supervaize/svz/internal/testenv"
 )
 
@@ -285,5 +287,32 @@ func TestDeployCredentialsMessage(t *testing.T) {
 	}
 	if len(leaked) > 0 || cmdErr != "" {
 		t.Fatalf("printed besides svz's message:\n%s%s", leaked, cmdErr)
+	}
+}
+
+// TestDeployGoogleCredentialsMessage: without Application Default Credentials, Cloud Run's connect
+// step names the fix; a GOOGLE_APPLICATION_CREDENTIALS that cannot be read is reported as itself.
+func TestDeployGoogleCredentialsMessage(t *testing.T) {
+	t.Setenv("GCE_METADATA_HOST", "")
+	if metadata.OnGCE() {
+		t.Skip("on Google Cloud the metadata server gives credentials")
+	}
+	t.Setenv("HOME", t.TempDir()) // no gcloud application_default_credentials.json
+	missing := filepath.Join(t.TempDir(), "key.json")
+	for _, tc := range []struct{ file, want string }{
+		{"", `deploy status failed at step "connect": no Google Cloud credentials found: run gcloud auth application-default login, ` +
+			`or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file; svz deploy reads Application Default Credentials ` +
+			`(that variable, gcloud's application_default_credentials.json, the metadata server on Google Cloud)`},
+		{missing, `deploy status failed at step "connect": application default credentials cannot be used: ` +
+			`google: error getting credentials using GOOGLE_APPLICATION_CREDENTIALS environment variable: open ` + missing + `: no such file or directory`},
+	} {
+		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", tc.file)
+		out, cmdErr, err := svz(t, "deploy", "status", "-p", "cloud-run", "-n", "hello", "--project-id", "p")
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("GOOGLE_APPLICATION_CREDENTIALS=%q: err %v\nwant %s", tc.file, err, tc.want)
+		}
+		if out != "" || cmdErr != "" {
+			t.Errorf("printed besides svz's message:\n%s%s", out, cmdErr)
+		}
 	}
 }
