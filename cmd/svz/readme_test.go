@@ -115,7 +115,42 @@ func TestDocLinksResolve(t *testing.T) {
 	}
 }
 
+// TestDocMakeTargetsExist: every `make TARGET` README.md and docs/*.md name (the figures' make
+// targets among them) is a target of the Makefile or of mk/*.mk.
+func TestDocMakeTargetsExist(t *testing.T) {
+	root := checkout(t)
+	makefiles, _ := filepath.Glob(filepath.Join(root, "mk", "*.mk"))
+	targets := map[string]bool{}
+	for _, f := range append(makefiles, filepath.Join(root, "Makefile")) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range makeRule.FindAllStringSubmatch(string(b), -1) {
+			targets[m[1]] = true
+		}
+	}
+	if !targets["test"] || !targets["build-ControllerFunction"] {
+		t.Fatalf("the rules were not read: %v", targets)
+	}
+	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	for _, page := range append(docs, filepath.Join(root, "README.md")) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range makeMention.FindAllStringSubmatch(stripFences(string(b)), -1) {
+			if !targets[m[1]] {
+				rel, _ := filepath.Rel(root, page)
+				t.Errorf("%s names `make %s`: no such target in the Makefile or mk/*.mk", rel, m[1])
+			}
+		}
+	}
+}
+
 var (
+	makeRule         = regexp.MustCompile(`(?m)^([a-zA-Z][a-zA-Z0-9_-]*):`)
+	makeMention      = regexp.MustCompile("`make (?:-f [^ `]+ )?([a-zA-Z][a-zA-Z0-9_-]*)")
 	mdLink           = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	docAnchorMention = regexp.MustCompile(`docs/[a-z0-9-]+\.md#[a-z0-9-]+`)
 	fence            = regexp.MustCompile("(?ms)^```.*?^```")
