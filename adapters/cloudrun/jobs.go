@@ -173,9 +173,9 @@ type Deliverer interface {
 
 // Handler serves TaskPath with svc's deliveries, and everything else with next. A delivery is
 // served only with a valid OIDC token of the invoker account for the service's URL, in a single
-// Authorization header; any other request is answered 401 and never reaches the job service. A delivery's answer tells Cloud
-// Tasks what to do: 2xx done (finished, handed on, or a message to drop), 503 deliver it again
-// later (with the queue's backoff).
+// Authorization header; any other request is answered 401 and never reaches the job service. A
+// delivery's answer tells Cloud Tasks what to do: 2xx done (finished, handed on, or a message to
+// drop), 503 deliver it again later (with the queue's backoff).
 func (j *Jobs) Handler(next http.Handler, svc Deliverer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != TaskPath {
