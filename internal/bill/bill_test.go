@@ -3,6 +3,7 @@ package bill_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -21,22 +22,36 @@ import (
 // The call kinds metered, in the order printed.
 var kinds = []string{"job.start new keyed", "job.start replay", "surface.load", "job.start unkeyed"}
 
-// meterDynamoDB runs each call kind rounds times against Hello World on a DynamoDB table behind
-// the metering proxy and returns the usage of one call of each kind.
-func meterDynamoDB(t testing.TB, rounds int) map[string]bill.Usage {
+// meteredTable creates a DynamoDB table on moto and returns the metering proxy in front of it
+// and the store settings (KEY=VALUE) that reach the table through it.
+func meteredTable(t testing.TB, name string) (*bill.DynamoDB, []string) {
 	endpoint := testenv.Need(t, testenv.AWSEndpoint)
-	_, table := dynamodbtest.Table(t, endpoint, "bill")
+	_, table := dynamodbtest.Table(t, endpoint, name)
 	meter, err := bill.NewDynamoDB(endpoint, "ix")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(meter)
 	t.Cleanup(srv.Close)
-	settings := map[string]string{}
-	for _, kv := range dynamodbtest.Env(srv.URL, table) {
+	return meter, dynamodbtest.Env(srv.URL, table)
+}
+
+// settingsOf is env (KEY=VALUE) as a map, with extra added.
+func settingsOf(env []string, extra map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
-		settings[k] = v
+		out[k] = v
 	}
+	maps.Copy(out, extra)
+	return out
+}
+
+// meterDynamoDB runs each call kind rounds times against Hello World on a DynamoDB table behind
+// the metering proxy and returns the usage of one call of each kind.
+func meterDynamoDB(t testing.TB, rounds int) map[string]bill.Usage {
+	meter, env := meteredTable(t, "bill")
+	settings := settingsOf(env, nil)
 	out := map[string]bill.Usage{}
 	calls(t, settings, rounds, func() any { return meter.Usage() }, func(kind string, before, after any) {
 		out[kind] = out[kind].Add(after.(bill.Usage).Sub(before.(bill.Usage)))
@@ -55,19 +70,8 @@ const boundCount = 5
 // is at its retention bound (SUPERVAIZER_EVENT_RETENTION_COUNT boundCount, the default age bound):
 // the steady state of a controller whose log is full, where each append may also reclaim space.
 func meterAtBound(t testing.TB, rounds int) bill.Usage {
-	endpoint := testenv.Need(t, testenv.AWSEndpoint)
-	_, table := dynamodbtest.Table(t, endpoint, "bound")
-	meter, err := bill.NewDynamoDB(endpoint, "ix")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(meter)
-	t.Cleanup(srv.Close)
-	settings := map[string]string{"SUPERVAIZER_EVENT_RETENTION_COUNT": strconv.Itoa(boundCount)}
-	for _, kv := range dynamodbtest.Env(srv.URL, table) {
-		k, v, _ := strings.Cut(kv, "=")
-		settings[k] = v
-	}
+	meter, env := meteredTable(t, "bound")
+	settings := settingsOf(env, map[string]string{"SUPERVAIZER_EVENT_RETENTION_COUNT": strconv.Itoa(boundCount)})
 	cb, err := callbench.NewWith(context.Background(), settings)
 	if err != nil {
 		t.Fatal(err)

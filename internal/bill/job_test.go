@@ -4,18 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/jobs"
-	"github.com/supervaize/svz/core/store/dynamodb/dynamodbtest"
+	"github.com/supervaize/svz/core/jobs/jobstest"
 	"github.com/supervaize/svz/core/store/storeenv/storeenvtest"
 	"github.com/supervaize/svz/internal/bill"
-	"github.com/supervaize/svz/internal/testenv"
 )
 
 // jobSteps is how many steps the metered job records.
@@ -24,30 +21,6 @@ const jobSteps = 4
 type registry struct{ reg *jobs.Registry }
 
 func (r registry) Works() *jobs.Registry { return r.reg }
-
-// queue is a dispatcher that keeps the messages for the meter to deliver.
-type queue struct {
-	mu   sync.Mutex
-	msgs []jobs.Message
-}
-
-func (q *queue) Dispatch(_ context.Context, m jobs.Message, _ time.Duration) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.msgs = append(q.msgs, m)
-	return nil
-}
-
-func (q *queue) next() (jobs.Message, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.msgs) == 0 {
-		return jobs.Message{}, false
-	}
-	m := q.msgs[0]
-	q.msgs = q.msgs[1:]
-	return m, true
-}
 
 type lead struct {
 	Name    string `json:"name"`
@@ -61,15 +34,8 @@ type lead struct {
 // report, import them: jobSteps steps whose results the task record keeps) on a DynamoDB table
 // behind the metering proxy, and returns the usage of one job from its start to its completion.
 func meterJob(t testing.TB, rounds int) bill.Usage {
-	endpoint := testenv.Need(t, testenv.AWSEndpoint)
-	_, table := dynamodbtest.Table(t, endpoint, "jobs")
-	meter, err := bill.NewDynamoDB(endpoint, "ix")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(meter)
-	t.Cleanup(srv.Close)
-	st := storeenvtest.Open(t, dynamodbtest.Env(srv.URL, table))
+	meter, env := meteredTable(t, "jobs")
+	st := storeenvtest.Open(t, env)
 	r := registry{jobs.NewRegistry()}
 	w := jobs.Define(r, "leads", func(ctx context.Context, in struct{ Query string }) error {
 		found, err := jobs.Step(ctx, "find", func(context.Context) ([]lead, error) {
@@ -99,7 +65,7 @@ func meterJob(t testing.TB, rounds int) bill.Usage {
 		_, err = jobs.Step(ctx, "import", func(context.Context) (int, error) { return len(scored), nil })
 		return err
 	})
-	q := &queue{}
+	q := &jobstest.Queue{}
 	svc := jobs.NewService(jobs.Config{Store: st, Dispatcher: q, Logger: slog.New(slog.DiscardHandler),
 		Works: func(string) (*jobs.Registry, time.Duration, bool) { return r.reg, 0, true }})
 	t.Cleanup(svc.Close)
@@ -112,9 +78,11 @@ func meterJob(t testing.TB, rounds int) bill.Usage {
 		if _, err := w.Start(ctx, req, struct{ Query string }{"operations leaders in Lyon"}); err != nil {
 			t.Fatal(err)
 		}
-		for m, ok := q.next(); ok; m, ok = q.next() {
-			if err := svc.Deliver(context.Background(), m, jobs.Delivery{}); err != nil {
-				t.Fatal(err)
+		for msgs := q.Take(); len(msgs) > 0; msgs = q.Take() {
+			for _, m := range msgs {
+				if err := svc.Deliver(context.Background(), m, jobs.Delivery{}); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		snap, err := jobs.State(ctx, job)
