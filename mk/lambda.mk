@@ -42,7 +42,9 @@ rie: ## install the Lambda Runtime Interface Emulator (go install) unless $(RIE)
 
 # invoke is `sam local invoke` without Docker (nor QEMU for arm64): the bootstrap built as sam
 # build builds it, for this machine, run once under the emulator with EVENT and the environment of
-# ENV_VARS (a SAM --env-vars file). The response goes to stdout, the logs to stderr.
+# ENV_VARS (a SAM --env-vars file). The response goes to stdout, the logs to stderr. The default
+# ENV_VARS turns local mode on, which refuses (403) an event whose Host is not loopback: the
+# samples under events/ name 127.0.0.1:3000.
 INVOKE_DIR ?= $(or $(TMPDIR),/tmp)/svz-invoke
 ENV_VARS ?= events/env.json
 

@@ -34,7 +34,8 @@ const APIKey = "adaptertest-key-7f3a9c2e51"
 // Env is the environment of the controller under test: Hello World in local mode (action calls
 // need no workspace grant) with an in-memory store and a fixed public URL, so that documents do
 // not depend on the address an adapter listens on. The Lambda suite runs it under the Runtime
-// Interface Emulator, a local emulation where local mode is allowed (SUPERVAIZER_LOCAL_EMULATOR).
+// Interface Emulator, a local emulation where local mode is allowed (SUPERVAIZER_LOCAL_EMULATOR);
+// there local mode refuses a Host that is not loopback, so its requests name 127.0.0.1:3000.
 func Env() map[string]string {
 	return map[string]string{
 		"SUPERVAIZER_API_KEY":        APIKey,

@@ -110,8 +110,10 @@ type badRequest struct{ reason string }
 
 func (e *badRequest) Error() string { return "lambda: bad request: " + e.reason }
 
-// request converts the event to the request a server would have read from the wire.
-func (e *event) request(ctx context.Context, k source) (*http.Request, error) {
+// request converts the event to the request a server would have read from the wire. hosts are
+// the event's Host header values: the request's Host falls back to the event's domain name when
+// there is none, which local mode's Host check must not take for a Host the client sent.
+func (e *event) request(ctx context.Context, k source) (r *http.Request, hosts []string, err error) {
 	var method, path, query, remote string
 	var header http.Header
 	switch k {
@@ -149,7 +151,7 @@ func (e *event) request(ctx context.Context, k source) (*http.Request, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, &badRequest{reason: "invalid request target: " + err.Error()}
+		return nil, nil, &badRequest{reason: "invalid request target: " + err.Error()}
 	}
 	var body io.ReadCloser = http.NoBody
 	n := int64(len(e.Body))
@@ -157,12 +159,13 @@ func (e *event) request(ctx context.Context, k source) (*http.Request, error) {
 	case e.IsBase64Encoded && e.Body != "":
 		b, err := base64.StdEncoding.DecodeString(e.Body)
 		if err != nil {
-			return nil, &badRequest{reason: "body is not valid base64: " + err.Error()}
+			return nil, nil, &badRequest{reason: "body is not valid base64: " + err.Error()}
 		}
 		body, n = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 	case e.Body != "":
 		body = io.NopCloser(strings.NewReader(e.Body))
 	}
+	hosts = header["Host"]
 	host := header.Get("Host")
 	if host == "" {
 		host = e.RequestContext.DomainName
@@ -171,7 +174,7 @@ func (e *event) request(ctx context.Context, k source) (*http.Request, error) {
 	if remote != "" {
 		remote = net.JoinHostPort(remote, "0")
 	}
-	r := &http.Request{
+	r = &http.Request{
 		Method:        method,
 		URL:           u,
 		Proto:         "HTTP/1.1",
@@ -184,7 +187,7 @@ func (e *event) request(ctx context.Context, k source) (*http.Request, error) {
 		RemoteAddr:    remote,
 		RequestURI:    target,
 	}
-	return r.WithContext(ctx), nil
+	return r.WithContext(ctx), hosts, nil
 }
 
 // header returns the multi-value headers of a REST or ALB event (a superset of the single-value

@@ -22,7 +22,7 @@ func TestEffectsPolledAcrossFunctionInstances(t *testing.T) {
 		body := `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"request_id":"` + requestID + `",` +
 			`"actor":{"user_id":"user-1"},"workspace":{"id":"workspace-1"},"mission_id":"mission-1","agent_slug":"hello-world-ai-agent",` +
 			`"surface":"job.start","action":"job.start","job_id":"job-` + requestID + `","input":{"count":1}}}`
-		ev := functionURLEvent("POST", "/a2a", "", body)
+		ev := localFunctionURLEvent("POST", "/a2a", "", body)
 		ev.Headers["x-api-key"] = adaptertest.APIKey
 		status, out := em.invoke(t, payload(t, ev))
 		if r, _ := decodeReply(t, out); status != http.StatusOK || r.StatusCode != http.StatusOK || !strings.Contains(r.Body, `"result":{"status":"ok"`) {
@@ -32,7 +32,7 @@ func TestEffectsPolledAcrossFunctionInstances(t *testing.T) {
 	idLine := regexp.MustCompile(`(?m)^id: (\S+)$`)
 	poll := func(em *emulator, lastEventID string) (string, []string) {
 		t.Helper()
-		ev := functionURLEvent("GET", "/a2a/events", "", "")
+		ev := localFunctionURLEvent("GET", "/a2a/events", "", "")
 		ev.Headers["x-api-key"] = adaptertest.APIKey
 		if lastEventID != "" {
 			ev.Headers["last-event-id"] = lastEventID

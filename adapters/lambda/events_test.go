@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/supervaize/svz/examples/helloworld/hello"
+	"github.com/supervaize/svz/internal/localmode"
 	"github.com/supervaize/svz/internal/testenv"
 )
 
@@ -23,7 +24,8 @@ func repoRoot() string {
 
 // TestSampleEvents invokes Hello World, configured by events/env.json as `sam local invoke
 // --env-vars events/env.json` does, with every sample event of events/: each must be recognized
-// as the source its name says and answered 200.
+// as the source its name says and answered 200. env.json turns local mode on, which refuses a Host
+// that is not loopback (WithLoopbackOnly), so every sample names 127.0.0.1:3000.
 func TestSampleEvents(t *testing.T) {
 	root := repoRoot()
 	b, err := os.ReadFile(filepath.Join(root, "events", "env.json"))
@@ -38,10 +40,15 @@ func TestSampleEvents(t *testing.T) {
 	if env == nil {
 		t.Fatal("events/env.json has no ControllerFunction section")
 	}
-	h, err := hello.Build(context.Background(), func(k string) string { return env[k] }, slog.New(slog.DiscardHandler))
+	getenv := func(k string) string { return env[k] }
+	h, err := hello.Build(context.Background(), getenv, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if local, err := localmode.FromEnv(getenv); err != nil || !local {
+		t.Fatalf("events/env.json does not turn local mode on (%v): the samples are for sam local", err)
+	}
+	opts := []Option{WithLoopbackOnly()} // what adapters/platform gives the adapter in local mode
 	files, _ := filepath.Glob(filepath.Join(root, "events", "*.json"))
 	kinds := map[string]source{"function-url-": srcFunctionURL, "apigw-http-api-": srcHTTPAPI, "apigw-rest-api-": srcRESTAPI, "alb-": srcALB}
 	seen := 0
@@ -72,7 +79,7 @@ func TestSampleEvents(t *testing.T) {
 			if k != want {
 				t.Fatalf("detected as %s, its name says %s", k, want)
 			}
-			r, _ := decodeReply(t, invoke(t, h, p))
+			r, _ := decodeReply(t, invoke(t, h, p, opts...))
 			if r.StatusCode != 200 || (strings.Contains(name, "a2a-") && !strings.Contains(r.Body, `"result":`)) {
 				t.Fatalf("%d %s", r.StatusCode, r.Body)
 			}

@@ -8,6 +8,9 @@
 // runs, reporting the messages to deliver again (ReportBatchItemFailures). Only the mapping
 // delivers tasks: no HTTP route does.
 //
+// In local mode (WithLoopbackOnly: sam local start-api, the Runtime Interface Emulator), an HTTP
+// event whose Host header is not loopback is refused as local mode's plain server refuses it.
+//
 // The request context carries the invocation deadline. A handler panic becomes a 500 JSON body.
 // Buffered responses cannot flush, so an event stream answers what it has and ends (poll mode);
 // with WithStreaming, Function URL responses stream (InvokeMode RESPONSE_STREAM) and every flush
@@ -36,6 +39,7 @@ import (
 
 type config struct {
 	stream      bool
+	loopback    bool
 	log         *slog.Logger
 	deliver     DeliverFunc
 	maxReceives int
@@ -47,6 +51,13 @@ type Option func(*config)
 // WithStreaming answers Function URL events with streamed responses, for a Function URL whose
 // InvokeMode is RESPONSE_STREAM. Other sources are always buffered.
 func WithStreaming() Option { return func(c *config) { c.stream = true } }
+
+// WithLoopbackOnly refuses every HTTP event whose Host header is not a loopback address or
+// localhost (httpkit.NotLoopbackHost) with the answer of local mode's plain server: 403
+// {"detail": …} naming the fix. Local mode under sam local serves a public API key on
+// 127.0.0.1:3000, which a web page whose name was rebound to 127.0.0.1 (DNS rebinding) could
+// otherwise call. SQS events are not HTTP requests: they are served as always.
+func WithLoopbackOnly() Option { return func(c *config) { c.loopback = true } }
 
 // WithLogger sets the logger (slog.Default() otherwise).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
@@ -82,7 +93,7 @@ func (a *adapter) invoke(ctx context.Context, ev *event) (any, error) {
 	if k == srcSQS {
 		return a.serveSQS(ctx, ev.Records)
 	}
-	r, err := ev.request(ctx, k)
+	r, hosts, err := ev.request(ctx, k)
 	var bad *badRequest
 	switch {
 	case errors.As(err, &bad):
@@ -91,12 +102,32 @@ func (a *adapter) invoke(ctx context.Context, ev *event) (any, error) {
 	case err != nil:
 		return nil, err
 	}
+	h := a.h
+	if a.loopback {
+		if reason := notLoopbackHosts(hosts); reason != "" {
+			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { httpkit.RefuseNotLoopback(w, r, a.log, reason) })
+		}
+	}
 	if a.stream && k == srcFunctionURL {
-		return a.serveStream(r), nil
+		return a.serveStream(h, r), nil
 	}
 	w := newBufferedWriter(r.Method)
-	a.serveBuffered(w, r)
+	a.serveBuffered(h, w, r)
 	return w.response(k, len(ev.MultiValueHeaders) > 0, a.log), nil
+}
+
+// notLoopbackHosts says why an event's Host header values do not name this machine, or "" when
+// they do: every value must (a multi-value event may carry several), and there must be one.
+func notLoopbackHosts(hosts []string) string {
+	if len(hosts) == 0 {
+		return httpkit.NotLoopbackHost("")
+	}
+	for _, h := range hosts {
+		if reason := httpkit.NotLoopbackHost(h); reason != "" {
+			return reason
+		}
+	}
+	return ""
 }
 
 // badRequestBody answers a request no server would accept, in the controller's error shape.
@@ -118,7 +149,7 @@ func (a *adapter) badRequest(k source, multiValue bool) any {
 	return w.response(k, multiValue, a.log)
 }
 
-func (a *adapter) serveBuffered(w *bufferedWriter, r *http.Request) {
+func (a *adapter) serveBuffered(h http.Handler, w *bufferedWriter, r *http.Request) {
 	defer func() {
 		if v := recover(); v != nil {
 			if v != http.ErrAbortHandler { // a sentinel panic value, as net/http compares it
@@ -130,12 +161,12 @@ func (a *adapter) serveBuffered(w *bufferedWriter, r *http.Request) {
 		}
 		w.finish()
 	}()
-	a.h.ServeHTTP(w, r)
+	h.ServeHTTP(w, r)
 }
 
 // serveStream runs the handler in its own goroutine and returns as soon as the status and
 // headers are known; the runtime then reads the body as the handler writes and flushes it.
-func (a *adapter) serveStream(r *http.Request) io.Reader {
+func (a *adapter) serveStream(h http.Handler, r *http.Request) io.Reader {
 	ready := make(chan *events.LambdaFunctionURLStreamingResponse, 1)
 	pr, pw := io.Pipe()
 	w := &streamWriter{header: make(http.Header), head: r.Method == http.MethodHead, pw: pw, ready: ready}
@@ -148,7 +179,7 @@ func (a *adapter) serveStream(r *http.Request) io.Reader {
 				w.fail()
 			}
 		}()
-		a.h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 		w.finish()
 	}()
 	resp := <-ready

@@ -46,6 +46,18 @@ func functionURLEvent(method, rawPath, rawQuery, body string) events.LambdaFunct
 	}
 }
 
+// localHost is the Host `sam local start-api` forwards: the only kind a function in local mode
+// (events/env.json, adaptertest.Env) serves.
+const localHost = "127.0.0.1:3000"
+
+// localFunctionURLEvent is functionURLEvent as a function in local mode gets it: its Host names
+// this machine.
+func localFunctionURLEvent(method, rawPath, rawQuery, body string) events.LambdaFunctionURLRequest {
+	e := functionURLEvent(method, rawPath, rawQuery, body)
+	e.Headers["host"] = localHost
+	return e
+}
+
 func httpAPIEvent() events.APIGatewayV2HTTPRequest {
 	return events.APIGatewayV2HTTPRequest{
 		Version:        "2.0",

@@ -25,7 +25,8 @@ import (
 // Emulator, once per event source: the suite's HTTP requests become Function URL (buffered and
 // streaming), API Gateway REST and HTTP API, and ALB events, and the function's payloads become
 // HTTP responses again. The DataResource suite runs the same way against functions configured
-// with workspace authorization.
+// with workspace authorization. The requests name 127.0.0.1:3000, as under sam local start-api:
+// the suite's function runs in local mode, which refuses a Host that is not loopback.
 func TestProtocol(t *testing.T) {
 	testenv.Need(t, testenv.RIE)
 	bootstrap := buildBootstrap(t)
@@ -50,10 +51,10 @@ func TestProtocol(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.tr.t = t
-			adaptertest.Run(t, &http.Client{Transport: tc.tr}, "https://controller.example.com")
+			adaptertest.Run(t, &http.Client{Transport: tc.tr}, "http://"+localHost)
 			t.Run("DataResources", func(t *testing.T) {
 				tc.data.t = t
-				adaptertest.RunData(t, &http.Client{Transport: tc.data}, "https://controller.example.com")
+				adaptertest.RunData(t, &http.Client{Transport: tc.data}, "http://"+localHost)
 			})
 		})
 	}

@@ -77,7 +77,7 @@ func (f *jobsFunction) call(t *testing.T, action, job string) map[string]any {
 	body := `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"request_id":"req-` + action + `-` + job + `",` +
 		`"actor":{"user_id":"user-1"},"workspace":{"id":"workspace-1"},"mission_id":"mission-1","agent_slug":"jobs-test-agent",` +
 		`"surface":"` + action + `","action":"` + action + `","job_id":"` + job + `","input":{}}}`
-	ev := functionURLEvent("POST", "/a2a", "", body)
+	ev := localFunctionURLEvent("POST", "/a2a", "", body)
 	ev.Headers["x-api-key"] = adaptertest.APIKey
 	status, out := f.em.invoke(t, payload(t, ev))
 	r, _ := decodeReply(t, out)

@@ -24,7 +24,7 @@ func TestInstancesShareTheStore(t *testing.T) {
 		body := `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"request_id":"request-1","actor":{"user_id":"user-1"},` +
 			`"workspace":{"id":"workspace-1"},"mission_id":"mission-1","agent_slug":"hello-world-ai-agent","surface":"job.start",` +
 			`"action":"job.start","job_id":"job-1","idempotency_key":"idem-1","input":` + input + `}}`
-		ev := functionURLEvent("POST", "/a2a", "", body)
+		ev := localFunctionURLEvent("POST", "/a2a", "", body)
 		ev.Headers["x-api-key"] = adaptertest.APIKey
 		status, out := em.invoke(t, payload(t, ev))
 		r, _ := decodeReply(t, out)

@@ -8,7 +8,8 @@
 // path for every agent, cmd/local included: loopback only, the API key local-dev unless
 // SUPERVAIZER_API_KEY is set, SUPERVAIZER_PUBLIC_URL set to the listener, and a banner with the
 // endpoints and ready-to-paste curl commands. On a serverless platform local mode is refused
-// unless it is a local emulation (package localmode).
+// unless it is a local emulation (package localmode); there, as on the plain server, a request
+// whose Host is not loopback is refused (DNS rebinding).
 //
 // Secret references: SUPERVAIZER_API_KEY, SUPERVAIZER_PRIVATE_KEY and SUPERVAIZE_API_KEY may be
 // given directly or as AWS Secrets Manager references (SUPERVAIZER_API_KEY_SECRET_ARN,
@@ -197,6 +198,9 @@ func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(
 	case onLambda:
 		if lambdaOpts, err = lambdaOptions(getenv); err != nil {
 			return err
+		}
+		if local { // sam local start-api: refuse a Host that is not loopback, as local mode's server does
+			lambdaOpts = append(lambdaOpts, lambda.WithLoopbackOnly())
 		}
 		if ctx, maxReceives, err = lambdaJobs(ctx, getenv); err != nil {
 			return err

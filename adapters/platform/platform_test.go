@@ -436,8 +436,15 @@ func TestMain(m *testing.M) {
 }
 
 // rie runs this test binary as a Lambda bootstrap under the emulator and returns a function
-// invoking it with a Function URL event.
+// invoking it with a Function URL event carrying the API key and no Host header.
 func rie(t *testing.T, env map[string]string) func(apiKey string) (int, string) {
+	t.Helper()
+	invoke := rieHeaders(t, env)
+	return func(key string) (int, string) { return invoke(map[string]string{"x-api-key": key}) }
+}
+
+// rieHeaders is rie with the event's headers given.
+func rieHeaders(t *testing.T, env map[string]string) func(headers map[string]string) (int, string) {
 	t.Helper()
 	bin := testenv.Need(t, testenv.RIE)
 	self, err := os.Executable()
@@ -450,8 +457,9 @@ func rie(t *testing.T, env map[string]string) func(apiKey string) (int, string) 
 	}
 	addr, _ := testkit.RIE(t, bin, environ, self)
 	url := "http://" + addr + "/2015-03-31/functions/function/invocations"
-	return func(key string) (int, string) {
-		ev := fmt.Sprintf(`{"version":"2.0","rawPath":"/a2a","rawQueryString":"","headers":{"x-api-key":%q},"requestContext":{"domainName":"x.lambda-url.eu-west-3.on.aws","http":{"method":"GET","sourceIp":"203.0.113.1"}},"isBase64Encoded":false}`, key)
+	return func(headers map[string]string) (int, string) {
+		h, _ := json.Marshal(headers)
+		ev := fmt.Sprintf(`{"version":"2.0","rawPath":"/a2a","rawQueryString":"","headers":%s,"requestContext":{"domainName":"x.lambda-url.eu-west-3.on.aws","http":{"method":"GET","sourceIp":"203.0.113.1"}},"isBase64Encoded":false}`, h)
 		resp, err := http.Post(url, "application/json", strings.NewReader(ev))
 		if err != nil {
 			t.Fatal(err)
@@ -459,6 +467,31 @@ func rie(t *testing.T, env map[string]string) func(apiKey string) (int, string) 
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
+	}
+}
+
+// TestLambdaLocalModeRefusesForeignHost: local mode under sam local (AWS_SAM_LOCAL=true, as
+// events/env.json gives it) refuses an event whose Host is not loopback with local mode's answer,
+// and serves a loopback one; the same function deployed (no local mode) serves any Host.
+func TestLambdaLocalModeRefusesForeignHost(t *testing.T) {
+	const refused = `{"statusCode":403,"headers":{"Content-Type":"application/json"},` +
+		`"body":"{\"detail\":\"Local mode answers loopback only: the request names the host \\\"attacker.example\\\"; open it as 127.0.0.1, [::1] or localhost\"}","isBase64Encoded":false}`
+	const served = `{"statusCode":200,"headers":{"Content-Type":"text/plain; charset=utf-8"},"body":"authorized, private key false","isBase64Encoded":false}`
+	local := rieHeaders(t, map[string]string{"SUPERVAIZER_API_KEY": apiKey, "SUPERVAIZER_LOCAL_MODE": "true", "AWS_SAM_LOCAL": "true"})
+	deployed := rieHeaders(t, map[string]string{"SUPERVAIZER_API_KEY": apiKey})
+	for _, tc := range []struct {
+		invoke func(map[string]string) (int, string)
+		host   string
+		want   string
+	}{
+		{local, "attacker.example", refused},
+		{local, "127.0.0.1:3000", served},
+		{local, "localhost:3000", served},
+		{deployed, "attacker.example", served},
+	} {
+		if status, body := tc.invoke(map[string]string{"x-api-key": apiKey, "host": tc.host}); status != http.StatusOK || body != tc.want {
+			t.Errorf("Host %s: %d %s, want %s", tc.host, status, body, tc.want)
+		}
 	}
 }
 

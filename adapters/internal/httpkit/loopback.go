@@ -9,8 +9,9 @@ import (
 )
 
 // NotLoopback says why r does not come from this machine, or "" when it does: its peer must be a
-// loopback address, and its Host a loopback address or localhost, so that a web page whose name
-// was rebound to 127.0.0.1 (DNS rebinding) cannot reach a server whose key is public knowledge.
+// loopback address, and its Host a loopback address or localhost (NotLoopbackHost), so that a web
+// page whose name was rebound to 127.0.0.1 (DNS rebinding) cannot reach a server whose key is
+// public knowledge.
 func NotLoopback(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -19,8 +20,14 @@ func NotLoopback(r *http.Request) string {
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		return "the request comes from " + host
 	}
+	return NotLoopbackHost(r.Host)
+}
+
+// NotLoopbackHost says why a request's Host header does not name this machine, or "" when it is
+// a loopback address or localhost, with or without a port. It is NotLoopback's Host rule, for a
+// request whose peer is not a connection (a Lambda event under sam local).
+func NotLoopbackHost(name string) string {
 	const fix = "open it as 127.0.0.1, [::1] or localhost"
-	name := r.Host
 	if name == "" { // HTTP/1.0 may omit it
 		return "the request names no host (no Host header); " + fix
 	}
@@ -50,15 +57,20 @@ func quoteHost(s string) string {
 // that is not this machine.
 func LoopbackOnly(h http.Handler, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		reason := NotLoopback(r)
-		if reason == "" {
-			h.ServeHTTP(w, r)
+		if reason := NotLoopback(r); reason != "" {
+			RefuseNotLoopback(w, r, log, reason)
 			return
 		}
-		log.Warn("request refused: local mode answers loopback only", "remote_addr", r.RemoteAddr, "reason", reason)
-		b, _ := json.Marshal(map[string]string{"detail": "Local mode answers loopback only: " + reason})
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusForbidden)
-		_, _ = w.Write(b)
+		h.ServeHTTP(w, r)
 	})
+}
+
+// RefuseNotLoopback logs and answers a request local mode refuses for reason (NotLoopback's or
+// NotLoopbackHost's): 403 {"detail": …} naming the fix, the one answer of every adapter.
+func RefuseNotLoopback(w http.ResponseWriter, r *http.Request, log *slog.Logger, reason string) {
+	log.Warn("request refused: local mode answers loopback only", "remote_addr", r.RemoteAddr, "reason", reason)
+	b, _ := json.Marshal(map[string]string{"detail": "Local mode answers loopback only: " + reason})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusForbidden)
+	_, _ = w.Write(b)
 }
