@@ -31,7 +31,10 @@ func NotLoopbackHost(name string) string {
 	if name == "" { // HTTP/1.0 may omit it
 		return "the request names no host (no Host header); " + fix
 	}
-	if h, _, err := net.SplitHostPort(name); err == nil {
+	if h, port, err := net.SplitHostPort(name); err == nil {
+		if !digits(port) { // "127.0.0.1:3000,attacker.example", a folded pair of Host headers
+			return "the request names the host " + quoteHost(name) + "; " + fix
+		}
 		name = h
 	} else if len(name) > 1 && name[0] == '[' && name[len(name)-1] == ']' {
 		name = name[1 : len(name)-1] // an IPv6 literal without a port
@@ -41,6 +44,16 @@ func NotLoopbackHost(name string) string {
 		return ""
 	}
 	return "the request names the host " + quoteHost(name) + "; " + fix
+}
+
+// digits reports whether s is a port number's digits (at least one).
+func digits(s string) bool {
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // quoteHost bounds and quotes a Host header for a message.

@@ -40,6 +40,9 @@ func TestNotLoopback(t *testing.T) {
 		{"127.0.0.1:5000", "127.1", named("127.1")}, // not an address net.ParseIP reads
 		{"127.0.0.1:5000", "2130706433", named("2130706433")},
 		{"127.0.0.1:5000", "0.0.0.0:8000", named("0.0.0.0")},
+		{"127.0.0.1:5000", "127.0.0.1:3000,attacker.example", named("127.0.0.1:3000,attacker.example")}, // two Host headers folded
+		{"127.0.0.1:5000", "localhost:", named("localhost:")},
+		{"127.0.0.1:5000", "localhost:80a", named("localhost:80a")},
 		{"127.0.0.1:5000", "[localhost]", ""}, // odd but harmless: no page's name is written in brackets
 		{"127.0.0.1:5000", "]localhost[", named("]localhost[")},
 		{"127.0.0.1:5000", "localhost:8000:1", named("localhost:8000:1")},
