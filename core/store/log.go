@@ -21,9 +21,11 @@ import (
 // another epoch, so a reader holding a position of the old log can tell it no longer means
 // anything.
 //
-// Retention. Each AppendLog also deletes, in the same call and within a bounded batch, the oldest
-// entries beyond the Retention it is given: the store reclaims its own space, a backend's TTL
-// sweeper is at most a backstop. Kept entries always form one contiguous range [First, Last].
+// Retention. No read returns an entry beyond the Retention of the newest append. Each AppendLog
+// also reclaims, in the same call and within a bounded batch, the space of the oldest entries
+// beyond it, except where deleting costs as much as appending and an expiry costs nothing: the
+// DynamoDB store leaves the entries of an age-bounded log to its TTL sweeper (see its doc). Kept
+// entries always form one contiguous range [First, Last].
 type Log interface {
 	// AppendLog adds data to the log name, creating the log if needed, and returns the entry's
 	// position. It then drops the oldest entries that keep no longer allows (at most a bounded
