@@ -47,6 +47,8 @@ func TestRPCErrors(t *testing.T) {
 			`{"jsonrpc":"2.0","id":5,"error":{"code":-32602,"message":"Invalid JSON-RPC request","data":{"errors":[{"type":"literal_error","loc":["jsonrpc"],"msg":"Input should be '2.0'"}]}}}`},
 		{"case 7: params is a list", `{"jsonrpc":"2.0","id":5,"method":"supervaizer/action.invoke","params":[1,2]}`,
 			`{"jsonrpc":"2.0","id":5,"error":{"code":-32602,"message":"Invalid JSON-RPC request","data":{"errors":[{"type":"dict_type","loc":["params"],"msg":"Input should be a valid dictionary"}]}}}`},
+		{"bool id read as an integer, also in an invalid envelope", `{"jsonrpc":"1","id":true,"method":"m"}`,
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"Invalid JSON-RPC request","data":{"errors":[{"type":"literal_error","loc":["jsonrpc"],"msg":"Input should be '2.0'"}]}}}`},
 		{"method missing", `{"jsonrpc":"2.0","id":"a"}`,
 			`{"jsonrpc":"2.0","id":"a","error":{"code":-32602,"message":"Invalid JSON-RPC request","data":{"errors":[{"type":"missing","loc":["method"],"msg":"Field required"}]}}}`},
 		{"method not a string, bad id not echoed", `{"jsonrpc":"2.0","id":{"x":1},"method":7}`,
