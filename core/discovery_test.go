@@ -1,9 +1,11 @@
 package core_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/internal/golden"
 )
 
@@ -45,6 +47,56 @@ func TestDiscovery(t *testing.T) {
 				t.Fatalf("agent info: %d %s", status, info)
 			}
 			golden.JSON(t, "agent_info.json", info)
+		})
+	}
+}
+
+// TestDiscoveryDeveloperAndVersion: the agent list's developer is the reference's `developer or
+// author or "Supervaize"` (a string there, the card's developer.name), and the version goes into
+// the card's route verbatim, so an empty one gives /.well-known/agents/v/{slug}_agent.json (spec
+// §1.1, §1.2).
+func TestDiscoveryDeveloperAndVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name, developer, author, version string
+		wantDeveloper, wantCard          string
+	}{
+		{"developer wins", "Dev Co", "Author Co", "1.0", "Dev Co", "/.well-known/agents/v1.0/s_agent.json"},
+		{"author next", "", "Author Co", "v2.3.4", "Author Co", "/.well-known/agents/vv2.3.4/s_agent.json"},
+		{"default, empty version", "", "", "", "Supervaize", "/.well-known/agents/v/s_agent.json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := core.NewAgent(core.AgentConfig{Name: agentName, Version: tc.version, Developer: tc.developer, Author: tc.author,
+				Registration: testRegistration(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := core.New(core.Config{APIKey: testKey, ServerID: "SRV-test", Authorizer: grant.LocalBypass{ServerID: "SRV-test"}}, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			_, _, list := get(t, c, "/.well-known/agents.json", nil)
+			jsonEq(t, list, `{"schema_version":"a2a_2023_v1","agents":[{"name":"S","description":"","developer":"`+tc.wantDeveloper+
+				`","version":"`+tc.version+`","agent_card_url":"`+tc.wantCard+`"}]}`)
+			status, _, card := get(t, c, tc.wantCard, nil)
+			if status != 200 {
+				t.Fatalf("GET %s: %d %s", tc.wantCard, status, card)
+			}
+			var got struct {
+				Description *string `json:"description"`
+				Developer   struct{ Name string }
+				Version     *string `json:"version"`
+				VersionInfo struct {
+					Current, Latest *string
+				} `json:"version_info"`
+			}
+			if err := json.Unmarshal(card, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Description == nil || *got.Description != "" || got.Developer.Name != tc.wantDeveloper || got.Version == nil || *got.Version != tc.version ||
+				got.VersionInfo.Current == nil || *got.VersionInfo.Current != tc.version || got.VersionInfo.Latest == nil || *got.VersionInfo.Latest != tc.version {
+				t.Errorf("card %s", card)
+			}
 		})
 	}
 }
