@@ -3,8 +3,10 @@ package core_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/internal/golden"
 )
@@ -97,6 +99,29 @@ func TestDiscoveryDeveloperAndVersion(t *testing.T) {
 				got.VersionInfo.Current == nil || *got.VersionInfo.Current != tc.version || got.VersionInfo.Latest == nil || *got.VersionInfo.Latest != tc.version {
 				t.Errorf("card %s", card)
 			}
+		})
+	}
+}
+
+// TestHealthTimestampAndUnlinkedAgent: the timestamp is Python's isoformat() of an aware UTC
+// datetime (microseconds only when non-zero, "+00:00"), and an agent without a Studio id keeps
+// "agent_server_id": null (spec §1.3).
+func TestHealthTimestampAndUnlinkedAgent(t *testing.T) {
+	for _, tc := range []struct {
+		now  time.Time
+		want string
+	}{
+		{time.Date(2026, 7, 8, 10, 0, 0, 0, time.UTC), "2026-07-08T10:00:00+00:00"},
+		{time.Date(2026, 7, 8, 10, 0, 0, 999, time.UTC), "2026-07-08T10:00:00+00:00"}, // below a microsecond
+		{time.Date(2026, 7, 8, 10, 0, 0, 1000, time.UTC), "2026-07-08T10:00:00.000001+00:00"},
+		{time.Date(2026, 7, 8, 12, 0, 0, 500000000, time.FixedZone("CEST", 2*3600)), "2026-07-08T10:00:00.500000+00:00"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			c := newController(t, core.Config{Now: func() time.Time { return tc.now }}, handlers{})
+			_, _, body := get(t, c, "/.well-known/health", nil)
+			id := contract.DeterministicAgentID(agentName)
+			jsonEq(t, body, `{"schema_version":"a2a_2023_v1","status":"operational","timestamp":"`+tc.want+`","agents":{"`+id+`":{"agent_id":"`+id+
+				`","agent_server_id":null,"name":"S","status":"available","version":"1.0","statistics":{"total_jobs":0,"completed_jobs":0,"failed_jobs":0,"in_progress_jobs":0,"success_rate":100}}}}`)
 		})
 	}
 }
