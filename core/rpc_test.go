@@ -348,3 +348,46 @@ func TestNewAgentRejectsSlugMismatch(t *testing.T) {
 		t.Errorf("err = %v, want %s", err, want)
 	}
 }
+
+// failingAuthorizer fails every call the way no refusal does (a store or network fault).
+type failingAuthorizer struct{ err error }
+
+func (a failingAuthorizer) Authorize(context.Context, grant.Call) (*contract.VerifiedWorkspaceContext, error) {
+	return nil, a.err
+}
+
+// TestAuthorizerFailure: an authorizer failure that is not a refusal is a JSON-RPC internal error
+// (HTTP 200, no data, the id echoed, nothing of the cause), never -32030, and no handler runs.
+// The reference answers HTTP 500 with its error body there (docs/differences.md).
+func TestAuthorizerFailure(t *testing.T) {
+	const secret = "jwks fetch https://user:pa55@keys.example/jwks failed"
+	ran := false
+	c := newController(t, core.Config{Authorizer: failingAuthorizer{errors.New(secret)}}, handlers{
+		actions: map[string]core.ActionFunc{"job.start": func(context.Context, *contract.ActionRequest) (*contract.ActionResult, error) {
+			ran = true
+			return &contract.ActionResult{Status: "ok"}, nil
+		}},
+	})
+	for _, tc := range []struct {
+		name string
+		id   any
+		want string
+	}{
+		{"action", "rpc-7", `{"jsonrpc":"2.0","id":"rpc-7","error":{"code":-32603,"message":"Internal error"}}`},
+		{"no id", nil, `{"jsonrpc":"2.0","error":{"code":-32603,"message":"Internal error"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := post(t, c, rpcBody(t, tc.id, actionInvoke, params(nil)), nil)
+			if status != http.StatusOK {
+				t.Errorf("status %d, want 200", status)
+			}
+			jsonEq(t, body, tc.want)
+			mustContainNot(t, body, "pa55")
+		})
+	}
+	_, body := post(t, c, rpcBody(t, 3, surfaceLoad, params(nil)), nil)
+	jsonEq(t, body, `{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"Internal error"}}`)
+	if ran {
+		t.Error("a handler ran although the call was not authorized")
+	}
+}
