@@ -59,7 +59,8 @@ func openStream(t *testing.T, ctx context.Context, url string, hdr map[string]st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = resp.Body.Close() })
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" || resp.Header.Get("Cache-Control") != "no-store" {
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" || resp.Header.Get("Cache-Control") != "no-store" ||
+		resp.Header.Get("X-Accel-Buffering") != "no" {
 		t.Fatalf("stream answer: %d %v", resp.StatusCode, resp.Header)
 	}
 	return bufio.NewReader(resp.Body)
