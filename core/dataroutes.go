@@ -204,7 +204,7 @@ func (c *Controller) serveDataOp(w http.ResponseWriter, r *http.Request, rt data
 	case contract.DataOpList:
 		var errs []validationDetail
 		if page, errs = parsePage(queryValues(r.URL.RawQuery)); len(errs) > 0 {
-			writeJSON(w, http.StatusUnprocessableEntity, validationBody{errs})
+			writeJSON(w, http.StatusUnprocessableEntity, validationBody{Detail: errs})
 			return
 		}
 	case contract.DataOpCreate, contract.DataOpUpdate, contract.DataOpImport:
@@ -214,7 +214,7 @@ func (c *Controller) serveDataOp(w http.ResponseWriter, r *http.Request, rt data
 		}
 		many := op == contract.DataOpImport
 		if err := checkBodyShape(body, r.Header.Get("Content-Type"), many); err != nil {
-			writeJSON(w, http.StatusUnprocessableEntity, validationBody{err.errs})
+			writeJSON(w, http.StatusUnprocessableEntity, validationBody{err.errs, echoBody(body, r.Header.Get("Content-Type"))})
 			return
 		}
 		var err error
@@ -225,7 +225,7 @@ func (c *Controller) serveDataOp(w http.ResponseWriter, r *http.Request, rt data
 		}
 		if err != nil {
 			u, _ := errors.AsType[*unprocessable](err) // the decoders return nothing else
-			writeJSON(w, http.StatusUnprocessableEntity, validationBody{u.errs})
+			writeJSON(w, http.StatusUnprocessableEntity, validationBody{u.errs, echoBody(body, r.Header.Get("Content-Type"))})
 			return
 		}
 	}
@@ -387,8 +387,26 @@ type validationDetail struct {
 	Ctx   map[string]any  `json:"ctx,omitempty"`
 }
 
+// validationBody is the reference's 422 answer: FastAPI's errors under "detail" and, under
+// "body", the request body as FastAPI read it (null for a query error or an empty body).
 type validationBody struct {
 	Detail []validationDetail `json:"detail"`
+	Body   json.RawMessage    `json:"body"`
+}
+
+// echoBody is the body of a 422 as the reference's handler sends it (exc.body): the JSON value
+// read, or the text of a body that is not JSON (by content type or syntax); nil (null) when
+// empty. The reference cannot encode the bytes of a body that is not JSON by its content type
+// (its answer is then a 500): svz sends the text, as for a syntax error.
+func echoBody(body []byte, contentType string) json.RawMessage {
+	trimmed := bytes.TrimSpace(body)
+	switch {
+	case len(body) == 0:
+		return nil
+	case jsonContentType(contentType) && json.Valid(trimmed):
+		return trimmed
+	}
+	return jsonString(strings.ToValidUTF8(string(body), "\uFFFD"))
 }
 
 // unprocessable is a body or query FastAPI would refuse with 422.
