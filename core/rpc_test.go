@@ -396,3 +396,71 @@ func TestAuthorizerFailure(t *testing.T) {
 		t.Error("a handler ran although the call was not authorized")
 	}
 }
+
+// TestNotifications: a request without an id, or with a null one, is served like any other and
+// answered without an id member, whatever the outcome (the reference dumps its envelope with
+// exclude_none: spec §2.1, §12.2 case 6).
+func TestNotifications(t *testing.T) {
+	ran := 0
+	h := handlers{
+		actions: map[string]core.ActionFunc{
+			"job.start": func(context.Context, *contract.ActionRequest) (*contract.ActionResult, error) {
+				ran++
+				return &contract.ActionResult{Status: "ok", Effects: []contract.Effect{{Type: "job.started", JobID: "job-1"}}}, nil
+			},
+			"job.stop": func(context.Context, *contract.ActionRequest) (*contract.ActionResult, error) {
+				return nil, errors.New("boom")
+			},
+		},
+		surfaces: map[string]core.SurfaceFunc{"job.start": func(_ context.Context, r *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
+			return &contract.SurfaceResult{Surface: r.Surface, Document: json.RawMessage(`{}`)}, nil
+		}},
+	}
+	local := newController(t, core.Config{}, h)
+	refusing := newController(t, core.Config{Authorizer: grant.NotConfigured{}}, h)
+	for _, tc := range []struct {
+		name   string
+		c      *core.Controller
+		method string
+		params any
+		want   string
+	}{
+		{"action result", local, actionInvoke, params(nil),
+			`{"jsonrpc":"2.0","result":{"status":"ok","effects":[{"type":"job.started","job_id":"job-1"}]}}`},
+		{"surface result", local, surfaceLoad, params(nil),
+			`{"jsonrpc":"2.0","result":{"surface":"job.start","a2ui_version":null,"a2ui_catalog_version":null,"document":{}}}`},
+		{"invalid params", local, actionInvoke, map[string]any{"request_id": 1},
+			`{"jsonrpc":"2.0","error":{"code":-32602,"message":"Invalid Supervaizer v2 action request","data":{"errors":[` +
+				`{"type":"string_type","loc":["request_id"],"msg":"Input should be a valid string"},{"type":"missing","loc":["actor"],"msg":"Field required"},` +
+				`{"type":"missing","loc":["workspace"],"msg":"Field required"},{"type":"missing","loc":["mission_id"],"msg":"Field required"},` +
+				`{"type":"missing","loc":["agent_slug"],"msg":"Field required"},{"type":"missing","loc":["surface"],"msg":"Field required"},` +
+				`{"type":"missing","loc":["action"],"msg":"Field required"}]}}}`},
+		{"action not registered", local, actionInvoke, params(map[string]any{"action": "workspace_binding.delete"}),
+			`{"jsonrpc":"2.0","error":{"code":-32010,"message":"Action handler not registered: workspace_binding.delete","data":{"agent_slug":"s","action":"workspace_binding.delete"}}}`},
+		{"handler failed", local, actionInvoke, params(map[string]any{"action": "job.stop"}),
+			`{"jsonrpc":"2.0","error":{"code":-32603,"message":"Action handler failed","data":{"agent_slug":"s","action":"job.stop"}}}`},
+		{"workspace authorization", refusing, actionInvoke, params(nil),
+			`{"jsonrpc":"2.0","error":{"code":-32030,"message":"Workspace authorization is required but is not configured for this Supervaizer server","data":{"code":"workspace_authorization_not_configured"}}}`},
+	} {
+		for _, id := range []string{"absent", "null"} {
+			t.Run(tc.name+"/"+id, func(t *testing.T) {
+				env := map[string]any{"jsonrpc": "2.0", "method": tc.method, "params": tc.params}
+				if id == "null" {
+					env["id"] = nil
+				}
+				body, err := json.Marshal(env)
+				if err != nil {
+					t.Fatal(err)
+				}
+				status, got := post(t, tc.c, body, nil)
+				if status != http.StatusOK {
+					t.Errorf("status %d, want 200", status)
+				}
+				jsonEq(t, got, tc.want)
+			})
+		}
+	}
+	if ran != 2 {
+		t.Errorf("job.start ran %d times, want 2 (once per id form)", ran)
+	}
+}
