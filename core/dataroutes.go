@@ -544,9 +544,6 @@ func unescapeQuery(s string) string {
 	return strings.ReplaceAll(s, "+", " ")
 }
 
-// maxIntDigits is pydantic's bound on the length of an integer string.
-const maxIntDigits = 4300
-
 // maxDataSkip bounds DataPage.Skip so that Skip+Limit never overflows.
 const maxDataSkip = 1 << 53
 
@@ -555,9 +552,9 @@ const maxDataSkip = 1 << 53
 func queryInt(name, v string, lo, hi int64) (int, *validationDetail) {
 	loc := []any{"query", name}
 	in := jsonString(v)
-	n, err := parseLaxInt(v)
+	n, err := contract.ParseLaxInt(v)
 	switch {
-	case errors.Is(err, errIntTooLong):
+	case errors.Is(err, contract.ErrIntTooLong):
 		return 0, &validationDetail{Type: "int_parsing_size", Loc: loc, Msg: "Unable to parse input string as an integer, exceeded maximum size", Input: in}
 	case err != nil:
 		return 0, &validationDetail{Type: "int_parsing", Loc: loc, Msg: "Input should be a valid integer, unable to parse string as an integer", Input: in}
@@ -571,37 +568,4 @@ func queryInt(name, v string, lo, hi int64) (int, *validationDetail) {
 		return maxDataSkip, nil // only skip has no upper bound: it skips everything
 	}
 	return int(n.Int64()), nil
-}
-
-var errIntTooLong = errors.New("integer string too long")
-
-// parseLaxInt parses an integer string as pydantic does in lax mode (checked against
-// pydantic-core 2.46): surrounding whitespace, an optional sign, ASCII digits with single
-// underscores between them, optionally a fraction of zeros ("5.0", not "5."); more than 4300
-// characters is errIntTooLong.
-func parseLaxInt(s string) (*big.Int, error) {
-	s = strings.TrimSpace(s)
-	if whole, frac, ok := strings.Cut(s, "."); ok {
-		if frac == "" || strings.Trim(frac, "0") != "" {
-			return nil, strconv.ErrSyntax
-		}
-		s = whole
-	}
-	digits := strings.TrimLeft(s, "+-")
-	if len(s)-len(digits) > 1 || digits == "" || digits[0] == '_' || digits[len(digits)-1] == '_' || strings.Contains(digits, "__") {
-		return nil, strconv.ErrSyntax
-	}
-	for _, r := range digits {
-		if (r < '0' || r > '9') && r != '_' {
-			return nil, strconv.ErrSyntax
-		}
-	}
-	if len(s) > maxIntDigits {
-		return nil, errIntTooLong
-	}
-	n, ok := new(big.Int).SetString(strings.ReplaceAll(s, "_", ""), 10)
-	if !ok {
-		return nil, strconv.ErrSyntax
-	}
-	return n, nil
 }
