@@ -147,28 +147,8 @@ func encodedSlash(u *url.URL) bool {
 	return false
 }
 
-// serveData serves every path under /api/agents/.
-func (c *Controller) serveData(w http.ResponseWriter, r *http.Request) {
-	rt, ok := c.matchData(r.URL.Path)
-	if !ok {
-		// FastAPI's redirect_slashes: a path that matches once its trailing slashes are removed
-		// (or one is added) is redirected there, before any authentication.
-		alt, altEscaped := r.URL.Path+"/", r.URL.EscapedPath()+"/"
-		if strings.HasSuffix(r.URL.Path, "/") {
-			alt, altEscaped = strings.TrimRight(r.URL.Path, "/"), strings.TrimRight(r.URL.EscapedPath(), "/")
-		}
-		if _, ok := c.matchData(alt); ok && altEscaped != r.URL.EscapedPath() { // never to itself
-			loc := altEscaped
-			if r.URL.RawQuery != "" {
-				loc += "?" + r.URL.RawQuery
-			}
-			w.Header().Set("Location", loc)
-			w.WriteHeader(http.StatusTemporaryRedirect)
-			return
-		}
-		writeDetail(w, http.StatusNotFound, "Not Found")
-		return
-	}
+// serveData serves a DataResource route (resolved by matchData).
+func (c *Controller) serveData(w http.ResponseWriter, r *http.Request, rt dataRoute) {
 	op := rt.kind.op(r.Method)
 	if op == "" {
 		w.Header().Set("Allow", strings.Join(rt.kind.methods(), ", "))

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"encoding/json"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -122,6 +123,52 @@ func TestHealthTimestampAndUnlinkedAgent(t *testing.T) {
 			id := contract.DeterministicAgentID(agentName)
 			jsonEq(t, body, `{"schema_version":"a2a_2023_v1","status":"operational","timestamp":"`+tc.want+`","agents":{"`+id+`":{"agent_id":"`+id+
 				`","agent_server_id":null,"name":"S","status":"available","version":"1.0","statistics":{"total_jobs":0,"completed_jobs":0,"failed_jobs":0,"in_progress_jobs":0,"success_rate":100}}}}`)
+		})
+	}
+}
+
+// TestTrailingSlashRedirects: like Starlette's redirect_slashes, a path no route serves but one
+// serves once its trailing slashes are removed (or one is added) answers 307 there, whatever the
+// method and before the API key, query kept; every other unknown path is 404.
+func TestTrailingSlashRedirects(t *testing.T) {
+	c := newController(t, core.Config{}, handlers{})
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		location     string
+	}{
+		{"POST", "/a2a/", 307, "/a2a"},
+		{"POST", "/a2a//?x=1", 307, "/a2a?x=1"},
+		{"GET", "/a2a/", 307, "/a2a"}, // a known path with another method still redirects
+		{"GET", "/a2a/events/", 307, "/a2a/events"},
+		{"GET", "/.well-known/agents.json/", 307, "/.well-known/agents.json"},
+		{"GET", "/.well-known/health/", 307, "/.well-known/health"},
+		{"GET", "/.well-known/agents/v1.0/s_agent.json/", 307, "/.well-known/agents/v1.0/s_agent.json"},
+		{"GET", "/.well-known/agents/s_agent.json/", 307, "/.well-known/agents/s_agent.json"},
+		{"GET", "/api/supervaizer/agents/s/", 307, "/api/supervaizer/agents/s"},
+		{"GET", "/openapi.json/", 307, "/openapi.json"},
+		{"GET", "/docs/", 307, "/docs"},
+		{"GET", "/static/agents/s_logo.png/", 307, "/static/agents/s_logo.png"},
+		{"GET", "/api/supervaizer/agents/s/supervaize_instructions.html/", 307, "/api/supervaizer/agents/s/supervaize_instructions.html"},
+		{"GET", "/", 404, ""},
+		{"GET", "//", 404, ""},
+		{"GET", "/a2a/x", 404, ""},
+		{"GET", "/.well-known/health/x/", 404, ""},
+		{"GET", "/api/supervaizer/agents/nope/", 404, ""},
+		{"GET", "/.well-known/agents/v2.0/s_agent.json/", 404, ""},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			req := httptest.NewRequest(tc.method, tc.path, nil) // no API key
+			rec := httptest.NewRecorder()
+			c.ServeHTTP(rec, req)
+			if rec.Code != tc.status || rec.Header().Get("Location") != tc.location {
+				t.Fatalf("%d Location %q, want %d %q: %s", rec.Code, rec.Header().Get("Location"), tc.status, tc.location, rec.Body)
+			}
+			if tc.status == 404 {
+				jsonEq(t, rec.Body.Bytes(), `{"detail":"Not Found"}`)
+			} else if rec.Body.Len() != 0 {
+				t.Errorf("a redirect with a body: %s", rec.Body)
+			}
 		})
 	}
 }
