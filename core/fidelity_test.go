@@ -84,6 +84,10 @@ func TestInvalidUTF8IsAParseError(t *testing.T) {
 		"truncated sequence":   strings.Replace(good, "é", "\xc3", 1),
 		"overlong encoding":    strings.Replace(good, "é", "\xc0\xaf", 1),
 		"in a member name":     strings.Replace(good, `"input"`, "\"inp\xffut\"", 1),
+		// Python's json.loads takes these; they are not JSON (RFC 8259).
+		"a byte order mark": "\xef\xbb\xbf" + good,
+		"NaN":               strings.Replace(good, `"é"`, `NaN`, 1),
+		"Infinity":          strings.Replace(good, `"é"`, `-Infinity`, 1),
 	} {
 		t.Run(name, func(t *testing.T) {
 			status, got := post(t, c, []byte(body), nil)
