@@ -362,7 +362,10 @@ func (c *Controller) resolve(path string) endpoint {
 		if slug, ok := strings.CutSuffix(rest, humanPageFile); ok {
 			return agentRoute(endpointHumanPage, c.bySlug[slug])
 		}
-		return agentRoute(endpointAgentInfo, c.bySlug[rest])
+		// The reference's route is "/" under the agent's prefix: the slash is part of it.
+		if slug, ok := strings.CutSuffix(rest, "/"); ok {
+			return agentRoute(endpointAgentInfo, c.bySlug[slug])
+		}
 	case strings.HasPrefix(path, dataPrefix):
 		if rt, ok := c.matchData(path); ok {
 			return endpoint{kind: endpointData, data: rt}

@@ -685,7 +685,7 @@ func TestDataResourceDeclaration(t *testing.T) {
 func TestDataResourceRegistration(t *testing.T) {
 	rec := &recorder{}
 	h := dataControllerWith(t, grant.NotConfigured{}, map[string]string{"s": studioAgent}, slog.New(slog.DiscardHandler), rec)
-	status, _, body := get(t, h, "/api/supervaizer/agents/s", map[string]string{"X-API-Key": testKey})
+	status, _, body := get(t, h, "/api/supervaizer/agents/s/", map[string]string{"X-API-Key": testKey})
 	if status != 200 {
 		t.Fatalf("%d %s", status, body)
 	}

@@ -146,7 +146,7 @@ func (c *Controller) routes() []apiRoute {
 		{"GET", "/a2a/events", "The effect stream (server-sent events; Last-Event-ID replays; with a workspace token, that workspace's events only)",
 			"X-API-Key, read scope; optionally X-Supervaize-Workspace-Authorization (scope supervaizer/events) with X-Supervaize-Agent-Slug and X-Supervaize-Workspace-Id",
 			keyed(ok("Effect events", "text/event-stream"), "APIKey")},
-		{"GET", agentInfoPrefix + "{slug}", "Get agent info", "X-API-Key, read scope", info},
+		{"GET", agentInfoPrefix + "{slug}/", "Get agent info", "X-API-Key, read scope", info},
 		{"GET", agentInfoPrefix + "{slug}" + humanPageFile, "The agent's page for people", "public", human},
 		{"GET", logoPrefix + "{slug}" + logoSuffix, "The agent's logo", "public", logo},
 	}
