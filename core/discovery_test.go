@@ -146,7 +146,7 @@ func TestTrailingSlashRedirects(t *testing.T) {
 		{"GET", "/.well-known/agents/v1.0/s_agent.json/", 307, "/.well-known/agents/v1.0/s_agent.json"},
 		{"GET", "/.well-known/agents/s_agent.json/", 307, "/.well-known/agents/s_agent.json"},
 		{"GET", "/api/supervaizer/agents/s", 307, "/api/supervaizer/agents/s/"}, // the reference's route has the slash
-		{"GET", "/api/supervaizer/agents/s//", 404, ""}, // without its slashes, not a route either (as in Starlette)
+		{"GET", "/api/supervaizer/agents/s//", 404, ""},                         // without its slashes, not a route either (as in Starlette)
 		{"GET", "/openapi.json/", 307, "/openapi.json"},
 		{"GET", "/docs/", 307, "/docs"},
 		{"GET", "/static/agents/s_logo.png/", 307, "/static/agents/s_logo.png"},
