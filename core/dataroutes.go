@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
@@ -193,6 +194,12 @@ func (c *Controller) serveDataOp(w http.ResponseWriter, r *http.Request, rt data
 			return
 		}
 		many := op == contract.DataOpImport
+		if !utf8.Valid(body) && jsonContentType(r.Header.Get("Content-Type")) {
+			// The reference's json.loads cannot decode the bytes (no JSONDecodeError): FastAPI's 400.
+			// Read with U+FFFD in their place, two different bodies would store the same item.
+			writeDetail(w, http.StatusBadRequest, "There was an error parsing the body")
+			return
+		}
 		if err := checkBodyShape(body, r.Header.Get("Content-Type"), many); err != nil {
 			writeJSON(w, http.StatusUnprocessableEntity, validationBody{err.errs, echoBody(body, r.Header.Get("Content-Type"))})
 			return

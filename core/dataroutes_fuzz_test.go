@@ -87,6 +87,8 @@ func FuzzDataRoute(f *testing.F) {
 		{"GET", "notes/panic", "", "", "", ""},
 		{"GET", "notes/secret-a%2F", "", "", "", ""},
 		{"GET", "notes%2F", "x=1", "", "", ""},
+		{"POST", "notes/", "", "{\"text\":\"\xff\"}", "", ""},
+		{"PUT", "notes/n1", "", "{\"text\":\"\xed\xa0\x80\"}", "application/json", ""},
 	} {
 		f.Add(s[0], s[1], s[2], s[3], s[4], s[5])
 	}
@@ -123,6 +125,9 @@ func fuzzDataRequest(t *testing.T, h http.Handler, tok string, allowed map[int]b
 		h.ServeHTTP(rec, req)
 		if !allowed[rec.Code] {
 			t.Fatalf("%s %s: status %d %s", method, u, rec.Code, rec.Body)
+		}
+		if (method == "POST" || method == "PUT") && !utf8.ValidString(body) && rec.Code < 300 {
+			t.Fatalf("%s %s: a body that is not UTF-8 was accepted (%d %s)", method, u, rec.Code, rec.Body)
 		}
 		if rec.Code == 307 {
 			loc := rec.Header().Get("Location")

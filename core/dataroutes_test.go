@@ -376,6 +376,11 @@ func TestDataRoutes(t *testing.T) {
 			`{"detail":[{"type":"json_invalid","loc":["body",1],"msg":"JSON decode error","input":{},"ctx":{"error":"EOF"}}],"body":" "}`, nil, nil},
 		{"create trailing data", dreq{"POST", notes, nil, `{} {}`}, 422,
 			`{"detail":[{"type":"json_invalid","loc":["body",3],"msg":"JSON decode error","input":{},"ctx":{"error":"Extra data"}}],"body":"{} {}"}`, nil, nil},
+		{"create not UTF-8", dreq{"POST", notes, nil, "{\"text\":\"\xff\"}"}, 400, `{"detail":"There was an error parsing the body"}`, nil, nil},
+		{"create not UTF-8 without content type", dreq{"POST", notes, map[string]string{"Content-Type": ""}, "{\"text\":\"a\xc3\"}"}, 400,
+			`{"detail":"There was an error parsing the body"}`, nil, nil},
+		{"create text/plain not UTF-8", dreq{"POST", notes, map[string]string{"Content-Type": "text/plain"}, "\xff"}, 422,
+			`{"detail":[{"type":"dict_type","loc":["body"],"msg":"Input should be a valid dictionary","input":"\ufffd"}],"body":"\ufffd"}`, nil, nil},
 		{"create text/plain", dreq{"POST", notes, map[string]string{"Content-Type": "text/plain"}, `{"text":"x"}`}, 422,
 			`{"detail":[{"type":"dict_type","loc":["body"],"msg":"Input should be a valid dictionary","input":"{\"text\":\"x\"}"}],"body":"{\"text\":\"x\"}"}`, nil, nil},
 		{"create wrong member type", dreq{"POST", notes, nil, `{"text":5}`}, 422,
@@ -390,6 +395,7 @@ func TestDataRoutes(t *testing.T) {
 		// Update and delete.
 		{"update", dreq{"PUT", notes + "n2", nil, `{"text":"new"}`}, 200, `{"id":"n2","text":"new"}`, nil, []string{"update n2"}},
 		{"update not found", dreq{"PUT", notes + "missing", nil, `{"text":"new"}`}, 404, `{"detail":"notes 'missing' not found"}`, nil, []string{"update missing"}},
+		{"update not UTF-8", dreq{"PUT", notes + "n2", nil, "{\"text\":\"\xed\xa0\x80\"}"}, 400, `{"detail":"There was an error parsing the body"}`, nil, nil},
 		{"update body not an object", dreq{"PUT", notes + "n2", nil, `"x"`}, 422,
 			`{"detail":[{"type":"dict_type","loc":["body"],"msg":"Input should be a valid dictionary","input":"x"}],"body":"x"}`, nil, nil},
 		{"delete", dreq{"DELETE", notes + "n3", nil, ""}, 200, `{"deleted":true}`, nil, []string{"delete n3"}},
@@ -398,6 +404,7 @@ func TestDataRoutes(t *testing.T) {
 
 		// Import.
 		{"import", dreq{"POST", notes + "import/", nil, `[{"text":"a"},{"text":"b"}]`}, 200, `{"created":2}`, nil, []string{"import"}},
+		{"import not UTF-8", dreq{"POST", notes + "import/", nil, "[{\"text\":\"a\"},{\"text\":\"\xc0\xaf\"}]"}, 400, `{"detail":"There was an error parsing the body"}`, nil, nil},
 		{"import empty", dreq{"POST", notes + "import/", nil, `[]`}, 200, `{"created":0}`, nil, []string{"import"}},
 		{"import not a list", dreq{"POST", notes + "import/", nil, `{"text":"a"}`}, 422,
 			`{"detail":[{"type":"list_type","loc":["body"],"msg":"Input should be a valid list","input":{"text":"a"}}],"body":{"text":"a"}}`, nil, nil},

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/supervaize/svz/core/jobs/jobstest"
+
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/grant/granttest"
@@ -288,10 +290,10 @@ func TestEffectStreamTokenRefused(t *testing.T) {
 // keeps the verified workspace of its job. In local mode the stream's token is not verified (as
 // for /a2a): the workspace is the one the request names.
 func TestJobSyncedKeepsItsWorkspace(t *testing.T) {
-	q := &recQueue{}
+	q := &jobstest.Queue{}
 	c := workController(t, q)
 	post(t, c, rpcBody(t, 1, "supervaizer/action.invoke", actionParams("job.start", "job-1", map[string]any{"name": "ada"})), nil)
-	msgs := q.take()
+	msgs := q.Take()
 	if len(msgs) != 1 {
 		t.Fatalf("dispatched %+v", msgs)
 	}

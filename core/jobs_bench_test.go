@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/supervaize/svz/core/jobs/jobstest"
+
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
@@ -27,7 +29,7 @@ import (
 func BenchmarkJobStartRatio(b *testing.B) {
 	b.Run("pool", func(b *testing.B) { jobStartRatio(b, jobs.NewPool(jobs.ScanEvery(0))) })
 	// The queue only keeps the reference, as SQS or Cloud Tasks would: the call's own cost.
-	b.Run("queue", func(b *testing.B) { jobStartRatio(b, &recQueue{}) })
+	b.Run("queue", func(b *testing.B) { jobStartRatio(b, &jobstest.Queue{}) })
 }
 
 func jobStartRatio(b *testing.B, q jobs.Dispatcher) {
@@ -87,8 +89,8 @@ func jobStartRatio(b *testing.B, q jobs.Dispatcher) {
 	for b.Loop() {
 		s += call(sync, i)
 		w += call(async, i)
-		if rq, ok := q.(*recQueue); ok && i%1024 == 0 {
-			rq.take()
+		if rq, ok := q.(*jobstest.Queue); ok && i%1024 == 0 {
+			rq.Take()
 		}
 		i++
 	}

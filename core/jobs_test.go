@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,29 +12,9 @@ import (
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/core/jobs/jobstest"
 	"github.com/supervaize/svz/core/store/memory"
 )
-
-// recQueue keeps the messages the controller dispatches; the test delivers them.
-type recQueue struct {
-	mu   sync.Mutex
-	msgs []jobs.Message
-}
-
-func (q *recQueue) Dispatch(_ context.Context, m jobs.Message, _ time.Duration) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.msgs = append(q.msgs, m)
-	return nil
-}
-
-func (q *recQueue) take() []jobs.Message {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := q.msgs
-	q.msgs = nil
-	return out
-}
 
 // workAgent is an agent whose job.start starts background work of two steps; job.sync and
 // job.stop are declared without handlers (the controller serves them).
@@ -90,13 +69,13 @@ func actionParams(action, job string, input any) map[string]any {
 }
 
 func TestJobsThroughController(t *testing.T) {
-	q := &recQueue{}
+	q := &jobstest.Queue{}
 	c := workController(t, q)
 	_, body := post(t, c, rpcBody(t, 1, "supervaizer/action.invoke", actionParams("job.start", "job-1", map[string]any{"name": "ada"})), nil)
 	jsonEq(t, body, `{"jsonrpc":"2.0","id":1,"result":{"status":"ok","effects":[{"type":"job.started","job_id":"job-1","status":"active"}],`+
 		`"job_state":{"job":{"id":"job-1","agent_slug":"w","mission_id":"mission-1","status":"active","source":{"type":"fresh_start"}},`+
 		`"cases":[{"id":"job-1-work","lane":"work","title":"greet","status":"pending","metadata":{},"steps":[]}]}}}`)
-	msgs := q.take()
+	msgs := q.Take()
 	if len(msgs) != 1 || string(msgs[0].Encode()) != `{"agent":"w","workspace":"workspace-1","job":"job-1","work":"greet","attempt":0}` {
 		t.Fatalf("dispatched %+v", msgs)
 	}
@@ -166,7 +145,7 @@ func TestNewReportsWorkMistakes(t *testing.T) {
 	jobs.Define(a, "", func(context.Context, struct{}) error { return nil })
 	jobs.Define[struct{}](a, "nil-func", nil)
 	jobs.Define(a, "bad-attempts", func(context.Context, struct{}) error { return nil }, jobs.MaxAttempts(0))
-	_, err := core.New(core.Config{APIKey: testKey, Authorizer: grant.LocalBypass{}, Store: memory.New(), Jobs: &recQueue{}, Logger: quietLogger()}, a)
+	_, err := core.New(core.Config{APIKey: testKey, Authorizer: grant.LocalBypass{}, Store: memory.New(), Jobs: &jobstest.Queue{}, Logger: quietLogger()}, a)
 	for _, want := range []string{`background work "greet": defined twice`, `background work "": a work name is 1 to 200 printable characters`,
 		`background work "nil-func": the work function is required`, `background work "bad-attempts": jobs.MaxAttempts must be at least 1`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -203,7 +182,7 @@ func TestJobAnswerThroughController(t *testing.T) {
 	a.HandleAction("job.start", core.ActionFunc(func(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
 		return w.Started(ctx, req, struct{}{})
 	}))
-	q := &recQueue{}
+	q := &jobstest.Queue{}
 	c, err := core.New(core.Config{APIKey: testKey, ServerID: "SRV-test", Authorizer: grant.LocalBypass{ServerID: "SRV-test"},
 		Store: memory.New(), Jobs: q, Logger: quietLogger()}, a)
 	if err != nil {
@@ -211,7 +190,7 @@ func TestJobAnswerThroughController(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	post(t, c, rpcBody(t, 1, actionInvoke, actionParams("job.start", "job-1", map[string]any{})), nil)
-	for _, m := range q.take() {
+	for _, m := range q.Take() {
 		if err := c.Jobs().Deliver(context.Background(), m, jobs.Delivery{}); err != nil {
 			t.Fatal(err)
 		}

@@ -51,10 +51,10 @@ func (c *Config) validate(local bool) error {
 		return fmt.Errorf("--platform %q: want %s, %s or %s", c.Platform, PlatformCloudRun, PlatformAppRunner, PlatformLambda)
 	}
 	if c.Name == "" {
-		return fmt.Errorf("--name is required")
+		return fmt.Errorf("--name is required: the service's name, e.g. --name my-agent (its resources are named {name}-{env})")
 	}
 	if !nameRE.MatchString(c.Name) || strings.Contains(c.Name, "--") {
-		return fmt.Errorf("--name %q: use lowercase letters, digits and single hyphens, starting with a letter", c.Name)
+		return fmt.Errorf("--name %q: use lowercase letters, digits and single hyphens, at least 2 characters, starting with a letter and not ending with a hyphen", c.Name)
 	}
 	if !envRE.MatchString(c.Env) {
 		return fmt.Errorf("--env %q: use lowercase letters and digits, starting with a letter", c.Env)

@@ -1,6 +1,6 @@
 # AWS Lambda: the bootstrap build `sam build` runs, a local invocation without Docker, and the
 # cold-start benchmark.
-# Included by the Makefile; also usable alone: make -f mk/lambda.mk build-ControllerFunction ARTIFACTS_DIR=out
+# Included by the Makefile; also usable alone: make -f mk/lambda.mk build-ControllerFunction (into bin/)
 #
 # template.yaml's ControllerFunction has `BuildMethod: makefile`, so `sam build` copies the
 # source and runs `make build-ControllerFunction ARTIFACTS_DIR=<dir>`. SAM passes no
@@ -22,8 +22,10 @@ LAMBDA_GO_BUILD = CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) go build -trimp
 
 .PHONY: build-ControllerFunction rie invoke bench-lambda
 
-build-ControllerFunction: ## the Lambda bootstrap into $(ARTIFACTS_DIR), as sam build calls it
-	@if [ -z "$(ARTIFACTS_DIR)" ]; then echo "ARTIFACTS_DIR is required (sam build sets it)" >&2; exit 1; fi
+# sam build sets ARTIFACTS_DIR; by hand the bootstrap lands in bin/.
+ARTIFACTS_DIR ?= bin
+build-ControllerFunction: ## the Lambda bootstrap into bin/, or into ARTIFACTS_DIR (sam build sets it)
+	@if [ -z "$(ARTIFACTS_DIR)" ]; then echo "ARTIFACTS_DIR is empty: unset it for bin/, or give the output directory (sam build sets it)" >&2; exit 1; fi
 	$(LAMBDA_GO_BUILD) -o '$(ARTIFACTS_DIR)/bootstrap' $(LAMBDA_MAIN)
 
 # The AWS Lambda Runtime Interface Emulator: the one scripts/with-services installs, found on PATH,

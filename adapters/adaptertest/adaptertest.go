@@ -86,6 +86,9 @@ type testCase struct {
 	Body   string
 	Stream bool              // an event stream: only its first event is compared
 	Header map[string]string // more request headers
+	// Unclean is the clean form of Path when Path is not clean (//, /./, /../): the controller
+	// answers it as is, but a server that cleans paths answers a redirect there (CleansPaths).
+	Unclean string
 }
 
 func rpc(id, method, params string) string {
@@ -103,7 +106,7 @@ const surfaceParams = `{"request_id":"request-2","actor":{"user_id":"user-1"},"w
 // cases returns the suite.
 func cases() []testCase {
 	card := "/.well-known/agents/v" + hello.Version + "/" + hello.Slug + "_agent.json"
-	return []testCase{
+	return append([]testCase{
 		{Name: "agents_list", Method: "GET", Path: "/.well-known/agents.json"},
 		{Name: "agent_card", Method: "GET", Path: card},
 		{Name: "agent_card_legacy", Method: "GET", Path: "/.well-known/agents/" + hello.Slug + "_agent.json"},
@@ -133,17 +136,53 @@ func cases() []testCase {
 		{Name: "data_local_mode_refused", Method: "GET", Path: "/api/agents/" + hello.Slug + "/data/greetings/", Key: APIKey,
 			Header: map[string]string{"X-Supervaize-Workspace-Id": "workspace-1"}},
 		{Name: "data_unknown_agent", Method: "GET", Path: "/api/agents/nope/data/greetings/", Key: APIKey},
+	}, hostileCases()...)
+}
+
+// hostileCases are requests no client should send: each must get the same documented answer
+// through every adapter, with nothing echoed into a header.
+func hostileCases() []testCase {
+	missing := rpc(`1`, "missing.method", "{}")
+	return []testCase{
+		{Name: "rpc_not_utf8", Method: "POST", Path: "/a2a", Key: APIKey, Body: "{\"id\":\"\xff\",\"method\":\"missing.method\"}"},
+		{Name: "rpc_not_an_object", Method: "POST", Path: "/a2a", Key: APIKey, Body: `42`},
+		{Name: "rpc_trailing_data", Method: "POST", Path: "/a2a", Key: APIKey, Body: missing + ` {}`},
+		{Name: "rpc_byte_order_mark", Method: "POST", Path: "/a2a", Key: APIKey, Body: "\uFEFF" + missing},
+		{Name: "rpc_id_object", Method: "POST", Path: "/a2a", Key: APIKey, Body: rpc(`{"a":1}`, "missing.method", "{}")},
+		{Name: "rpc_id_big_integer", Method: "POST", Path: "/a2a", Key: APIKey, Body: rpc(`123456789012345678901234567890`, "missing.method", "{}")},
+		{Name: "rpc_id_integral_float", Method: "POST", Path: "/a2a", Key: APIKey, Body: rpc(`1E2`, "missing.method", "{}")},
+		{Name: "rpc_params_not_object", Method: "POST", Path: "/a2a", Key: APIKey, Body: rpc(`1`, "supervaizer/action.invoke", `[1]`)},
+		{Name: "rpc_duplicate_members", Method: "POST", Path: "/a2a", Key: APIKey, Body: `{"id":1,"id":2,"method":"x","method":"missing.method"}`},
+		{Name: "rpc_method_crlf", Method: "POST", Path: "/a2a", Key: APIKey, Body: rpc(`1`, `x\r\nSet-Cookie: a=b`, "{}")},
+		{Name: "rpc_text_content_type", Method: "POST", Path: "/a2a", Key: APIKey, Body: missing, Header: map[string]string{"Content-Type": "text/plain"}},
+		{Name: "rpc_query_string", Method: "POST", Path: "/a2a?x=1&y", Key: APIKey, Body: missing},
+		{Name: "rpc_head", Method: "HEAD", Path: "/a2a", Key: APIKey},
+		{Name: "rpc_options", Method: "OPTIONS", Path: "/a2a",
+			Header: map[string]string{"Origin": "https://attacker.example", "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "x-api-key"}},
+		{Name: "health_head", Method: "HEAD", Path: "/.well-known/health"},
+		{Name: "health_post", Method: "POST", Path: "/.well-known/health", Body: `{}`},
+		{Name: "health_trailing_slash", Method: "GET", Path: "/.well-known/health/"},
+		{Name: "health_double_slash", Method: "GET", Path: "//.well-known/health", Unclean: "/.well-known/health"},
+		{Name: "health_dot_segments", Method: "GET", Path: "/x/../.well-known/health", Unclean: "/.well-known/health"},
+		{Name: "card_encoded_dot_segments", Method: "GET", Path: "/.well-known/agents/v" + hello.Version + "/%2e%2e/" + hello.Slug + "_agent.json"},
+		{Name: "events_bad_last_event_id", Method: "GET", Path: "/a2a/events", Key: APIKey, Header: map[string]string{"Last-Event-ID": "nope"}},
+		{Name: "events_post", Method: "POST", Path: "/a2a/events", Key: APIKey, Body: `{}`},
 	}
 }
 
 // Option configures Run and RunData.
 type Option func(*runConfig)
 
-type runConfig struct{ reference bool }
+type runConfig struct{ reference, cleans bool }
 
 // Reference marks the reference adapter (the plain net/http server, ./adapters/httpserver): with
 // -update its answers become the golden files. Any other adapter's -update fails instead.
 func Reference() Option { return func(c *runConfig) { c.reference = true } }
+
+// CleansPaths marks an adapter whose server redirects a path that is not clean to its clean
+// form (307), before the controller sees it: net/http's ServeMux, which the Functions Framework
+// serves through. Such a request then gets that redirect instead of the controller's answer.
+func CleansPaths() Option { return func(c *runConfig) { c.cleans = true } }
 
 // Run runs the suite against the controller that client reaches at base (scheme://host), and
 // compares every answer with the golden files.
@@ -158,8 +197,18 @@ func run(t *testing.T, client *http.Client, base string, cases []testCase, opts 
 	for _, o := range opts {
 		o(&cfg)
 	}
+	noFollow := *client // a redirect is an answer, not followed
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	client = &noFollow
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
+			if cfg.cleans && c.Unclean != "" {
+				got := do(t, client, base, c)
+				if !bytes.HasPrefix(got, []byte("HTTP 307\n")) || !bytes.Contains(got, []byte("\nLocation: "+c.Unclean+"\n")) {
+					t.Fatalf("answer\n%s\nwant the server's redirect (307) to the clean path %s", got, c.Unclean)
+				}
+				return
+			}
 			golden.Shared(t, filepath.Join(dir(), c.Name+".golden"), do(t, client, base, c), "./adapters/httpserver", cfg.reference)
 		})
 	}
@@ -187,7 +236,7 @@ func do(t *testing.T, client *http.Client, base string, c testCase) []byte {
 		req.Header.Set("X-API-Key", c.Key)
 	}
 	for k, v := range c.Header {
-		req.Header.Set(k, v)
+		req.Header.Set(k, v) // after the defaults: a case may replace them
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -129,12 +129,10 @@ func dataCases(ws string) []testCase {
 }
 
 // RunData runs the DataResource suite against the controller (built with DataEnv) that client
-// reaches at base. Redirects are answers here, not followed.
+// reaches at base. Redirects are answers, not followed (as in Run).
 func RunData(t *testing.T, client *http.Client, base string, opts ...Option) {
 	t.Helper()
-	c := *client
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	run(t, &c, base, dataCases("suite-"+hex.EncodeToString(b[:])), opts)
+	run(t, client, base, dataCases("suite-"+hex.EncodeToString(b[:])), opts)
 }

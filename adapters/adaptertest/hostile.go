@@ -20,13 +20,71 @@ import (
 //   - 400 connections each sending an unfinished 1 MiB header are answered 431 and closed, and
 //     the heap does not keep their headers (net/http's default limit, 1 MiB, would hold them all);
 //   - a call without an API key that announces a body and never sends it is answered 401 and its
-//     connection closed at once, not when the read timeout ends.
+//     connection closed at once, not when the read timeout ends;
+//   - connections cut by their client in every state (an event stream open, a body or a chunk
+//     half sent, an unfinished header) leave no goroutine behind.
 //
 // The server must have a read timeout of a minute or more, so that only an answer that does not
 // wait for the body passes.
 func RunHostile(t *testing.T, addr string) {
 	t.Run("header flood", func(t *testing.T) { headerFlood(t, addr) })
 	t.Run("keyless call promising a body", func(t *testing.T) { promisedBody(t, addr) })
+	t.Run("cut connections", func(t *testing.T) { cutConnections(t, addr) })
+}
+
+func cutConnections(t *testing.T, addr string) {
+	const rounds = 20
+	key := "X-API-Key: " + APIKey + "\r\n"
+	requests := []struct {
+		wire   string
+		answer bool // the server answers before the request ends: read its first line before cutting
+	}{
+		{"GET /a2a/events HTTP/1.1\r\nHost: svz.test\r\n" + key + "\r\n", true},
+		{"GET /a2a/events HTTP/1.1\r\nHost: svz.test\r\n" + key + "Last-Event-ID: 0-0\r\n\r\n", true},
+		{"POST /a2a HTTP/1.1\r\nHost: svz.test\r\n" + key + "Content-Length: 100\r\n\r\n{\"id\":", false},
+		{"POST /a2a HTTP/1.1\r\nHost: svz.test\r\n" + key + "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"id\"", false},
+		{"POST /a2a HTTP/1.1\r\nHost: svz.test\r\nContent-Length: 100\r\n\r\n", true}, // keyless: 401 at once
+		{"GET /.well-known/health HTTP/1.1\r\nHost: svz.test\r\nX-Unfinished: ", false},
+	}
+	runtime.GC()
+	before := runtime.NumGoroutine()
+	var wg sync.WaitGroup
+	for range rounds {
+		for _, r := range requests {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatalf("dial: %v", err)
+			}
+			wg.Go(func() {
+				defer c.Close()
+				if _, err := io.WriteString(c, r.wire); err != nil {
+					t.Errorf("write: %v", err)
+					return
+				}
+				if r.answer {
+					if line := firstLineOrEnd(c); !strings.HasPrefix(line, "HTTP/1.1 ") {
+						t.Errorf("%q: first line %q", r.wire, line)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	// A goroutine per cut connection left behind would be far above this margin; the runtime's
+	// and the server's own come and go within it.
+	const margin = 8
+	deadline := time.Now().Add(60 * time.Second) // generous for a loaded machine: the condition is positive
+	for {
+		n := runtime.NumGoroutine()
+		if n <= before+margin {
+			return
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines a minute after %d cut connections (%d before):\n%s", n, rounds*len(requests), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func headerFlood(t *testing.T, addr string) {

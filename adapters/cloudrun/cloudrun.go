@@ -67,7 +67,8 @@ func WithShutdownTimeout(d time.Duration) Option { return func(c *config) { c.sh
 // Register registers h with the Functions Framework as the HTTP function name (functions.HTTP),
 // wrapped as Serve wraps it (a panic answers a 500 JSON body). It is the hook for a source
 // deployment, whose generated main serves FUNCTION_TARGET=name: call it from an init function of a
-// non-main package. A name may be registered once per process.
+// non-main package. A name may be registered once per process. That main serves through a
+// ServeMux, which redirects a path that is not clean (//, /../) before h sees it.
 func Register(name string, h http.Handler) {
 	functions.HTTP(name, frameworkFunc(httpkit.NewTracker(slog.Default(), 0).Handler(h)))
 }

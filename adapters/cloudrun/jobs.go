@@ -172,10 +172,10 @@ type Deliverer interface {
 }
 
 // Handler serves TaskPath with svc's deliveries, and everything else with next. A delivery is
-// served only with a valid OIDC token of the invoker account for the service's URL; any other
-// request is answered 401 and never reaches the job service. A delivery's answer tells Cloud
-// Tasks what to do: 2xx done (finished, handed on, or a message to drop), 503 deliver it again
-// later (with the queue's backoff).
+// served only with a valid OIDC token of the invoker account for the service's URL, in a single
+// Authorization header; any other request is answered 401 and never reaches the job service. A
+// delivery's answer tells Cloud Tasks what to do: 2xx done (finished, handed on, or a message to
+// drop), 503 deliver it again later (with the queue's backoff).
 func (j *Jobs) Handler(next http.Handler, svc Deliverer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != TaskPath {
@@ -188,7 +188,11 @@ func (j *Jobs) Handler(next http.Handler, svc Deliverer) http.Handler {
 			answer(w, http.StatusServiceUnavailable, "unavailable")
 			return
 		}
-		if err := j.verifier.VerifyAuthorization(ctx, r.Header.Get("Authorization")); err != nil {
+		var auth string
+		if vs := r.Header.Values("Authorization"); len(vs) == 1 {
+			auth = vs[0] // two headers are ambiguous (which one did a proxy check?): refused as none
+		}
+		if err := j.verifier.VerifyAuthorization(ctx, auth); err != nil {
 			var refused *grant.OIDCError
 			if !errors.As(err, &refused) {
 				j.log.ErrorContext(ctx, "task delivery not checked: the OIDC keys are unavailable", "error", err)

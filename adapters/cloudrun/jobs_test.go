@@ -193,3 +193,84 @@ func TestDispatchDelay(t *testing.T) {
 		t.Fatalf("dispatch to a missing queue: %v", err)
 	}
 }
+
+// TestTaskRouteHostile: the task route delivers only a request that carries a valid ID token of
+// the invoker for the service, in one Authorization header; every other request is 401 with
+// nothing delivered, whatever its method or body, and the route is the exact path (with any
+// query). A retry count that is not a small non-negative integer is ignored.
+func TestTaskRouteHostile(t *testing.T) {
+	google, other := granttest.NewGoogle("k1"), granttest.NewGoogle("k1")
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(google.JWKS()) }))
+	defer jwks.Close()
+	const url, inv = "https://svc.a.run.app", "inv@p-test1.iam.gserviceaccount.com"
+	j, err := JobsFromEnv(envMap(map[string]string{EnvJobsQueue: "projects/p-test1/locations/l/queues/q", EnvJobsInvoker: inv,
+		EnvPublicURL: url, EnvOIDCJWKSURL: jwks.URL}), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	j.now = func() time.Time { return now }
+	rec := &recordDeliveries{}
+	next := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "next", http.StatusTeapot) })
+	h := j.Handler(next, rec)
+	valid := "Bearer " + google.Token(granttest.IDClaims(now, url, inv))
+	claims := func(edit func(granttest.Claims)) string {
+		c := granttest.IDClaims(now, url, inv)
+		edit(c)
+		return "Bearer " + google.Token(c)
+	}
+	body := `{"agent":"a","workspace":"w","job":"j","work":"x","attempt":1}`
+	serve := func(method, target string, auth []string, header map[string]string) (int, string, http.Header) {
+		req := httptest.NewRequest(method, target, strings.NewReader(body))
+		req.Header["Authorization"] = auth
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code, strings.TrimSpace(w.Body.String()), w.Header()
+	}
+	for _, tc := range []struct {
+		name string
+		auth []string
+	}{
+		{"no Authorization", nil},
+		{"empty", []string{""}},
+		{"scheme alone", []string{"Bearer"}},
+		{"scheme and space", []string{"Bearer "}},
+		{"not a JWT", []string{"Bearer not-a-jwt"}},
+		{"Basic", []string{"Basic aW52OnB3"}},
+		{"token without scheme", []string{strings.TrimPrefix(valid, "Bearer ")}},
+		{"two headers", []string{valid, valid}},
+		{"another key", []string{"Bearer " + other.Token(granttest.IDClaims(now, url, inv))}},
+		{"another audience", []string{claims(func(c granttest.Claims) { c["aud"] = "https://other.a.run.app" })}},
+		{"another account", []string{claims(func(c granttest.Claims) { c["email"] = "evil@p-test1.iam.gserviceaccount.com" })}},
+		{"unverified email", []string{claims(func(c granttest.Claims) { c["email_verified"] = false })}},
+		{"another issuer", []string{claims(func(c granttest.Claims) { c["iss"] = "https://evil.example" })}},
+		{"expired", []string{claims(func(c granttest.Claims) { c["exp"] = now.Add(-time.Hour).Unix() })}},
+		{"HS256 with the public key", []string{"Bearer " + granttest.SignHS256(google.JWKS(), map[string]any{"alg": "HS256", "kid": "k1"}, granttest.IDClaims(now, url, inv))}},
+		{"line break", []string{valid + "\r\nX-Injected: 1"}},
+	} {
+		for _, method := range []string{http.MethodPost, http.MethodGet} {
+			code, got, hdr := serve(method, TaskPath, tc.auth, nil)
+			if code != http.StatusUnauthorized || got != `{"status":"unauthorized"}` || hdr.Get("WWW-Authenticate") != `Bearer error="invalid_token"` {
+				t.Errorf("%s, %s: %d %s %v", tc.name, method, code, got, hdr)
+			}
+		}
+	}
+	if len(rec.got) != 0 {
+		t.Fatalf("refused requests were delivered: %+v", rec.msg)
+	}
+	for _, target := range []string{TaskPath + "/", TaskPath + "%2F", "/.svz//tasks", "/.svz/tasks.json", "/.SVZ/tasks"} {
+		if code, got, _ := serve(http.MethodPost, target, []string{valid}, nil); code != http.StatusTeapot {
+			t.Errorf("%s: %d %s, want the next handler", target, code, got)
+		}
+	}
+	for retry, receive := range map[string]int{"": 0, "0": 1, "4": 5, "-1": 0, "+3": 4, "1e3": 0, "99999999999999999999": 0, " 2": 0, "0x10": 0} {
+		rec.got = nil
+		code, got, _ := serve(http.MethodPost, TaskPath+"?x=1", []string{valid}, map[string]string{"X-CloudTasks-TaskRetryCount": retry})
+		if code != http.StatusOK || got != `{"status":"ok"}` || len(rec.got) != 1 || rec.got[0].Receive != receive {
+			t.Errorf("retry count %q: %d %s %+v, want receive %d", retry, code, got, rec.got, receive)
+		}
+	}
+}

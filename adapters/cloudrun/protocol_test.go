@@ -17,9 +17,10 @@ func TestProtocol(t *testing.T) {
 }
 
 // TestProtocolFunctionsFramework runs the protocol suite through the Functions Framework, which
-// serves what Register registers.
+// serves what Register registers through a ServeMux: a path that is not clean is redirected to
+// its clean form before the controller sees it.
 func TestProtocolFunctionsFramework(t *testing.T) {
-	adaptertest.Run(t, &http.Client{}, framework(t, adaptertest.Handler(t)))
+	adaptertest.Run(t, &http.Client{}, framework(t, adaptertest.Handler(t)), adaptertest.CleansPaths())
 }
 
 // TestProtocolData runs the DataResource suite through Serve and through the Functions Framework.
@@ -28,7 +29,7 @@ func TestProtocolData(t *testing.T) {
 	base, _ := serve(t, adaptertest.DataHandler(t), nil, WithLogger(log))
 	adaptertest.RunData(t, &http.Client{}, base)
 	t.Run("FunctionsFramework", func(t *testing.T) {
-		adaptertest.RunData(t, &http.Client{}, framework(t, adaptertest.DataHandler(t)))
+		adaptertest.RunData(t, &http.Client{}, framework(t, adaptertest.DataHandler(t)), adaptertest.CleansPaths())
 	})
 }
 

@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -336,5 +338,57 @@ func TestSQSBatch(t *testing.T) {
 	other["eventSource"] = "aws:kinesis"
 	if _, err := NewHandler(http.NotFoundHandler(), WithLogger(log), WithJobs(deliver, 5)).Invoke(ctx, sqsEvent(sqsRecordOf("m-2", msg("ok"), "1"), other)); !errors.Is(err, ErrUnsupportedEvent) {
 		t.Errorf("a kinesis record: %v", err)
+	}
+}
+
+// TestSQSBadBodies: a record whose body is not a task message is reported failed (delivered
+// again, then dead-lettered), never delivered, and its body never reaches the log, whatever it
+// holds; the other records of the batch are delivered.
+func TestSQSBadBodies(t *testing.T) {
+	bodies := map[string]string{
+		"empty": "", "spaces": "   ", "null": "null", "array": `[{"job":"secret"}]`, "string": `"secret"`, "number": "1e999",
+		"truncated": `{"agent":"a","workspace":"w","job":"secret"`, "not UTF-8": "{\"job\":\"secret\xff\"}",
+		"base64": "eyJqb2IiOiJqIn0=", "trailing data": `{"agent":"a","workspace":"w","job":"j","work":"x","attempt":1} secret`,
+		"missing members": `{"job":"secret"}`, "wrong types": `{"agent":1,"workspace":[],"job":{"secret":1},"work":null,"attempt":"1"}`,
+		"deep": strings.Repeat("[", 100000) + strings.Repeat("]", 100000), "huge": `{"agent":"secret` + strings.Repeat("a", 300<<10) + `"}`,
+	}
+	var records []map[string]any
+	var want []string
+	for name, body := range bodies {
+		records = append(records, sqsRecordOf("bad "+name, body, "1"))
+		want = append(want, `{"itemIdentifier":"bad `+name+`"}`)
+	}
+	ok := string(jobs.Message{Agent: "a", Workspace: "w", Job: "ok", Work: "work", Attempt: 1}.Encode())
+	records = append(records, sqsRecordOf("good", ok, "1"))
+	var delivered atomic.Int32
+	deliver := func(_ context.Context, m jobs.Message, _ jobs.Delivery) error {
+		if m.Job != "ok" {
+			t.Errorf("delivered a bad record: %+v", m)
+		}
+		delivered.Add(1)
+		return nil
+	}
+	log, logs := testkit.Logger()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := NewHandler(http.NotFoundHandler(), WithLogger(log), WithJobs(deliver, 5)).Invoke(ctx, sqsEvent(records...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct{ BatchItemFailures []json.RawMessage }
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("answer %s: %v", out, err)
+	}
+	var ids []string
+	for _, f := range got.BatchItemFailures {
+		ids = append(ids, string(f))
+	}
+	slices.Sort(ids)
+	slices.Sort(want)
+	if !slices.Equal(ids, want) || delivered.Load() != 1 {
+		t.Fatalf("failures %v (delivered %d), want %v and the good record delivered once", ids, delivered.Load(), want)
+	}
+	if strings.Contains(logs.String(), "secret") {
+		t.Errorf("a body reached the log:\n%.2000s", logs)
 	}
 }

@@ -301,12 +301,15 @@ func openPlatform(ctx context.Context, cfg *deploy.Config) (deploy.Platform, fun
 		if cfg.Region == "" {
 			cfg.Region = cloudrun.DefaultRegion
 		}
+		if err := cloudrun.CheckCredentials(ctx); err != nil {
+			return deploy.Platform{}, nil, err
+		}
 		clients, err := cloudrun.NewClients(ctx)
 		if err != nil {
 			return deploy.Platform{}, nil, err
 		}
 		token := func(ctx context.Context) (string, error) {
-			ts, err := google.DefaultTokenSource(ctx, "https://www.googleapis.com/auth/cloud-platform")
+			ts, err := google.DefaultTokenSource(ctx, cloudrun.Scope)
 			if err != nil {
 				return "", fmt.Errorf("application default credentials: %w", err)
 			}

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 
+	"cloud.google.com/go/compute/metadata"
+
 	"github.com/supervaize/svz/internal/testenv"
 )
 
@@ -46,7 +48,7 @@ func TestDeployConfigErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"deploy", "plan"}, `deploy plan failed at step "config": --platform is required: cloud-run, app-runner or lambda`},
-		{[]string{"deploy", "up", "-p", "lambda"}, `deploy up failed at step "config": --name is required`},
+		{[]string{"deploy", "up", "-p", "lambda"}, `deploy up failed at step "config": --name is required: the service's name, e.g. --name my-agent (its resources are named {name}-{env})`},
 		{[]string{"deploy", "status", "-p", "cloud-run", "-n", "hello"}, `deploy status failed at step "config": --project-id is required for cloud-run`},
 		{[]string{"deploy", "plan", "-p", "lambda", "-n", "hello", "--arch", "386"}, `deploy plan failed at step "config": --arch "386": want amd64 or arm64`},
 		{[]string{"deploy", "plan", "-p", "lambda", "-n", "hello", "-o", "yaml"}, `--output "yaml": want text or json`},
@@ -54,8 +56,8 @@ func TestDeployConfigErrors(t *testing.T) {
 		{[]string{"deploy", "down", "-p", "lambda", "-n", "hello", "--purge"}, `deploy down failed at step "confirm": deleting hello-dev on lambda with its secrets and stored data needs confirmation: pass --yes (stdin is not a terminal, so nobody can be asked)`},
 		{[]string{"deploy", "up", "-p", "lambda", "-n", "hello", "--main", "../../examples/helloworld"}, `deploy up failed at step "confirm": changing hello-dev on lambda needs confirmation: pass --yes (stdin is not a terminal, so nobody can be asked)`},
 		{[]string{"deploy", "up", "-p", "lambda", "-n", "hello", "--main", "../../examples/helloworld", "--rotate-secrets"}, `deploy up failed at step "confirm": changing hello-dev on lambda and rotating its secrets needs confirmation: pass --yes (stdin is not a terminal, so nobody can be asked)`},
-		{[]string{"deploy", "local", "-p", "cloud-run"}, `deploy local failed at step "config": --name is required`},
-		{[]string{"deploy", "down", "-p", "lambda"}, `deploy down failed at step "config": --name is required`},
+		{[]string{"deploy", "local", "-p", "cloud-run"}, `deploy local failed at step "config": --name is required: the service's name, e.g. --name my-agent (its resources are named {name}-{env})`},
+		{[]string{"deploy", "down", "-p", "lambda"}, `deploy down failed at step "config": --name is required: the service's name, e.g. --name my-agent (its resources are named {name}-{env})`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, _, err := svz(t, tc.args...)
@@ -72,7 +74,7 @@ func TestDeployJSONFailure(t *testing.T) {
 		t.Fatal("no error")
 	}
 	v := decode(t, out)
-	if v["ok"] != false || v["failed_step"] != "config" || v["command"] != "plan" || v["error"] != "step config: --name is required" {
+	if v["ok"] != false || v["failed_step"] != "config" || v["command"] != "plan" || v["error"] != "step config: --name is required: the service's name, e.g. --name my-agent (its resources are named {name}-{env})" {
 		t.Fatalf("document %v", v)
 	}
 }
@@ -285,5 +287,32 @@ func TestDeployCredentialsMessage(t *testing.T) {
 	}
 	if len(leaked) > 0 || cmdErr != "" {
 		t.Fatalf("printed besides svz's message:\n%s%s", leaked, cmdErr)
+	}
+}
+
+// TestDeployGoogleCredentialsMessage: without Application Default Credentials, Cloud Run's connect
+// step names the fix; a GOOGLE_APPLICATION_CREDENTIALS that cannot be read is reported as itself.
+func TestDeployGoogleCredentialsMessage(t *testing.T) {
+	t.Setenv("GCE_METADATA_HOST", "")
+	if metadata.OnGCE() {
+		t.Skip("on Google Cloud the metadata server gives credentials")
+	}
+	t.Setenv("HOME", t.TempDir()) // no gcloud application_default_credentials.json
+	missing := filepath.Join(t.TempDir(), "key.json")
+	for _, tc := range []struct{ file, want string }{
+		{"", `deploy status failed at step "connect": no Google Cloud credentials found: run gcloud auth application-default login, ` +
+			`or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file; svz deploy reads Application Default Credentials ` +
+			`(that variable, gcloud's application_default_credentials.json, the metadata server on Google Cloud)`},
+		{missing, `deploy status failed at step "connect": application default credentials cannot be used: ` +
+			`google: error getting credentials using GOOGLE_APPLICATION_CREDENTIALS environment variable: open ` + missing + `: no such file or directory`},
+	} {
+		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", tc.file)
+		out, cmdErr, err := svz(t, "deploy", "status", "-p", "cloud-run", "-n", "hello", "--project-id", "p")
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("GOOGLE_APPLICATION_CREDENTIALS=%q: err %v\nwant %s", tc.file, err, tc.want)
+		}
+		if out != "" || cmdErr != "" {
+			t.Errorf("printed besides svz's message:\n%s%s", out, cmdErr)
+		}
 	}
 }

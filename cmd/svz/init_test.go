@@ -68,14 +68,31 @@ func TestInitScaffoldBuildsAndPasses(t *testing.T) {
 	if got := goTool(t, dir, "test", "-count=1", "-v", "./..."); !strings.Contains(got, "--- PASS: TestJobStartIsIdempotent") {
 		t.Fatalf("the scaffold's tests:\n%s", got)
 	}
+	// As sam build runs it (ARTIFACTS_DIR set), then by hand (into bin/, which git ignores).
 	artifacts := t.TempDir()
-	make := exec.Command("make", "build-ControllerFunction", "ARTIFACTS_DIR="+artifacts, "GOARCH="+runtime.GOARCH)
-	make.Dir = dir
-	if b, err := make.CombinedOutput(); err != nil {
-		t.Fatalf("make build-ControllerFunction: %v\n%s", err, b)
+	for _, tc := range []struct{ arg, bootstrap string }{
+		{"ARTIFACTS_DIR=" + artifacts, filepath.Join(artifacts, "bootstrap")},
+		{"", filepath.Join(dir, "bin", "bootstrap")},
+	} {
+		make := exec.Command("make", "build-ControllerFunction", "GOARCH="+runtime.GOARCH)
+		if tc.arg != "" {
+			make.Args = append(make.Args, tc.arg)
+		}
+		make.Dir = dir
+		if b, err := make.CombinedOutput(); err != nil {
+			t.Fatalf("make build-ControllerFunction %s: %v\n%s", tc.arg, err, b)
+		}
+		if st, err := os.Stat(tc.bootstrap); err != nil || st.Size() == 0 {
+			t.Fatalf("make build-ControllerFunction %s: no Lambda bootstrap: %v", tc.arg, err)
+		}
 	}
-	if st, err := os.Stat(filepath.Join(artifacts, "bootstrap")); err != nil || st.Size() == 0 {
-		t.Fatalf("no Lambda bootstrap: %v", err)
+	if b, _ := os.ReadFile(filepath.Join(dir, ".gitignore")); !strings.Contains("\n"+string(b), "\nbootstrap\n") {
+		t.Errorf(".gitignore does not ignore the bootstrap:\n%s", b)
+	}
+	empty := exec.Command("make", "build-ControllerFunction", "ARTIFACTS_DIR=")
+	empty.Dir = dir
+	if b, err := empty.CombinedOutput(); err == nil || !strings.HasPrefix(string(b), "ARTIFACTS_DIR is empty: unset it for bin/, or give the output directory (sam build sets it)\n") {
+		t.Errorf("make build-ControllerFunction ARTIFACTS_DIR=: %v\n%s", err, b)
 	}
 }
 

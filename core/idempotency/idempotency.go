@@ -45,7 +45,6 @@ package idempotency
 
 import (
 	"bytes"
-	"compress/flate"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -53,13 +52,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/internal/packed"
 	"github.com/supervaize/svz/core/store"
 	keyfp "github.com/supervaize/svz/internal/fingerprint"
 )
@@ -115,8 +113,10 @@ type Gate struct {
 	log       *slog.Logger
 	// after is the renewal timer (time.After); tests replace it to renew on demand.
 	after func(time.Duration) <-chan time.Time
-	// deflaters recycles the compressors of pack (each holds about 1 MB of tables).
-	deflaters sync.Pool
+	// packer stores completed records deflated (core/internal/packed): Hello World's job.start
+	// record stays under the 1 KB of one DynamoDB write unit, and so does a replay's failed
+	// conditional write, billed at the stored item's size.
+	packer packed.Packer
 }
 
 // Option configures a Gate.
@@ -240,7 +240,7 @@ func (g *Gate) runClaimed(ctx context.Context, req *contract.ActionRequest, key,
 		value, err = json.Marshal(record{State: stateDone, Fingerprint: fp, Result: body})
 	}
 	if err == nil && !refused {
-		value = g.pack(value)
+		value = g.packer.Pack(value)
 	}
 	// The run is over and must be recorded or released even if the caller has gone away.
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
@@ -387,7 +387,7 @@ func (g *Gate) unrecordable(ctx context.Context, log *slog.Logger, key, fp strin
 // answer replies to a request whose key holds a live record.
 func (g *Gate) answer(req *contract.ActionRequest, fp string, rec store.Record) (*contract.ActionResult, error) {
 	var r record
-	value, err := unpack(rec.Value)
+	value, err := packed.Unpack(rec.Value)
 	if err == nil {
 		err = json.Unmarshal(value, &r)
 	}
@@ -507,55 +507,4 @@ func fingerprint(req *contract.ActionRequest) (string, error) {
 	}
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:]), nil
-}
-
-// Packed records. A completed record is stored deflated when that makes it smaller: a JSON
-// result shrinks about threefold, which keeps Hello World's job.start record under the 1 KB of one
-// DynamoDB write unit, and a replay (a failed conditional write, billed at the stored item's
-// size) at one unit too. A packed value starts with packedMark, which no JSON text does; records
-// written before packing existed are read as they are.
-const (
-	packedMark = 0x01
-	// maxUnpacked bounds what an unpacked record may grow to: far above any value a store
-	// accepts deflated (flate's best ratio is about 1000:1), so only a corrupt record reaches it.
-	maxUnpacked = 64 << 20
-)
-
-// pack returns value deflated behind packedMark, or value itself when that is not smaller.
-func (g *Gate) pack(value []byte) []byte {
-	var buf bytes.Buffer
-	buf.Grow(len(value)/2 + 16)
-	buf.WriteByte(packedMark)
-	w, _ := g.deflaters.Get().(*flate.Writer)
-	if w == nil {
-		w, _ = flate.NewWriter(&buf, flate.BestSpeed) // BestSpeed is a valid level: never an error
-	} else {
-		w.Reset(&buf)
-	}
-	_, err := w.Write(value)
-	if err == nil {
-		err = w.Close()
-	}
-	g.deflaters.Put(w)
-	if err != nil || buf.Len() >= len(value) {
-		return value
-	}
-	return buf.Bytes()
-}
-
-// unpack returns the JSON of a stored record, inflating a packed one.
-func unpack(value []byte) ([]byte, error) {
-	if len(value) == 0 || value[0] != packedMark {
-		return value, nil
-	}
-	r := flate.NewReader(bytes.NewReader(value[1:]))
-	defer r.Close()
-	out, err := io.ReadAll(io.LimitReader(r, maxUnpacked+1))
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("inflate the record: %w", err)
-	case len(out) > maxUnpacked:
-		return nil, errors.New("inflate the record: larger than 64 MiB")
-	}
-	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/internal/packed"
 	"github.com/supervaize/svz/core/store/memory"
 )
 
@@ -33,7 +34,7 @@ func TestCompletedRecordsArePacked(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain, _ := json.Marshal(first)
-	if rec.Value[0] != packedMark || len(rec.Value)*2 > len(plain) {
+	if rec.Value[0] != packed.Mark || len(rec.Value)*2 > len(plain) {
 		t.Fatalf("stored %d bytes starting %q for a %d-byte result: want it packed to under half", len(rec.Value), rec.Value[:1], len(plain))
 	}
 	replay := func() []byte {
@@ -52,7 +53,7 @@ func TestCompletedRecordsArePacked(t *testing.T) {
 		t.Fatalf("replay %s\nwant %s", got, plain)
 	}
 	// The same record as it was stored before packing.
-	unpacked, err := unpack(rec.Value)
+	unpacked, err := packed.Unpack(rec.Value)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestCompletedRecordsArePacked(t *testing.T) {
 	if got := replay(); !bytes.Equal(got, plain) {
 		t.Fatalf("replay of an unpacked record %s\nwant %s", got, plain)
 	}
-	if _, err := unpack([]byte{packedMark, 0xff, 0x00}); err == nil {
+	if _, err := packed.Unpack([]byte{packed.Mark, 0xff, 0x00}); err == nil {
 		t.Error("a corrupt packed record was read without an error")
 	}
 }

@@ -136,8 +136,13 @@ func (r *record) clone() *record {
 // Keys: every part escaped, so no agent, workspace or job id can reach another's records.
 const keyPrefix = "jobs/v1/"
 
+// TaskKeyPrefix starts the store key of every task record. Nothing lists them (the pool lists
+// its index, under another prefix): a store may keep them out of its listing index (the
+// DynamoDB store's costs a write unit per record).
+const TaskKeyPrefix = keyPrefix + "t/"
+
 func taskKey(agent, workspace, job string) string {
-	return keyPrefix + "t/" + url.PathEscape(agent) + "/" + url.PathEscape(workspace) + "/" + url.PathEscape(job)
+	return TaskKeyPrefix + url.PathEscape(agent) + "/" + url.PathEscape(workspace) + "/" + url.PathEscape(job)
 }
 
 // Message is what a queue carries for a task: its reference, never its input, parameters or

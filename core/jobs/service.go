@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/internal/packed"
 	"github.com/supervaize/svz/core/store"
 )
 
@@ -107,6 +108,9 @@ type Service struct {
 	cfg     Config
 	log     *slog.Logger
 	running sync.Map // task key → the *task of the delivery running it here
+	// packer stores task records deflated (core/internal/packed): a record is rewritten once per
+	// step, and DynamoDB bills each write by the started KB of the record.
+	packer packed.Packer
 }
 
 // NewService returns a Service for cfg.
@@ -180,11 +184,24 @@ func (s *Service) load(ctx context.Context, key string) (*record, uint64, error)
 	if err != nil {
 		return nil, 0, err
 	}
-	var r record
-	if err := json.Unmarshal(rec.Value, &r); err != nil {
-		return nil, 0, fmt.Errorf("jobs: task record %s is unreadable: %w", key, err)
+	r, err := decode(key, rec.Value)
+	if err != nil {
+		return nil, 0, err
 	}
-	return &r, rec.Version, nil
+	return r, rec.Version, nil
+}
+
+// decode reads the task record stored under key, packed or not.
+func decode(key string, value []byte) (*record, error) {
+	var r record
+	b, err := packed.Unpack(value)
+	if err == nil {
+		err = json.Unmarshal(b, &r)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jobs: task record %s is unreadable: %w", key, err)
+	}
+	return &r, nil
 }
 
 func (s *Service) expiry(r *record) time.Time {
@@ -194,12 +211,12 @@ func (s *Service) expiry(r *record) time.Time {
 	return store.Never
 }
 
-func encode(r *record) ([]byte, error) {
+func (s *Service) encode(r *record) ([]byte, error) {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("jobs: encode the task record: %w", err)
 	}
-	return b, nil
+	return s.packer.Pack(b), nil
 }
 
 // update rewrites the record under key with mutate, compare-and-swap, re-reading on conflict.
@@ -214,7 +231,7 @@ func (s *Service) update(ctx context.Context, key string, mutate func(r *record)
 		if err != nil || !ok {
 			return r, err
 		}
-		b, err := encode(r)
+		b, err := s.encode(r)
 		if err != nil {
 			return nil, err
 		}
@@ -249,7 +266,7 @@ func (s *Service) start(ctx context.Context, sc *scope, work string, req *contra
 	r := &record{Format: 1, Agent: sc.agent, Workspace: g.WorkspaceID, Job: job, Mission: req.MissionID, Work: work, Input: input,
 		Status: taskPending, Created: now, Deadline: now.Add(timeout), Steps: []*stepRecord{},
 		Grant: &grantRef{GrantID: g.GrantID, WorkspaceSlug: g.WorkspaceSlug, AgentID: g.AgentID, ServerID: g.ServerID, Scopes: g.Scopes, AgentRef: g.AgentWorkspaceRef}}
-	b, err := encode(r)
+	b, err := s.encode(r)
 	if err != nil {
 		return nil, err
 	}
@@ -257,17 +274,17 @@ func (s *Service) start(ctx context.Context, sc *scope, work string, req *contra
 	existing, err := s.cfg.Store.Create(ctx, key, b, store.Never)
 	switch {
 	case errors.Is(err, store.ErrExists):
-		var old record
-		if err := json.Unmarshal(existing.Value, &old); err != nil {
-			return nil, fmt.Errorf("jobs: task record %s is unreadable: %w", key, err)
+		old, err := decode(key, existing.Value)
+		if err != nil {
+			return nil, err
 		}
 		if old.Work != work {
 			return nil, fmt.Errorf("%w: job %q runs %q, not %q", ErrOtherWork, job, old.Work, work)
 		}
 		if old.Status != taskPending || old.Holder != "" || old.Deliveries > 0 {
-			return &old, nil // running or done: never a second run
+			return old, nil // running or done: never a second run
 		}
-		r = &old // written, maybe never dispatched (the first call failed after the write): dispatch again
+		r = old // written, maybe never dispatched (the first call failed after the write): dispatch again
 	case err != nil:
 		return nil, fmt.Errorf("jobs: record the task of job %q: %w", job, err)
 	}
@@ -360,7 +377,7 @@ func (s *Service) deliver(ctx context.Context, m Message, d Delivery) error {
 			r.Holder, r.LeaseUntil = holder, now.Add(s.cfg.Lease)
 			r.Deliveries++
 		}
-		b, err := encode(r)
+		b, err := s.encode(r)
 		if err != nil {
 			return err
 		}

@@ -175,7 +175,7 @@ func (t *task) write(ctx context.Context, mutate func(r *record) bool) error {
 		if !mutate(next) {
 			return nil
 		}
-		b, err := encode(next)
+		b, err := s.encode(next)
 		if err != nil {
 			return err
 		}

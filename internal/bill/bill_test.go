@@ -3,12 +3,15 @@ package bill_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/supervaize/svz/core/store/dynamodb"
 	"github.com/supervaize/svz/core/store/dynamodb/dynamodbtest"
 	"github.com/supervaize/svz/core/store/storetest"
 	"github.com/supervaize/svz/internal/bill"
@@ -19,43 +22,73 @@ import (
 // The call kinds metered, in the order printed.
 var kinds = []string{"job.start new keyed", "job.start replay", "surface.load", "job.start unkeyed"}
 
-// meterDynamoDB runs each call kind rounds times against Hello World on a DynamoDB table behind
-// the metering proxy and returns the usage of one call of each kind.
-func meterDynamoDB(t testing.TB, rounds int) map[string]bill.Usage {
+// meteredTable creates a DynamoDB table on moto and returns the metering proxy in front of it
+// and the store settings (KEY=VALUE) that reach the table through it.
+func meteredTable(t testing.TB, name string) (*bill.DynamoDB, []string) {
 	endpoint := testenv.Need(t, testenv.AWSEndpoint)
-	_, table := dynamodbtest.Table(t, endpoint, "bill")
+	_, table := dynamodbtest.Table(t, endpoint, name)
 	meter, err := bill.NewDynamoDB(endpoint, "ix")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(meter)
 	t.Cleanup(srv.Close)
-	settings := map[string]string{}
-	for _, kv := range dynamodbtest.Env(srv.URL, table) {
+	return meter, dynamodbtest.Env(srv.URL, table)
+}
+
+// settingsOf is env (KEY=VALUE) as a map, with extra added.
+func settingsOf(env []string, extra map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
-		settings[k] = v
+		out[k] = v
 	}
+	maps.Copy(out, extra)
+	return out
+}
+
+// meterDynamoDB runs each call kind rounds times against Hello World on a DynamoDB table behind
+// the metering proxy and returns the usage of one call of each kind.
+func meterDynamoDB(t testing.TB, rounds int) map[string]bill.Usage {
+	meter, env := meteredTable(t, "bill")
+	settings := settingsOf(env, nil)
 	out := map[string]bill.Usage{}
 	calls(t, settings, rounds, func() any { return meter.Usage() }, func(kind string, before, after any) {
-		u := after.(bill.Usage).Sub(before.(bill.Usage))
-		acc := out[kind]
-		if acc.Requests == nil {
-			acc.Requests = map[string]int{}
-		}
-		for op, n := range u.Requests {
-			acc.Requests[op] += n
-		}
-		acc.WCU, acc.IndexWCU, acc.RCU = acc.WCU+u.WCU, acc.IndexWCU+u.IndexWCU, acc.RCU+u.RCU
-		out[kind] = acc
+		out[kind] = out[kind].Add(after.(bill.Usage).Sub(before.(bill.Usage)))
 	})
 	for k, u := range out {
-		for op := range u.Requests {
-			u.Requests[op] /= rounds
-		}
-		u.WCU, u.IndexWCU, u.RCU = u.WCU/float64(rounds), u.IndexWCU/float64(rounds), u.RCU/float64(rounds)
-		out[k] = u
+		out[k] = u.Per(rounds)
 	}
 	return out
+}
+
+// boundCount is the effect log's count bound of the at-the-bound meter: small, so that the log
+// reaches it within the warm-up.
+const boundCount = 5
+
+// meterAtBound returns the mean usage of an unkeyed job.start over rounds calls once the effect log
+// is at its retention bound (SUPERVAIZER_EVENT_RETENTION_COUNT boundCount, the default age bound):
+// the steady state of a controller whose log is full, where each append may also reclaim space.
+func meterAtBound(t testing.TB, rounds int) bill.Usage {
+	meter, env := meteredTable(t, "bound")
+	settings := settingsOf(env, map[string]string{"SUPERVAIZER_EVENT_RETENTION_COUNT": strconv.Itoa(boundCount)})
+	cb, err := callbench.NewWith(context.Background(), settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cb.Controller.Close() })
+	var before bill.Usage
+	for i := range 2*boundCount + dynamodb.LogReclaimBatch + rounds {
+		if i == 2*boundCount+dynamodb.LogReclaimBatch {
+			before = meter.Usage()
+		}
+		rec := httptest.NewRecorder()
+		cb.Controller.ServeHTTP(rec, cb.Request(cb.JobStartBody, cb.Token))
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"result":{`) {
+			t.Fatalf("call: %d %s", rec.Code, rec.Body)
+		}
+	}
+	return meter.Usage().Sub(before).Per(rounds)
 }
 
 // meterRoundTrips runs each call kind rounds times against Hello World on the PostgreSQL or
@@ -131,6 +164,13 @@ func TestBillUnits(t *testing.T) {
 			}
 		}
 	})
+	t.Run("dynamodb at the bound", func(t *testing.T) {
+		// Two reclaim batches' worth: a reclaiming append would show above the mean.
+		if u := meterAtBound(t, 2*dynamodb.LogReclaimBatch); u.WCU != wantUnkeyedWCU || u.RCU != 0 {
+			t.Errorf("job.start unkeyed, the log at its bound: %.2f WCU, %.2f RCU a call (%s); want %d WCU, 0 RCU",
+				u.WCU, u.RCU, u.Ops(), wantUnkeyedWCU)
+		}
+	})
 	for _, tc := range []struct {
 		kind, env string
 	}{{"postgres", testenv.PostgresURL}, {"redis", testenv.RedisURL}} {
@@ -156,6 +196,8 @@ func BenchmarkBill(b *testing.B) {
 	ddb := meterDynamoDB(b, rounds)
 	pg := meterRoundTrips(b, "postgres", testenv.Need(b, testenv.PostgresURL), rounds)
 	rd := meterRoundTrips(b, "redis", testenv.Need(b, testenv.RedisURL), rounds)
+	bound := meterAtBound(b, 4*dynamodb.LogReclaimBatch)
+	job := meterJob(b, rounds)
 	w := os.Stdout
 	fmt.Fprintf(w, "\nDynamoDB (on-demand list prices: $%.3f per million WRU, $%.3f per million RRU)\n", bill.PerMillionWRU, bill.PerMillionRRU)
 	fmt.Fprintf(w, "%-22s %-52s %6s %9s %6s %14s\n", "call", "requests", "WCU", "(index)", "RCU", "$ per M calls")
@@ -163,6 +205,8 @@ func BenchmarkBill(b *testing.B) {
 		u := ddb[k]
 		fmt.Fprintf(w, "%-22s %-52s %6.2f %9.2f %6.2f %14.3f\n", k, u.Ops(), u.WCU, u.IndexWCU, u.RCU, u.Dollars())
 	}
+	fmt.Fprintf(w, "%-22s %-52s %6.2f %9.2f %6.2f %14.3f\n", "unkeyed, log at bound", bound.Ops(), bound.WCU, bound.IndexWCU, bound.RCU, bound.Dollars())
+	fmt.Fprintf(w, "%-22s %-52s %6.2f %9.2f %6.2f %14.3f\n", fmt.Sprintf("a %d-step job", jobSteps), job.Ops(), job.WCU, job.IndexWCU, job.RCU, job.Dollars())
 	fmt.Fprintf(w, "Lambda, for comparison: $%.2f per million requests, $%.4f per million calls per ms at 256 MB\n",
 		bill.PerMillionLambdaReqs, bill.LambdaPerMs256MB*1e6)
 	fmt.Fprintf(w, "\nRound trips per call\n%-22s %9s %6s\n", "call", "postgres", "redis")

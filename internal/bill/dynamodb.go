@@ -83,6 +83,27 @@ func (u Usage) Sub(v Usage) Usage {
 	return out
 }
 
+// Add is u plus v, per operation.
+func (u Usage) Add(v Usage) Usage {
+	out := Usage{Requests: maps.Clone(u.Requests), WCU: u.WCU + v.WCU, IndexWCU: u.IndexWCU + v.IndexWCU, RCU: u.RCU + v.RCU}
+	if out.Requests == nil {
+		out.Requests = map[string]int{}
+	}
+	for k, n := range v.Requests {
+		out.Requests[k] += n
+	}
+	return out
+}
+
+// Per is the usage of one of n calls that used u in all: units divided, requests rounded down.
+func (u Usage) Per(n int) Usage {
+	out := Usage{Requests: map[string]int{}, WCU: u.WCU / float64(n), IndexWCU: u.IndexWCU / float64(n), RCU: u.RCU / float64(n)}
+	for k, r := range u.Requests {
+		out.Requests[k] = r / n
+	}
+	return out
+}
+
 // DynamoDB is a metering proxy to a DynamoDB endpoint. To size the item images of a write it
 // reads the item before and after it (a strongly consistent GetItem of its own, not counted):
 // it meters one client at a time, as the bill test runs.

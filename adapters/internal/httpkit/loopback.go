@@ -19,15 +19,21 @@ func NotLoopback(r *http.Request) string {
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		return "the request comes from " + host
 	}
+	const fix = "open it as 127.0.0.1, [::1] or localhost"
 	name := r.Host
+	if name == "" { // HTTP/1.0 may omit it
+		return "the request names no host (no Host header); " + fix
+	}
 	if h, _, err := net.SplitHostPort(name); err == nil {
 		name = h
+	} else if len(name) > 1 && name[0] == '[' && name[len(name)-1] == ']' {
+		name = name[1 : len(name)-1] // an IPv6 literal without a port
 	}
-	name = strings.Trim(name, "[]")
-	if ip := net.ParseIP(name); ip != nil && ip.IsLoopback() || strings.EqualFold(name, "localhost") {
+	// "localhost." is localhost as a fully qualified name: no one can make it resolve elsewhere.
+	if ip := net.ParseIP(name); ip != nil && ip.IsLoopback() || strings.EqualFold(strings.TrimSuffix(name, "."), "localhost") {
 		return ""
 	}
-	return "the request names the host " + quoteHost(name) + "; open it as 127.0.0.1, [::1] or localhost"
+	return "the request names the host " + quoteHost(name) + "; " + fix
 }
 
 // quoteHost bounds and quotes a Host header for a message.

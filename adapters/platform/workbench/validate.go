@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
@@ -43,13 +44,16 @@ func serveValidate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxValidateBody))
-	if err != nil {
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		writeDetail(w, http.StatusRequestEntityTooLarge, "The body is larger than 4 MiB")
+		return
+	} else if err != nil {
+		writeDetail(w, http.StatusBadRequest, "Could not read the request body")
 		return
 	}
 	var req validateRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		writeDetail(w, http.StatusBadRequest, `The body must be {"info": <agent info>, "card": <Agent Card>}: `+err.Error())
+		writeDetail(w, http.StatusBadRequest, `The body must be {"info": <agent info>, "card": <Agent Card>}: `+decodeProblem(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, Validate(req.Info, req.Card))
@@ -74,7 +78,7 @@ func Validate(info, card json.RawMessage) Report {
 	if present(info) {
 		var c contract.AgentRegistrationContract
 		if err := json.Unmarshal(info, &c); err != nil {
-			p = append(p, Problem{Source: "info", Message: "The agent info is not a registration payload: " + err.Error()})
+			p = append(p, Problem{Source: "info", Message: "The agent info is not a registration payload: " + decodeProblem(err)})
 		} else {
 			add("info", c.Validate())
 			var raw struct {
@@ -105,7 +109,7 @@ func Validate(info, card json.RawMessage) Report {
 			fromCard = ext.V2
 			var reg contract.Registration
 			if err := json.Unmarshal(fromCard, &reg); err != nil {
-				p = append(p, Problem{Source: "card", Path: "supervaizer.v2", Message: "The registration is not a registration block: " + err.Error()})
+				p = append(p, Problem{Source: "card", Path: "supervaizer.v2", Message: "The registration is not a registration block: " + decodeProblem(err)})
 			} else {
 				for _, e := range split(reg.Validate()) {
 					add("card", prefixed("supervaizer.v2", e))
@@ -118,6 +122,42 @@ func Validate(info, card json.RawMessage) Report {
 			Message: "The Agent Card's registration differs from the agent info route's supervaizer_v2"})
 	}
 	return Report{Valid: len(p) == 0, Problems: nonNil(p)}
+}
+
+// decodeProblem says why a document did not decode in JSON's terms: encoding/json's type errors
+// name Go types and fields ("Go struct field plain.name of type string"), which mean nothing to
+// the page and are not the page's business.
+func decodeProblem(err error) string {
+	te, ok := errors.AsType[*json.UnmarshalTypeError](err)
+	if !ok {
+		return err.Error()
+	}
+	where := "the document"
+	if te.Field != "" {
+		where = te.Field
+	}
+	return fmt.Sprintf("%s must be %s, not %s", where, jsonKind(te.Type), te.Value)
+}
+
+// jsonKind names the JSON value a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another JSON value"
 }
 
 func present(doc json.RawMessage) bool {

@@ -84,21 +84,20 @@ func TestValidate(t *testing.T) {
 		{"v1 agent", edit(t, info, func(m map[string]any) { m["supervaizer_v2"] = nil }), nil,
 			`{"valid":false,"problems":[{"source":"info","path":"supervaizer_v2","message":"The agent declares no Supervaizer v2 registration: Studio cannot drive it over /a2a"}]}`},
 		{"info of the wrong shape", []byte(`{"name": 3}`), nil,
-			`{"valid":false,"problems":[{"source":"info","path":"","message":"The agent info is not a registration payload: …`},
+			`{"valid":false,"problems":[{"source":"info","path":"","message":"The agent info is not a registration payload: name must be a string, not number"}]}`},
+		{"info not an object", []byte(`"info"`), nil,
+			`{"valid":false,"problems":[{"source":"info","path":"","message":"The agent info is not a registration payload: decode agent registration: expected a JSON object"}]}`},
 		{"card not an object", nil, []byte(`[1]`),
 			`{"valid":false,"problems":[{"source":"card","path":"","message":"The Agent Card is not a JSON object"}]}`},
 		{"card extension not an object", nil, []byte(`{"supervaizer":"v2"}`),
 			`{"valid":false,"problems":[{"source":"card","path":"supervaizer","message":"The Agent Card's supervaizer member is not a JSON object"}]}`},
 		{"card registration of the wrong shape", nil, []byte(`{"supervaizer":{"v2":{"capabilities":[]}}}`),
-			`{"valid":false,"problems":[{"source":"card","path":"supervaizer.v2","message":"The registration is not a registration block: …`},
+			`{"valid":false,"problems":[{"source":"card","path":"supervaizer.v2","message":"The registration is not a registration block: decode registration: decode capabilities: expected a JSON object"}]}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := json.Marshal(workbench.Validate(c.info, c.card))
 			if err != nil {
 				t.Fatal(err)
-			}
-			if prefix, ok := strings.CutSuffix(c.want, "…"); ok && strings.HasPrefix(string(got), prefix) {
-				return // the decoder's own words follow
 			}
 			if string(got) != c.want {
 				t.Errorf("\n got %s\nwant %s", got, c.want)
@@ -123,6 +122,9 @@ func TestValidateRoute(t *testing.T) {
 		{"charset", "application/json; charset=utf-8", []byte(`{}`), 200, `{"valid":true,"problems":[]}`},
 		{"form post", "text/plain", body, 415, `{"detail":"Send the agent info and Agent Card as JSON (Content-Type: application/json)"}`},
 		{"not JSON", "application/json", []byte(`{"info":`), 400, `{"detail":"The body must be {\"info\": \u003cagent info\u003e, \"card\": \u003cAgent Card\u003e}: unexpected end of JSON input"}`},
+		{"not an object", "application/json", []byte(`"x"`), 400, `{"detail":"The body must be {\"info\": \u003cagent info\u003e, \"card\": \u003cAgent Card\u003e}: the document must be an object, not string"}`},
+		{"info of the wrong type", "application/json", []byte(`{"info":{"name":5}}`), 200,
+			`{"valid":false,"problems":[{"source":"info","path":"","message":"The agent info is not a registration payload: name must be a string, not number"}]}`},
 		{"too large", "application/json", append(append([]byte(`{"info":"`), bytes.Repeat([]byte("a"), 4<<20)...), `"}`...), 413, `{"detail":"The body is larger than 4 MiB"}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -148,16 +150,22 @@ func TestValidateRoute(t *testing.T) {
 }
 
 // FuzzValidate: any pair of documents gets a report, never a panic, and a report is valid
-// exactly when it lists no problem.
+// exactly when it lists no problem, none of which speaks of Go types.
 func FuzzValidate(f *testing.F) {
 	info, card := helloDocuments(f)
 	f.Add(info, card)
 	f.Add([]byte(`{"supervaizer_v2":{"capabilities":{"actions":[{"id":""}]}}}`), []byte(`{"supervaizer":{"v2":{}}}`))
 	f.Add([]byte(`null`), []byte(`{"supervaizer":null}`))
+	f.Add([]byte(`{"name":3,"tags":"x"}`), []byte(`{"supervaizer":{"v2":{"versions":{"a2ui_catalog_version":1}}}}`))
 	f.Fuzz(func(t *testing.T, info, card []byte) {
 		r := workbench.Validate(info, card)
 		if r.Valid != (len(r.Problems) == 0) {
 			t.Fatalf("valid %v with %d problems", r.Valid, len(r.Problems))
+		}
+		for _, p := range r.Problems {
+			if strings.Contains(p.Message, "Go value") || strings.Contains(p.Message, "Go struct") {
+				t.Fatalf("a problem names Go types: %q", p.Message)
+			}
 		}
 		if _, err := json.Marshal(r); err != nil {
 			t.Fatal(err)

@@ -33,11 +33,21 @@ import (
 // conditional PutItem then writes the entry where none exists. Retention is computed from the
 // head: the oldest kept position is the largest of first, gone, seq - keepn + 1 and what the age
 // marks allow at the newest claim's time (so reads agree with appends, and an idle log is not
-// trimmed by reading it). When LogReclaimBatch kept-no-longer positions are not yet deleted, or a
-// time mark is due, an append also updates first, gone and marks (an UpdateItem conditional on
-// mv; rare) and deletes the entries it moved gone past with one BatchWriteItem: the store
-// reclaims its own space; the ttl attribute (append time + MaxAge + SweepGrace) is a backstop for
-// an appender that died before deleting.
+// trimmed by reading it).
+//
+// Reclaiming space. A log with an age bound leaves its dropped entries to DynamoDB's TTL sweeper:
+// every entry carries ttl = its append time + sweepWindow(MaxAge), which is after the latest time
+// retention can still keep it (MaxAge, plus the eighth of MaxAge the marks may be late, plus
+// SweepGrace). A TTL deletion costs no write unit, where deleting an entry costs one, as much as
+// writing it: the sweeper halves an effect's cost at the bound, and an entry below first that
+// waits for it is never read (reads start at first). A log with a count bound alone has no
+// ttl to give its entries: when LogReclaimBatch kept-no-longer positions are not yet deleted, an
+// append moves gone past them and deletes them with one BatchWriteItem. Either way, when a time
+// mark is due or gone moves, an append also updates first, gone and marks (an UpdateItem
+// conditional on mv; rare). A read that finds an entry missing whose claim is older than the
+// sweep window takes it for swept (a log idle for longer than that, whose retention no later
+// claim applied): it is past the retention by the reader's clock, so First moves past it and
+// nothing is sealed.
 //
 // No transaction is used: positions are claimed in order but entries may be written out of
 // order. A reader never passes a claimed position whose entry it cannot read: it stops there and
@@ -383,15 +393,15 @@ func pick(m map[string]string, keys ...string) map[string]string {
 	return out
 }
 
-// maintain records a due time mark and, when LogReclaimBatch positions are no longer kept but
-// not yet deleted, moves gone past them and deletes them. It never fails the append: another
-// appender's maintenance may win (its work is then done), and what is left is logically gone and
-// carries a ttl.
+// maintain records a due time mark and, in a log without an age bound, when LogReclaimBatch
+// positions are no longer kept but not yet deleted, moves gone past them and deletes them. It
+// never fails the append: another appender's maintenance may win (its work is then done), and
+// what is left is logically gone.
 func (s *Store) maintain(ctx context.Context, name string, h logHead) {
 	for range 3 {
 		first, marks := h.kept()
 		gone := h.gone
-		if first-gone >= LogReclaimBatch {
+		if h.keepage <= 0 && first-gone >= LogReclaimBatch { // with an age bound, the sweeper reclaims
 			gone = first
 		}
 		if gone == h.gone && !h.markDue() {
@@ -430,14 +440,24 @@ func (s *Store) maintain(ctx context.Context, name string, h logHead) {
 	}
 }
 
+// sweepWindow is how long after its append an entry of a log with age bound keepage (in ms)
+// may be swept: after the latest time retention keeps it (keepage, plus the slot of the marks,
+// which may drop it that much late), plus SweepGrace. 0 for a log without an age bound.
+func sweepWindow(keepage int64) int64 {
+	if keepage <= 0 {
+		return 0
+	}
+	return keepage + keepage/logMarkSlots + SweepGrace.Milliseconds()
+}
+
 // putEntry writes the entry of a claimed position; false when a reader sealed it first.
 func (s *Store) putEntry(ctx context.Context, name string, seq uint64, data []byte, at int64, keep store.Retention, tok string) (bool, error) {
 	it := entryItem{K: sAttr{entryKey(name, seq)}, D: &bAttr{data}, At: number(at), Tok: sAttr{tok}}
 	if it.D.B == nil {
 		it.D.B = []byte{}
 	}
-	if keep.MaxAge > 0 {
-		ttl := number(at/1000 + 1 + int64((keep.MaxAge+SweepGrace)/time.Second))
+	if w := sweepWindow(keep.MaxAge.Milliseconds()); w > 0 {
+		ttl := number((at+w)/1000 + 1)
 		it.TTL = &ttl
 	}
 	err := s.api.Call(ctx, "PutItem", putLogInput{
@@ -574,7 +594,16 @@ func (s *Store) missing(ctx context.Context, name string, seq uint64, got map[ui
 			break
 		}
 	}
-	if s.now().UnixMilli()-claimedBy < LogGapTimeout.Milliseconds() {
+	now := s.now().UnixMilli()
+	if w := sweepWindow(h.keepage); w > 0 && claimedBy < now-w {
+		// Swept: past the retention by this reader's clock (see the package doc). Swept entries
+		// are the oldest, so they lead the range: First moves past them.
+		if len(r.Entries) == 0 {
+			r.First = max(r.First, seq+1)
+		}
+		return readEntry{tomb: true}, true, false, nil
+	}
+	if now-claimedBy < LogGapTimeout.Milliseconds() {
 		return readEntry{}, false, true, nil
 	}
 	cur, err := s.getHead(ctx, name)

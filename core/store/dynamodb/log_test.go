@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,8 +108,8 @@ func scanLog(t *testing.T, c *awsapi.Client, table string) []string {
 	return keys
 }
 
-// TestLogReclaimsItems: the store deletes the entries retention drops (in batches), not a TTL
-// sweeper.
+// TestLogReclaimsItems: in a log with a count bound alone (no ttl to give its entries), the store
+// deletes the entries retention drops, in batches.
 func TestLogReclaimsItems(t *testing.T) {
 	c := client(t, testenv.Need(t, testenv.AWSEndpoint))
 	name := table(t, c)
@@ -126,6 +128,102 @@ func TestLogReclaimsItems(t *testing.T) {
 	r, err := s.ReadLog(ctx, "gc", 0, 100)
 	if err != nil || r.First != 96 || len(r.Entries) != 5 {
 		t.Fatalf("read: %+v %v", r, err)
+	}
+}
+
+// ops counts requests per DynamoDB operation.
+type ops struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (o *ops) Do(req *http.Request) (*http.Response, error) {
+	o.mu.Lock()
+	if o.n == nil {
+		o.n = map[string]int{}
+	}
+	o.n[strings.TrimPrefix(req.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")]++
+	o.mu.Unlock()
+	return http.DefaultClient.Do(req)
+}
+
+func (o *ops) count(op string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n[op]
+}
+
+// TestLogLeavesAgedEntriesToTheSweeper: a log with an age bound deletes nothing itself (a delete
+// costs a write unit, a TTL deletion none): its entries carry a ttl past the latest time its
+// retention keeps them. A read that finds them swept from an idle log moves First past them, as
+// retention would have, and seals nothing.
+func TestLogLeavesAgedEntriesToTheSweeper(t *testing.T) {
+	var o ops
+	c := client(t, testenv.Need(t, testenv.AWSEndpoint), awsapi.WithHTTPClient(&o))
+	name := table(t, c)
+	clock := storetest.NewClock()
+	s := open(t, c, name, dynamodb.WithClock(clock.Now))
+	ctx := context.Background()
+	keep := store.Retention{MaxAge: time.Hour, MaxCount: 5}
+	for i := range 100 {
+		if _, err := s.AppendLog(ctx, "ttl", fmt.Appendf(nil, "e%d", i+1), keep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := o.count("BatchWriteItem"); n != 0 {
+		t.Errorf("100 appends keeping 5 for an hour sent %d BatchWriteItem; want none (the sweeper reclaims)", n)
+	}
+	if n := o.count("UpdateItem"); n != 100 {
+		t.Errorf("100 appends sent %d UpdateItem; want 100 claims (the first fails: no head yet) and no maintenance", n)
+	}
+	// Every entry is still there, with its ttl: append time + an hour + an eighth of it + SweepGrace.
+	var got struct {
+		Items []map[string]map[string]string
+	}
+	if err := c.Call(ctx, "Scan", map[string]string{"TableName": name}, &got); err != nil {
+		t.Fatal(err)
+	}
+	wantTTL := strconv.FormatInt((clock.Now().UnixMilli()+(time.Hour+time.Hour/8+dynamodb.SweepGrace).Milliseconds())/1000+1, 10)
+	entries := 0
+	for _, it := range got.Items {
+		if strings.Count(it["k"]["S"], "\x00") == 3 {
+			entries++
+			if it["ttl"]["N"] != wantTTL {
+				t.Errorf("entry %q: ttl %s, want %s", it["k"]["S"], it["ttl"]["N"], wantTTL)
+			}
+		}
+	}
+	if entries != 100 {
+		t.Errorf("the table holds %d entries, want all 100 until the sweeper runs", entries)
+	}
+	r, err := s.ReadLog(ctx, "ttl", 0, 100)
+	if err != nil || r.First != 96 || r.Through != 100 || len(r.Entries) != 5 || string(r.Entries[0].Data) != "e96" {
+		t.Fatalf("read: %+v %v; want First 96 and entries 96 to 100", r, err)
+	}
+
+	// The log stays idle past the sweep window, and the sweeper deletes every entry.
+	clock.Advance(time.Hour + time.Hour/8 + dynamodb.SweepGrace + time.Second)
+	for _, it := range got.Items {
+		if k := it["k"]["S"]; strings.Count(k, "\x00") == 3 {
+			if err := c.Call(ctx, "DeleteItem", map[string]any{"TableName": name, "Key": map[string]any{"k": map[string]string{"S": k}}}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	puts := o.count("PutItem")
+	r, err = s.ReadLog(ctx, "ttl", 95, 100)
+	if err != nil || r.First != 101 || r.Last != 100 || r.Through != 100 || len(r.Entries) != 0 {
+		t.Fatalf("read of the swept log: %+v %v; want First 101, through 100, no entry", r, err)
+	}
+	if n := o.count("PutItem") - puts; n != 0 {
+		t.Errorf("the read of swept entries sent %d PutItem; want no seal", n)
+	}
+	if p, err := s.AppendLog(ctx, "ttl", []byte("e101"), keep); err != nil || p.Seq != 101 {
+		t.Fatalf("append after the sweep: %+v %v", p, err)
+	}
+	r, err = s.ReadLog(ctx, "ttl", 100, 10)
+	if err != nil || r.First != 101 || len(r.Entries) != 1 || string(r.Entries[0].Data) != "e101" {
+		t.Fatalf("read after the sweep: %+v %v; want e101 first and alone", r, err)
 	}
 }
 

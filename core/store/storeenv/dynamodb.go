@@ -13,8 +13,9 @@ import (
 )
 
 // unlistedPrefixes are the keys no one lists, kept out of the DynamoDB index to save its write
-// unit: the idempotency records (idempotency.KeyPrefix; a test keeps the two equal).
-var unlistedPrefixes = []string{"idempotency/"}
+// unit: the idempotency records (idempotency.KeyPrefix) and the background jobs' task records
+// (jobs.TaskKeyPrefix); a test keeps them equal.
+var unlistedPrefixes = []string{"idempotency/", "jobs/v1/t/"}
 
 // openDynamoDB reads the AWS settings through getenv too (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB,
 // the credentials of the environment or of the container endpoint: see internal/awsapi), and

@@ -3,14 +3,17 @@
 package storeenv
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/supervaize/svz/core/idempotency"
+	"github.com/supervaize/svz/core/jobs"
 )
 
-// TestUnlistedAreTheIdempotencyRecords: the prefix kept out of the DynamoDB index is the gate's.
-func TestUnlistedAreTheIdempotencyRecords(t *testing.T) {
-	if len(unlistedPrefixes) != 1 || unlistedPrefixes[0] != idempotency.KeyPrefix {
-		t.Fatalf("unlisted prefixes %q, want [%q]", unlistedPrefixes, idempotency.KeyPrefix)
+// TestUnlistedAreTheRecordsNobodyLists: the prefixes kept out of the DynamoDB index are the
+// idempotency gate's and the jobs' task records.
+func TestUnlistedAreTheRecordsNobodyLists(t *testing.T) {
+	if want := []string{idempotency.KeyPrefix, jobs.TaskKeyPrefix}; !slices.Equal(unlistedPrefixes, want) {
+		t.Fatalf("unlisted prefixes %q, want %q", unlistedPrefixes, want)
 	}
 }
