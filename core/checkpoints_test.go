@@ -3,6 +3,7 @@
 package core_test
 
 import (
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -37,17 +38,15 @@ func TestRuleCheckpointWiring(t *testing.T) {
 	call := func(action string, input string, _ string) map[string]any { return invokeGov(t, c, action, input) }
 	out := call(contract.RuleCheckpointResumeAction, `{"checkpoint_id":"chk-1","occurrence_id":"o","phase":"before","status":"pause",`+
 		`"snapshot_hash":"h","input_hash":"i","decision_id":"d"}`, "j1")
-	if e, _ := out["error"].(map[string]any); e == nil || e["code"] != -32603.0 || e["message"] != "Action handler failed" {
-		t.Errorf("resume with a pause: %v", out)
-	}
+	got, _ := json.Marshal(out)
+	jsonEq(t, got, `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Action handler failed","data":{"agent_slug":"gov","action":"rule.checkpoint.resume"}}}`)
 	if !strings.Contains(logs.String(), "a pause is not a decision") {
 		t.Errorf("the refusal's reason is not logged:\n%s", logs.String())
 	}
 	// A governed job without a Studio connection is refused, naming the fix; the token stays out.
 	out = call("job.start", `{"rule_snapshot":{"hash":"h","checkpoint_url":"u","version":1,"checkpoint_token":"tok-SECRET-1"}}`, "j1")
-	if e, _ := out["error"].(map[string]any); e == nil || e["code"] != -32603.0 {
-		t.Errorf("governed job.start without Studio: %v", out)
-	}
+	got, _ = json.Marshal(out)
+	jsonEq(t, got, `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Action handler failed","data":{"agent_slug":"gov","action":"job.start"}}}`)
 	if !strings.Contains(logs.String(), "local mode never calls Studio") || strings.Contains(logs.String(), "tok-SECRET-1") {
 		t.Errorf("logs:\n%s", logs.String())
 	}

@@ -267,8 +267,9 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 	return c, nil
 }
 
-// ServeHTTP routes a request. Unknown paths answer 404 {"detail":"Not Found"} and known paths
-// with another method 405, as the reference's FastAPI does.
+// ServeHTTP routes a request. Unknown paths answer 404 {"detail":"Not Found"}, known paths with
+// another method 405, and a path that is known once its trailing slash is removed (or one is
+// added) a 307 there, as the reference's FastAPI does.
 func (c *Controller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setSecurityHeaders(w.Header())
 	if !c.calls.enter() {
@@ -276,40 +277,129 @@ func (c *Controller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.calls.leave()
-	path := r.URL.Path
-	switch {
-	case encodedSlash(r.URL):
+	if encodedSlash(r.URL) {
 		// A %2F is a slash to a router that matches the decoded path and a character to one that
 		// does not: no route has one, so that no proxy in front can be led to a route it did not
 		// mean (and no trailing-slash redirect can point at its own URL).
 		writeDetail(w, http.StatusNotFound, "Not Found")
-	case path == "/a2a":
-		c.route(w, r, http.MethodPost, c.serveRPC)
-	case path == "/a2a/events":
-		c.route(w, r, http.MethodGet, c.serveEvents)
-	case path == "/.well-known/agents.json":
-		c.route(w, r, http.MethodGet, c.serveAgentList)
-	case path == "/.well-known/health":
-		c.route(w, r, http.MethodGet, c.serveHealth)
-	case strings.HasPrefix(path, agentInfoPrefix) && !strings.HasSuffix(path, humanPageFile):
-		if a := c.bySlug[strings.TrimPrefix(path, agentInfoPrefix)]; a != nil {
-			c.route(w, r, http.MethodGet, func(w http.ResponseWriter, r *http.Request) { c.serveAgentInfo(w, r, a) })
-			return
-		}
-		writeDetail(w, http.StatusNotFound, "Not Found")
-	case strings.HasPrefix(path, dataPrefix):
-		c.serveData(w, r)
-	case strings.HasPrefix(path, "/.well-known/agents/"):
-		if a := c.cardAgent(strings.TrimPrefix(path, "/.well-known/agents/")); a != nil {
-			c.route(w, r, http.MethodGet, func(w http.ResponseWriter, r *http.Request) { c.serveCard(w, a) })
-			return
-		}
-		writeDetail(w, http.StatusNotFound, "Not Found")
-	default:
-		if !c.servePage(w, r) {
+		return
+	}
+	e := c.resolve(r.URL.Path)
+	switch e.kind {
+	case endpointNone:
+		if !c.redirectSlash(w, r) {
 			writeDetail(w, http.StatusNotFound, "Not Found")
 		}
+	case endpointRPC:
+		c.route(w, r, http.MethodPost, c.serveRPC)
+	case endpointEvents:
+		c.route(w, r, http.MethodGet, c.serveEvents)
+	case endpointAgentList:
+		c.route(w, r, http.MethodGet, c.serveAgentList)
+	case endpointHealth:
+		c.route(w, r, http.MethodGet, c.serveHealth)
+	case endpointAgentInfo:
+		c.route(w, r, http.MethodGet, func(w http.ResponseWriter, r *http.Request) { c.serveAgentInfo(w, r, e.agent) })
+	case endpointCard:
+		c.route(w, r, http.MethodGet, func(w http.ResponseWriter, r *http.Request) { c.serveCard(w, e.agent) })
+	case endpointData:
+		c.serveData(w, r, e.data)
+	default:
+		c.servePage(w, r, e)
 	}
+}
+
+// endpointKind names what a path is routed to.
+type endpointKind uint8
+
+const (
+	endpointNone endpointKind = iota
+	endpointRPC
+	endpointEvents
+	endpointAgentList
+	endpointHealth
+	endpointAgentInfo
+	endpointCard
+	endpointData
+	endpointOpenAPI
+	endpointDocs
+	endpointLogo
+	endpointHumanPage
+)
+
+// endpoint is what a path resolves to: its kind and, for an agent's route, the agent.
+type endpoint struct {
+	kind  endpointKind
+	agent *boundAgent
+	data  dataRoute
+}
+
+// resolve is the routing table: the endpoint serving path (with any method), or endpointNone.
+func (c *Controller) resolve(path string) endpoint {
+	switch path {
+	case "/a2a":
+		return endpoint{kind: endpointRPC}
+	case "/a2a/events":
+		return endpoint{kind: endpointEvents}
+	case "/.well-known/agents.json":
+		return endpoint{kind: endpointAgentList}
+	case "/.well-known/health":
+		return endpoint{kind: endpointHealth}
+	case openAPIPath:
+		return endpoint{kind: endpointOpenAPI}
+	case docsPath:
+		return endpoint{kind: endpointDocs}
+	}
+	agentRoute := func(kind endpointKind, a *boundAgent) endpoint {
+		if a == nil {
+			return endpoint{}
+		}
+		return endpoint{kind: kind, agent: a}
+	}
+	switch {
+	case strings.HasPrefix(path, agentInfoPrefix):
+		rest := strings.TrimPrefix(path, agentInfoPrefix)
+		if slug, ok := strings.CutSuffix(rest, humanPageFile); ok {
+			return agentRoute(endpointHumanPage, c.bySlug[slug])
+		}
+		// The reference's route is "/" under the agent's prefix: the slash is part of it.
+		if slug, ok := strings.CutSuffix(rest, "/"); ok {
+			return agentRoute(endpointAgentInfo, c.bySlug[slug])
+		}
+	case strings.HasPrefix(path, dataPrefix):
+		if rt, ok := c.matchData(path); ok {
+			return endpoint{kind: endpointData, data: rt}
+		}
+	case strings.HasPrefix(path, "/.well-known/agents/"):
+		return agentRoute(endpointCard, c.cardAgent(strings.TrimPrefix(path, "/.well-known/agents/")))
+	case strings.HasPrefix(path, logoPrefix) && strings.HasSuffix(path, logoSuffix):
+		return agentRoute(endpointLogo, c.bySlug[strings.TrimSuffix(strings.TrimPrefix(path, logoPrefix), logoSuffix)])
+	}
+	return endpoint{}
+}
+
+// redirectSlash answers Starlette's redirect_slashes: a path that no route serves but that one
+// serves once its trailing slashes are removed (or one is added) is a 307 there, before any
+// authentication, query kept. The Location is relative (Starlette's is absolute, built from the
+// request's Host) and never the URL asked.
+func (c *Controller) redirectSlash(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.Path == "/" {
+		return false
+	}
+	alt, altEscaped := r.URL.Path+"/", r.URL.EscapedPath()+"/"
+	if strings.HasSuffix(r.URL.Path, "/") {
+		alt, altEscaped = strings.TrimRight(r.URL.Path, "/"), strings.TrimRight(r.URL.EscapedPath(), "/")
+	}
+	if c.resolve(alt).kind == endpointNone || altEscaped == r.URL.EscapedPath() {
+		return false
+	}
+	loc := altEscaped
+	if r.URL.RawQuery != "" {
+		loc += "?" + r.URL.RawQuery
+	}
+	w.Header().Set("Location", loc)
+	w.WriteHeader(http.StatusTemporaryRedirect)
+	return true
 }
 
 func (c *Controller) route(w http.ResponseWriter, r *http.Request, method string, h http.HandlerFunc) {

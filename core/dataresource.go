@@ -238,7 +238,7 @@ func (r DataResource[T]) dataResource() (*dataResource, error) {
 		}
 	}
 	d.decodeItem = func(body []byte) (any, error) { return decodeDataBody[T](body, []any{"body"}) }
-	d.decodeItems = func(body []byte) (any, error) { return decodeDataBody[[]T](body, []any{"body"}) }
+	d.decodeItems = func(body []byte) (any, error) { return decodeDataItems[T](body) }
 	if r.Create != nil {
 		d.create = func(ctx context.Context, dc *DataContext, item any) ([]byte, error) {
 			return encodeDataResult(r.Create(ctx, dc, item.(T)))
@@ -337,6 +337,31 @@ func decodeDataBody[T any](body []byte, loc []any) (T, error) {
 		return v, &unprocessable{errs: []validationDetail{typeErrorDetail(err, body, loc)}}
 	}
 	return v, nil
+}
+
+// decodeDataItems decodes an import body already known to be a JSON array of objects into []T,
+// record by record, so that an error names its record (["body", i, member]) as pydantic's does;
+// every record's first error is reported.
+func decodeDataItems[T any](body []byte) ([]T, error) {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, &unprocessable{errs: []validationDetail{typeErrorDetail(err, body, []any{"body"})}}
+	}
+	items := make([]T, len(raw))
+	u := &unprocessable{}
+	for i, rec := range raw {
+		v, err := decodeDataBody[T](rec, []any{"body", i})
+		if err != nil {
+			ue, _ := errors.AsType[*unprocessable](err)
+			u.errs = append(u.errs, ue.errs...)
+			continue
+		}
+		items[i] = v
+	}
+	if len(u.errs) > 0 {
+		return nil, u
+	}
+	return items, nil
 }
 
 // typeErrorDetail turns a decoding error into a FastAPI validation detail.

@@ -148,28 +148,8 @@ func encodedSlash(u *url.URL) bool {
 	return false
 }
 
-// serveData serves every path under /api/agents/.
-func (c *Controller) serveData(w http.ResponseWriter, r *http.Request) {
-	rt, ok := c.matchData(r.URL.Path)
-	if !ok {
-		// FastAPI's redirect_slashes: a path that matches once its trailing slashes are removed
-		// (or one is added) is redirected there, before any authentication.
-		alt, altEscaped := r.URL.Path+"/", r.URL.EscapedPath()+"/"
-		if strings.HasSuffix(r.URL.Path, "/") {
-			alt, altEscaped = strings.TrimRight(r.URL.Path, "/"), strings.TrimRight(r.URL.EscapedPath(), "/")
-		}
-		if _, ok := c.matchData(alt); ok && altEscaped != r.URL.EscapedPath() { // never to itself
-			loc := altEscaped
-			if r.URL.RawQuery != "" {
-				loc += "?" + r.URL.RawQuery
-			}
-			w.Header().Set("Location", loc)
-			w.WriteHeader(http.StatusTemporaryRedirect)
-			return
-		}
-		writeDetail(w, http.StatusNotFound, "Not Found")
-		return
-	}
+// serveData serves a DataResource route (resolved by matchData).
+func (c *Controller) serveData(w http.ResponseWriter, r *http.Request, rt dataRoute) {
 	op := rt.kind.op(r.Method)
 	if op == "" {
 		w.Header().Set("Allow", strings.Join(rt.kind.methods(), ", "))
@@ -205,7 +185,7 @@ func (c *Controller) serveDataOp(w http.ResponseWriter, r *http.Request, rt data
 	case contract.DataOpList:
 		var errs []validationDetail
 		if page, errs = parsePage(queryValues(r.URL.RawQuery)); len(errs) > 0 {
-			writeJSON(w, http.StatusUnprocessableEntity, validationBody{errs})
+			writeJSON(w, http.StatusUnprocessableEntity, validationBody{Detail: errs})
 			return
 		}
 	case contract.DataOpCreate, contract.DataOpUpdate, contract.DataOpImport:
@@ -221,7 +201,7 @@ func (c *Controller) serveDataOp(w http.ResponseWriter, r *http.Request, rt data
 			return
 		}
 		if err := checkBodyShape(body, r.Header.Get("Content-Type"), many); err != nil {
-			writeJSON(w, http.StatusUnprocessableEntity, validationBody{err.errs})
+			writeJSON(w, http.StatusUnprocessableEntity, validationBody{err.errs, echoBody(body, r.Header.Get("Content-Type"))})
 			return
 		}
 		var err error
@@ -232,7 +212,7 @@ func (c *Controller) serveDataOp(w http.ResponseWriter, r *http.Request, rt data
 		}
 		if err != nil {
 			u, _ := errors.AsType[*unprocessable](err) // the decoders return nothing else
-			writeJSON(w, http.StatusUnprocessableEntity, validationBody{u.errs})
+			writeJSON(w, http.StatusUnprocessableEntity, validationBody{u.errs, echoBody(body, r.Header.Get("Content-Type"))})
 			return
 		}
 	}
@@ -394,8 +374,26 @@ type validationDetail struct {
 	Ctx   map[string]any  `json:"ctx,omitempty"`
 }
 
+// validationBody is the reference's 422 answer: FastAPI's errors under "detail" and, under
+// "body", the request body as FastAPI read it (null for a query error or an empty body).
 type validationBody struct {
 	Detail []validationDetail `json:"detail"`
+	Body   json.RawMessage    `json:"body"`
+}
+
+// echoBody is the body of a 422 as the reference's handler sends it (exc.body): the JSON value
+// read, or the text of a body that is not JSON (by content type or syntax); nil (null) when
+// empty. The reference cannot encode the bytes of a body that is not JSON by its content type
+// (its answer is then a 500): svz sends the text, as for a syntax error.
+func echoBody(body []byte, contentType string) json.RawMessage {
+	trimmed := bytes.TrimSpace(body)
+	switch {
+	case len(body) == 0:
+		return nil
+	case jsonContentType(contentType) && json.Valid(trimmed):
+		return trimmed
+	}
+	return jsonString(strings.ToValidUTF8(string(body), "\uFFFD"))
 }
 
 // unprocessable is a body or query FastAPI would refuse with 422.
@@ -533,9 +531,6 @@ func unescapeQuery(s string) string {
 	return strings.ReplaceAll(s, "+", " ")
 }
 
-// maxIntDigits is pydantic's bound on the length of an integer string.
-const maxIntDigits = 4300
-
 // maxDataSkip bounds DataPage.Skip so that Skip+Limit never overflows.
 const maxDataSkip = 1 << 53
 
@@ -544,9 +539,9 @@ const maxDataSkip = 1 << 53
 func queryInt(name, v string, lo, hi int64) (int, *validationDetail) {
 	loc := []any{"query", name}
 	in := jsonString(v)
-	n, err := parseLaxInt(v)
+	n, err := contract.ParseLaxInt(v)
 	switch {
-	case errors.Is(err, errIntTooLong):
+	case errors.Is(err, contract.ErrIntTooLong):
 		return 0, &validationDetail{Type: "int_parsing_size", Loc: loc, Msg: "Unable to parse input string as an integer, exceeded maximum size", Input: in}
 	case err != nil:
 		return 0, &validationDetail{Type: "int_parsing", Loc: loc, Msg: "Input should be a valid integer, unable to parse string as an integer", Input: in}
@@ -560,37 +555,4 @@ func queryInt(name, v string, lo, hi int64) (int, *validationDetail) {
 		return maxDataSkip, nil // only skip has no upper bound: it skips everything
 	}
 	return int(n.Int64()), nil
-}
-
-var errIntTooLong = errors.New("integer string too long")
-
-// parseLaxInt parses an integer string as pydantic does in lax mode (checked against
-// pydantic-core 2.46): surrounding whitespace, an optional sign, ASCII digits with single
-// underscores between them, optionally a fraction of zeros ("5.0", not "5."); more than 4300
-// characters is errIntTooLong.
-func parseLaxInt(s string) (*big.Int, error) {
-	s = strings.TrimSpace(s)
-	if whole, frac, ok := strings.Cut(s, "."); ok {
-		if frac == "" || strings.Trim(frac, "0") != "" {
-			return nil, strconv.ErrSyntax
-		}
-		s = whole
-	}
-	digits := strings.TrimLeft(s, "+-")
-	if len(s)-len(digits) > 1 || digits == "" || digits[0] == '_' || digits[len(digits)-1] == '_' || strings.Contains(digits, "__") {
-		return nil, strconv.ErrSyntax
-	}
-	for _, r := range digits {
-		if (r < '0' || r > '9') && r != '_' {
-			return nil, strconv.ErrSyntax
-		}
-	}
-	if len(s) > maxIntDigits {
-		return nil, errIntTooLong
-	}
-	n, ok := new(big.Int).SetString(strings.ReplaceAll(s, "_", ""), 10)
-	if !ok {
-		return nil, strconv.ErrSyntax
-	}
-	return n, nil
 }

@@ -11,7 +11,8 @@ import (
 // A2ASchemaVersion is the schema_version of the discovery documents.
 const A2ASchemaVersion = "a2a_2023_v1"
 
-// agentInfoPrefix is the agent API route of the Agent Card ("Get agent info").
+// agentInfoPrefix starts the agent API route of the Agent Card ("Get agent info"),
+// /api/supervaizer/agents/{slug}/ (with its slash, as the reference's).
 const agentInfoPrefix = "/api/supervaizer/agents/"
 
 type agentListEntry struct {
@@ -142,11 +143,11 @@ func (c *Controller) serveCard(w http.ResponseWriter, a *boundAgent) {
 	writeJSON(w, http.StatusOK, c.card(a.Agent))
 }
 
-// card builds an agent's card. Its agent API URL (/api/supervaizer/agents/{slug}, "Get agent
+// card builds an agent's card. Its agent API URL (/api/supervaizer/agents/{slug}/, "Get agent
 // info") is served; like the reference's, the logo, human, OpenAPI and docs URLs are informative.
 func (c *Controller) card(a *Agent) agentCard {
 	base := c.base
-	agentURL := base + agentInfoPrefix + a.slug
+	agentURL := base + agentInfoPrefix + a.slug + "/"
 	card := agentCard{
 		Name:        a.cfg.Name,
 		Description: a.cfg.Description,
@@ -154,7 +155,7 @@ func (c *Controller) card(a *Agent) agentCard {
 		Version:     a.cfg.Version,
 		VersionInfo: cardVersionInfo{Current: a.cfg.Version, Latest: a.cfg.Version, ChangelogURL: a.cfg.ReleaseNotesURL},
 		LogoURL:     base + "/static/agents/" + a.slug + "_logo.png",
-		HumanURL:    agentURL + "/supervaize_instructions.html",
+		HumanURL:    base + agentInfoPrefix + a.slug + humanPageFile,
 		ContactInformation: map[string]any{
 			"general": map[string]string{"email": "support@supervaize.com"},
 		},

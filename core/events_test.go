@@ -59,7 +59,8 @@ func openStream(t *testing.T, ctx context.Context, url string, hdr map[string]st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = resp.Body.Close() })
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" || resp.Header.Get("Cache-Control") != "no-store" {
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" || resp.Header.Get("Cache-Control") != "no-store" ||
+		resp.Header.Get("X-Accel-Buffering") != "no" {
 		t.Fatalf("stream answer: %d %v", resp.StatusCode, resp.Header)
 	}
 	return bufio.NewReader(resp.Body)
@@ -71,6 +72,8 @@ func effectController(t *testing.T, cfg core.Config) *core.Controller {
 			return &contract.ActionResult{Status: "ok", Effects: []contract.Effect{{Type: "job.started", JobID: "job-123"}}}, nil
 		},
 		"job.stop": okAction(&contract.ActionResult{Status: "error"}),
+		// An invalid result (a handler failure, -32603): its effects are never published.
+		"workspace_binding.delete": okAction(&contract.ActionResult{Status: "maybe", Effects: []contract.Effect{{Type: "never.published"}}}),
 	}, surfaces: map[string]core.SurfaceFunc{
 		"job.start": func(_ context.Context, r *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
 			return &contract.SurfaceResult{Surface: r.Surface}, nil
@@ -89,9 +92,12 @@ func TestEffectStream(t *testing.T) {
 	if ev := readEvent(t, r); ev.event != "supervaizer.connected" || ev.data != `{"status":"connected"}` || !strings.HasSuffix(ev.id, "-0") {
 		t.Fatalf("first event %+v, want connected at position <instance>-0", ev)
 	}
-	// A surface load and a failed dispatch publish nothing; an action (even status "error") does.
+	// A surface load and a failed dispatch (refused, invalid result, no handler) publish nothing;
+	// an action (even status "error") does.
 	post(t, c, rpcBody(t, 1, surfaceLoad, params(nil)), nil)
 	post(t, c, rpcBody(t, 2, actionInvoke, params(map[string]any{"agent_slug": "nope"})), nil)
+	post(t, c, rpcBody(t, 2, actionInvoke, params(map[string]any{"action": "workspace_binding.delete"})), nil)
+	post(t, c, rpcBody(t, 2, actionInvoke, params(map[string]any{"action": "job.start.preview"})), nil) // no handler: -32010
 	post(t, c, rpcBody(t, 3, actionInvoke, params(nil)), nil)
 	post(t, c, rpcBody(t, 4, actionInvoke, params(map[string]any{"action": "job.stop", "request_id": "request-2"})), nil)
 	ev := readEvent(t, r)

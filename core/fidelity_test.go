@@ -14,8 +14,8 @@ import (
 )
 
 // TestIDsEchoedExactly: the reference reads id as str | int | None with Python integers, which
-// have no size limit, and with pydantic's float rule (an integral float strictly between -2^63
-// and 2^63). Answers are compared byte for byte: a float conversion would show.
+// have no size limit, with pydantic's float rule (an integral float strictly between -2^63 and
+// 2^63) and its lax bool rule (true is 1, false 0). Answers are compared byte for byte: a float conversion would show.
 func TestIDsEchoedExactly(t *testing.T) {
 	c := newController(t, core.Config{}, handlers{})
 	for _, tc := range []struct{ id, want string }{
@@ -34,6 +34,8 @@ func TestIDsEchoedExactly(t *testing.T) {
 		{`4.5E1`, `45`},
 		{`9.2233720368547748e18`, `9223372036854774784`}, // the largest double below 2^63
 		{`-9.2233720368547748e18`, `-9223372036854774784`},
+		{`true`, `1`}, // pydantic's lax int takes a bool
+		{`false`, `0`},
 	} {
 		t.Run(tc.id, func(t *testing.T) {
 			_, body := post(t, c, []byte(`{"jsonrpc":"2.0","id":`+tc.id+`,"method":"missing.method"}`), nil)
@@ -82,6 +84,10 @@ func TestInvalidUTF8IsAParseError(t *testing.T) {
 		"truncated sequence":   strings.Replace(good, "é", "\xc3", 1),
 		"overlong encoding":    strings.Replace(good, "é", "\xc0\xaf", 1),
 		"in a member name":     strings.Replace(good, `"input"`, "\"inp\xffut\"", 1),
+		// Python's json.loads takes these; they are not JSON (RFC 8259).
+		"a byte order mark": "\xef\xbb\xbf" + good,
+		"NaN":               strings.Replace(good, `"é"`, `NaN`, 1),
+		"Infinity":          strings.Replace(good, `"é"`, `-Infinity`, 1),
 	} {
 		t.Run(name, func(t *testing.T) {
 			status, got := post(t, c, []byte(body), nil)

@@ -22,7 +22,7 @@ func FuzzHandleRPC(f *testing.F) {
 		`{"jsonrpc":"1.0","id":5,"method":"supervaizer/action.invoke","params":[1,2]}`,
 		`[{"method":"x"}]`, `42`, `"str"`, `{`, ``, `{"id":7.0,"method":"m"}`, `{"id":1e400,"method":null}`,
 		`{"id":9223372036854775808,"method":"m"}`, `{"id":-0,"method":"m"}`, `{"id":9.2233720368547748e18,"method":"m"}`,
-		"{\"id\":\"\xff\",\"method\":\"m\"}", `{"id":1,"id":"two","method":"m","params":{"action_request":5}}`,
+		"{\"id\":\"\xff\",\"method\":\"m\"}", `{"id":1,"id":"two","method":"m","params":{"action_request":5}}`, `{"id":true,"method":"m"}`, `{"id":false,"jsonrpc":"1"}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -93,9 +93,13 @@ func TestJobsThroughController(t *testing.T) {
 	_, body = post(t, c, rpcBody(t, 3, "supervaizer/action.invoke", actionParams("job.sync", "job-9", map[string]any{})), nil)
 	jsonEq(t, body, `{"jsonrpc":"2.0","id":3,"result":{"status":"error","effects":[],"errors":[{"code":"job_not_found","message":"No background job \"job-9\" in this workspace"}]}}`)
 	_, body = post(t, c, rpcBody(t, 4, "supervaizer/action.invoke", actionParams("job.stop", "job-1", map[string]any{})), nil)
-	if !strings.Contains(string(body), `"effects":[{"type":"job.stopped","job_id":"job-1","status":"completed"}]`) {
-		t.Fatalf("job.stop of a finished job: %s", body)
-	}
+	jsonEq(t, body, `{"jsonrpc":"2.0","id":4,"result":{"status":"ok","effects":[{"type":"job.stopped","job_id":"job-1","status":"completed"}],`+
+		`"job_state":{"job":{"id":"job-1","agent_slug":"w","mission_id":"mission-1","status":"completed","source":{"type":"fresh_start"}},`+
+		`"cases":[{"id":"job-1-work","lane":"work","title":"greet","status":"completed","metadata":{},"steps":[`+
+		`{"id":"job-1-lookup","activity":"operation","status":"completed","title":"lookup","outputs":[]},`+
+		`{"id":"job-1-write","activity":"operation","status":"completed","title":"Write the greeting","outputs":[]}]}]}}}`)
+	_, body = post(t, c, rpcBody(t, 5, "supervaizer/action.invoke", actionParams("job.stop", "job-9", map[string]any{})), nil)
+	jsonEq(t, body, `{"jsonrpc":"2.0","id":5,"result":{"status":"error","effects":[],"errors":[{"code":"job_not_found","message":"No background job \"job-9\" in this workspace"}]}}`)
 	// The work's input never reaches the queue, and the task's record is the workspace's alone.
 	if strings.Contains(string(msgs[0].Encode()), "ada") {
 		t.Fatal("the message carries the input")
@@ -151,3 +155,61 @@ func TestNewReportsWorkMistakes(t *testing.T) {
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestJobAnswerThroughController pins step.awaiting.submit as the controller serves it for
+// background work: an answer to a step that does not wait, one that does not fit the step's
+// fields, the answer that continues the work, and a second answer.
+func TestJobAnswerThroughController(t *testing.T) {
+	reg, err := contract.BuildRegistration(contract.RegistrationSpec{
+		AgentSlug: "w", DisplayName: "W", A2UICatalogVersion: "w.1",
+		Actions: []contract.ActionSpec{contract.ActionID("job.start"), contract.ActionID("step.awaiting.submit")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := core.NewAgent(core.AgentConfig{Name: "W", Version: "1", Registration: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type review struct {
+		Approved bool `json:"approved"`
+	}
+	w := jobs.Define(a, "reviewed", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Await[review](ctx, "review", contract.Awaiting{Fields: []contract.FieldDefinition{{ID: "approved", Label: "Approve", Type: contract.FieldBoolean, Required: true}}},
+			jobs.Title("Review"))
+		return err
+	})
+	a.HandleAction("job.start", core.ActionFunc(func(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+		return w.Started(ctx, req, struct{}{})
+	}))
+	q := &jobstest.Queue{}
+	c, err := core.New(core.Config{APIKey: testKey, ServerID: "SRV-test", Authorizer: grant.LocalBypass{ServerID: "SRV-test"},
+		Store: memory.New(), Jobs: q, Logger: quietLogger()}, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	post(t, c, rpcBody(t, 1, actionInvoke, actionParams("job.start", "job-1", map[string]any{})), nil)
+	for _, m := range q.Take() {
+		if err := c.Jobs().Deliver(context.Background(), m, jobs.Delivery{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit := func(id int, step string, input any) []byte {
+		p := actionParams("step.awaiting.submit", "job-1", input)
+		p["step_id"] = step
+		_, body := post(t, c, rpcBody(t, id, actionInvoke, p), nil)
+		return body
+	}
+	jsonEq(t, submit(2, "job-1-other", map[string]any{"approved": true}),
+		`{"jsonrpc":"2.0","id":2,"result":{"status":"error","effects":[],"errors":[{"code":"input_invalid","message":"This step is not awaiting an answer (answered already, or not a step that waits)"}]}}`)
+	jsonEq(t, submit(3, "job-1-review", map[string]any{"approved": "maybe"}),
+		`{"jsonrpc":"2.0","id":3,"result":{"status":"error","effects":[],"errors":[{"code":"input_type","message":"Input should be a valid boolean","field":"approved"}]}}`)
+	jsonEq(t, submit(4, "job-1-review", map[string]any{"approved": true}),
+		`{"jsonrpc":"2.0","id":4,"result":{"status":"ok","effects":[{"type":"step.awaiting.submitted","job_id":"job-1","step_id":"job-1-review","status":"active"}],`+
+			`"job_state":{"job":{"id":"job-1","agent_slug":"w","mission_id":"mission-1","status":"active","source":{"type":"fresh_start"}},`+
+			`"cases":[{"id":"job-1-work","lane":"work","title":"reviewed","status":"completed","metadata":{},"steps":[`+
+			`{"id":"job-1-review","activity":"operation","status":"completed","title":"Review","outputs":[]}]}]}}}`)
+	jsonEq(t, submit(5, "job-1-review", map[string]any{"approved": true}),
+		`{"jsonrpc":"2.0","id":5,"result":{"status":"error","effects":[],"errors":[{"code":"input_invalid","message":"This step is not awaiting an answer (answered already, or not a step that waits)"}]}}`)
+}

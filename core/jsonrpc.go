@@ -113,14 +113,19 @@ func decodeEnvelope(obj []byte) (envelope, contract.FieldErrors) {
 // a JSON string as sent; an integer literal exactly as sent, whatever its size (Python integers
 // have none), -0 as 0; a number written with a fraction or an exponent when its value is an
 // integer strictly between -2^63 and 2^63 (pydantic's rule for a float), as that integer; nil for
-// null. valid is false for any other value (which is then not echoed). No conversion depends on
-// the platform: a float is only turned into an int64 when it fits.
+// null; true and false as 1 and 0 (pydantic's lax int takes a bool). valid is false for any other
+// value (which is then not echoed). No conversion depends on the platform: a float is only turned
+// into an int64 when it fits.
 func canonicalID(v json.RawMessage) (id json.RawMessage, valid bool) {
 	switch wirejson.Kind(v) {
 	case 'n':
 		return nil, true
 	case '"':
 		return v, true
+	case 't':
+		return json.RawMessage("1"), true
+	case 'f':
+		return json.RawMessage("0"), true
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 	default:
 		return nil, false

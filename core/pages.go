@@ -24,34 +24,22 @@ const (
 //go:embed static/agent_logo.png
 var agentLogo []byte
 
-// servePage answers the card's other URLs; it reports false for any other path.
-func (c *Controller) servePage(w http.ResponseWriter, r *http.Request) bool {
-	path := r.URL.Path
-	switch {
-	case path == openAPIPath:
+// servePage answers the card's other URLs (resolved by resolve).
+func (c *Controller) servePage(w http.ResponseWriter, r *http.Request, e endpoint) {
+	switch e.kind {
+	case endpointOpenAPI:
 		c.route(w, r, http.MethodGet, func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, c.openAPI()) })
-	case path == docsPath:
+	case endpointDocs:
 		c.route(w, r, http.MethodGet, func(w http.ResponseWriter, _ *http.Request) { writeHTML(w, c.docsPage()) })
-	case strings.HasPrefix(path, logoPrefix) && strings.HasSuffix(path, logoSuffix):
-		a := c.bySlug[strings.TrimSuffix(strings.TrimPrefix(path, logoPrefix), logoSuffix)]
-		if a == nil {
-			return false
-		}
+	case endpointLogo:
 		c.route(w, r, http.MethodGet, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "image/png")
 			w.Header().Set("Cache-Control", "public, max-age=86400")
 			_, _ = w.Write(agentLogo)
 		})
-	case strings.HasPrefix(path, agentInfoPrefix) && strings.HasSuffix(path, humanPageFile):
-		a := c.bySlug[strings.TrimSuffix(strings.TrimPrefix(path, agentInfoPrefix), humanPageFile)]
-		if a == nil {
-			return false
-		}
-		c.route(w, r, http.MethodGet, func(w http.ResponseWriter, _ *http.Request) { writeHTML(w, c.humanPage(a)) })
-	default:
-		return false
+	case endpointHumanPage:
+		c.route(w, r, http.MethodGet, func(w http.ResponseWriter, _ *http.Request) { writeHTML(w, c.humanPage(e.agent)) })
 	}
-	return true
 }
 
 // escapeHTML is html.EscapeString, without package html's entity table (100 KB in every binary,
@@ -158,7 +146,7 @@ func (c *Controller) routes() []apiRoute {
 		{"GET", "/a2a/events", "The effect stream (server-sent events; Last-Event-ID replays; with a workspace token, that workspace's events only)",
 			"X-API-Key, read scope; optionally X-Supervaize-Workspace-Authorization (scope supervaizer/events) with X-Supervaize-Agent-Slug and X-Supervaize-Workspace-Id",
 			keyed(ok("Effect events", "text/event-stream"), "APIKey")},
-		{"GET", agentInfoPrefix + "{slug}", "Get agent info", "X-API-Key, read scope", info},
+		{"GET", agentInfoPrefix + "{slug}/", "Get agent info", "X-API-Key, read scope", info},
 		{"GET", agentInfoPrefix + "{slug}" + humanPageFile, "The agent's page for people", "public", human},
 		{"GET", logoPrefix + "{slug}" + logoSuffix, "The agent's logo", "public", logo},
 	}

@@ -47,6 +47,8 @@ func TestRPCErrors(t *testing.T) {
 			`{"jsonrpc":"2.0","id":5,"error":{"code":-32602,"message":"Invalid JSON-RPC request","data":{"errors":[{"type":"literal_error","loc":["jsonrpc"],"msg":"Input should be '2.0'"}]}}}`},
 		{"case 7: params is a list", `{"jsonrpc":"2.0","id":5,"method":"supervaizer/action.invoke","params":[1,2]}`,
 			`{"jsonrpc":"2.0","id":5,"error":{"code":-32602,"message":"Invalid JSON-RPC request","data":{"errors":[{"type":"dict_type","loc":["params"],"msg":"Input should be a valid dictionary"}]}}}`},
+		{"bool id read as an integer, also in an invalid envelope", `{"jsonrpc":"1","id":true,"method":"m"}`,
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"Invalid JSON-RPC request","data":{"errors":[{"type":"literal_error","loc":["jsonrpc"],"msg":"Input should be '2.0'"}]}}}`},
 		{"method missing", `{"jsonrpc":"2.0","id":"a"}`,
 			`{"jsonrpc":"2.0","id":"a","error":{"code":-32602,"message":"Invalid JSON-RPC request","data":{"errors":[{"type":"missing","loc":["method"],"msg":"Field required"}]}}}`},
 		{"method not a string, bad id not echoed", `{"jsonrpc":"2.0","id":{"x":1},"method":7}`,
@@ -258,6 +260,11 @@ func TestHTTPLayer(t *testing.T) {
 		{"wrong key", map[string]string{"X-API-Key": "K-test-api-kez"}, body, 401, `{"detail":"Invalid or missing API key"}`},
 		{"key prefix", map[string]string{"X-API-Key": "K-test"}, body, 401, `{"detail":"Invalid or missing API key"}`},
 		{"read key cannot write", map[string]string{"X-API-Key": "read-only"}, body, 403, `{"detail":"Insufficient scope"}`},
+		{"key checked before the body", map[string]string{"X-API-Key": ""}, []byte(`{"jsonrpc":`), 401, `{"detail":"Invalid or missing API key"}`},
+		{"any content type", map[string]string{"Content-Type": "text/plain"}, body, 200,
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found: missing.method"}}`},
+		{"no content type", map[string]string{"Content-Type": ""}, body, 200,
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found: missing.method"}}`},
 		{"over the limit", nil, []byte(`{"pad":"` + strings.Repeat("a", 3000) + `"}`), 413, `{"detail":"Request body too large: the limit is 2048 bytes"}`},
 		{"at the limit", nil, []byte(`{"method":"m","pad":"` + strings.Repeat("a", 2048-len(`{"method":"m","pad":""}`)) + `"}`), 200,
 			`{"jsonrpc":"2.0","error":{"code":-32601,"message":"Method not found: m"}}`},
@@ -344,5 +351,116 @@ func TestNewAgentRejectsSlugMismatch(t *testing.T) {
 	want := "Agent id 'wrong' does not match deterministic id for name 'S' ('" + contract.DeterministicAgentID("S") + "'); omit id or use the expected value"
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %s", err, want)
+	}
+}
+
+// failingAuthorizer fails every call the way no refusal does (a store or network fault).
+type failingAuthorizer struct{ err error }
+
+func (a failingAuthorizer) Authorize(context.Context, grant.Call) (*contract.VerifiedWorkspaceContext, error) {
+	return nil, a.err
+}
+
+// TestAuthorizerFailure: an authorizer failure that is not a refusal is a JSON-RPC internal error
+// (HTTP 200, no data, the id echoed, nothing of the cause), never -32030, and no handler runs.
+// The reference answers HTTP 500 with its error body there (docs/differences.md).
+func TestAuthorizerFailure(t *testing.T) {
+	const secret = "jwks fetch https://user:pa55@keys.example/jwks failed"
+	ran := false
+	c := newController(t, core.Config{Authorizer: failingAuthorizer{errors.New(secret)}}, handlers{
+		actions: map[string]core.ActionFunc{"job.start": func(context.Context, *contract.ActionRequest) (*contract.ActionResult, error) {
+			ran = true
+			return &contract.ActionResult{Status: "ok"}, nil
+		}},
+	})
+	for _, tc := range []struct {
+		name string
+		id   any
+		want string
+	}{
+		{"action", "rpc-7", `{"jsonrpc":"2.0","id":"rpc-7","error":{"code":-32603,"message":"Internal error"}}`},
+		{"no id", nil, `{"jsonrpc":"2.0","error":{"code":-32603,"message":"Internal error"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := post(t, c, rpcBody(t, tc.id, actionInvoke, params(nil)), nil)
+			if status != http.StatusOK {
+				t.Errorf("status %d, want 200", status)
+			}
+			jsonEq(t, body, tc.want)
+			mustContainNot(t, body, "pa55")
+		})
+	}
+	_, body := post(t, c, rpcBody(t, 3, surfaceLoad, params(nil)), nil)
+	jsonEq(t, body, `{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"Internal error"}}`)
+	if ran {
+		t.Error("a handler ran although the call was not authorized")
+	}
+}
+
+// TestNotifications: a request without an id, or with a null one, is served like any other and
+// answered without an id member, whatever the outcome (the reference dumps its envelope with
+// exclude_none: spec §2.1, §12.2 case 6).
+func TestNotifications(t *testing.T) {
+	ran := 0
+	h := handlers{
+		actions: map[string]core.ActionFunc{
+			"job.start": func(context.Context, *contract.ActionRequest) (*contract.ActionResult, error) {
+				ran++
+				return &contract.ActionResult{Status: "ok", Effects: []contract.Effect{{Type: "job.started", JobID: "job-1"}}}, nil
+			},
+			"job.stop": func(context.Context, *contract.ActionRequest) (*contract.ActionResult, error) {
+				return nil, errors.New("boom")
+			},
+		},
+		surfaces: map[string]core.SurfaceFunc{"job.start": func(_ context.Context, r *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
+			return &contract.SurfaceResult{Surface: r.Surface, Document: json.RawMessage(`{}`)}, nil
+		}},
+	}
+	local := newController(t, core.Config{}, h)
+	refusing := newController(t, core.Config{Authorizer: grant.NotConfigured{}}, h)
+	for _, tc := range []struct {
+		name   string
+		c      *core.Controller
+		method string
+		params any
+		want   string
+	}{
+		{"action result", local, actionInvoke, params(nil),
+			`{"jsonrpc":"2.0","result":{"status":"ok","effects":[{"type":"job.started","job_id":"job-1"}]}}`},
+		{"surface result", local, surfaceLoad, params(nil),
+			`{"jsonrpc":"2.0","result":{"surface":"job.start","a2ui_version":null,"a2ui_catalog_version":null,"document":{}}}`},
+		{"invalid params", local, actionInvoke, map[string]any{"request_id": 1},
+			`{"jsonrpc":"2.0","error":{"code":-32602,"message":"Invalid Supervaizer v2 action request","data":{"errors":[` +
+				`{"type":"string_type","loc":["request_id"],"msg":"Input should be a valid string"},{"type":"missing","loc":["actor"],"msg":"Field required"},` +
+				`{"type":"missing","loc":["workspace"],"msg":"Field required"},{"type":"missing","loc":["mission_id"],"msg":"Field required"},` +
+				`{"type":"missing","loc":["agent_slug"],"msg":"Field required"},{"type":"missing","loc":["surface"],"msg":"Field required"},` +
+				`{"type":"missing","loc":["action"],"msg":"Field required"}]}}}`},
+		{"action not registered", local, actionInvoke, params(map[string]any{"action": "workspace_binding.delete"}),
+			`{"jsonrpc":"2.0","error":{"code":-32010,"message":"Action handler not registered: workspace_binding.delete","data":{"agent_slug":"s","action":"workspace_binding.delete"}}}`},
+		{"handler failed", local, actionInvoke, params(map[string]any{"action": "job.stop"}),
+			`{"jsonrpc":"2.0","error":{"code":-32603,"message":"Action handler failed","data":{"agent_slug":"s","action":"job.stop"}}}`},
+		{"workspace authorization", refusing, actionInvoke, params(nil),
+			`{"jsonrpc":"2.0","error":{"code":-32030,"message":"Workspace authorization is required but is not configured for this Supervaizer server","data":{"code":"workspace_authorization_not_configured"}}}`},
+	} {
+		for _, id := range []string{"absent", "null"} {
+			t.Run(tc.name+"/"+id, func(t *testing.T) {
+				env := map[string]any{"jsonrpc": "2.0", "method": tc.method, "params": tc.params}
+				if id == "null" {
+					env["id"] = nil
+				}
+				body, err := json.Marshal(env)
+				if err != nil {
+					t.Fatal(err)
+				}
+				status, got := post(t, tc.c, body, nil)
+				if status != http.StatusOK {
+					t.Errorf("status %d, want 200", status)
+				}
+				jsonEq(t, got, tc.want)
+			})
+		}
+	}
+	if ran != 2 {
+		t.Errorf("job.start ran %d times, want 2 (once per id form)", ran)
 	}
 }

@@ -103,7 +103,7 @@ func RegisterWithStudio(ctx context.Context, r StudioRegistration) (*studio.Outc
 }
 
 // ControllerAgents reads the registration payload of every agent the controller at base serves:
-// the agent list (/.well-known/agents.json), then each agent's GET /api/supervaizer/agents/{slug}
+// the agent list (/.well-known/agents.json), then each agent's GET /api/supervaizer/agents/{slug}/
 // with apiKey.
 func ControllerAgents(ctx context.Context, hc *http.Client, base string, apiKey Secret) ([]contract.AgentRegistrationContract, error) {
 	base = strings.TrimRight(base, "/")
@@ -151,7 +151,7 @@ func ControllerAgents(ctx context.Context, hc *http.Client, base string, apiKey 
 		if err != nil || !ok || slug == "" {
 			return nil, fmt.Errorf("the controller lists an Agent Card URL svz cannot read a slug from: %q", a.AgentCardURL)
 		}
-		b, err := get("/api/supervaizer/agents/"+url.PathEscape(slug), true)
+		b, err := get("/api/supervaizer/agents/"+url.PathEscape(slug)+"/", true)
 		if err != nil {
 			return nil, err
 		}

@@ -260,7 +260,7 @@ func TestLocalModeRefusesForeignHost(t *testing.T) {
 	routes := []struct{ method, path, body string }{
 		{"POST", "/a2a", job},
 		{"GET", "/a2a/events", ""},
-		{"GET", "/api/supervaizer/agents/" + hello.Slug, ""},
+		{"GET", "/api/supervaizer/agents/" + hello.Slug + "/", ""},
 		{"GET", "/api/agents/" + hello.Slug + "/data/greetings/", ""},
 		{"GET", "/.well-known/agents.json", ""},
 		{"GET", "/.well-known/health", ""},

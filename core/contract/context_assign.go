@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 )
 
@@ -98,11 +96,16 @@ func DecodeContextAssignment(input json.RawMessage) (*ContextAssignment, error) 
 				item.Version = n
 				delete(m, "version")
 			}
-			if scope, ok := str(m, loc, "scope", true); ok {
-				if scope != ContextScopeWorkspace && scope != ContextScopeMission {
+			// A Literal: any other value, a string or not, is a literal_error.
+			if v, ok := m["scope"]; !ok {
+				errs = append(errs, FieldError{Type: errMissing, Loc: append(loc[:2:2], "scope"), Msg: msgMissing})
+			} else {
+				var scope string
+				if json.Unmarshal(v, &scope) != nil || scope != ContextScopeWorkspace && scope != ContextScopeMission {
 					errs = append(errs, FieldError{Type: "literal_error", Loc: append(loc[:2:2], "scope"), Msg: "Input should be 'workspace' or 'mission'"})
 				}
 				item.Scope = scope
+				delete(m, "scope")
 			}
 			item.Title, _ = str(m, loc, "title", true)
 			item.Extra = restOf(m)
@@ -136,52 +139,6 @@ func restOf(m map[string]json.RawMessage) Extra {
 		e[k] = v
 	}
 	return e
-}
-
-// laxInt decodes an int the way pydantic's lax mode does: a JSON integer, a float without a
-// fractional part, a string holding an integer, or a boolean.
-func laxInt(v json.RawMessage) (int, *FieldError) {
-	v = bytes.TrimSpace(v)
-	bad := &FieldError{Type: "int_type", Msg: "Input should be a valid integer"}
-	if len(v) == 0 {
-		return 0, bad
-	}
-	switch v[0] {
-	case 't', 'f':
-		var b bool
-		if json.Unmarshal(v, &b) != nil {
-			return 0, bad
-		}
-		if b {
-			return 1, nil
-		}
-		return 0, nil
-	case '"':
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			return 0, bad
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			return 0, &FieldError{Type: "int_parsing", Msg: "Input should be a valid integer, unable to parse string as an integer"}
-		}
-		return n, nil
-	}
-	var f json.Number
-	if json.Unmarshal(v, &f) != nil {
-		return 0, bad
-	}
-	if n, err := strconv.Atoi(f.String()); err == nil {
-		return n, nil
-	}
-	x, err := f.Float64()
-	if err != nil || math.IsInf(x, 0) || math.IsNaN(x) || x > math.MaxInt64 || x < math.MinInt64 {
-		return 0, bad
-	}
-	if x != math.Trunc(x) {
-		return 0, &FieldError{Type: "int_from_float", Msg: "Input should be a valid integer, got a number with a fractional part"}
-	}
-	return int(x), nil
 }
 
 // Validate reports every reason a is not a valid assignment, or nil: item scopes must be

@@ -43,6 +43,14 @@ func TestDecodeContextAssignment(t *testing.T) {
 				{Type: "string_type", Loc: []any{"mission_id"}, Msg: "Input should be a valid string"},
 				{Type: "string_type", Loc: []any{"job_id"}, Msg: "Input should be a valid string"},
 			}},
+		{"lax versions as pydantic reads them", `{"items":[{"ref":"a","version":"3.0","scope":"workspace","title":"A"},{"ref":"b","version":" 1_0 ","scope":"workspace","title":"B"}],"job_id":"j","assigned_at":"t"}`,
+			&ContextAssignment{Items: []ContextAssignmentItem{{Ref: "a", Version: 3, Scope: "workspace", Title: "A"}, {Ref: "b", Version: 10, Scope: "workspace", Title: "B"}}, JobID: "j", AssignedAt: "t"}, nil},
+		{"scope is a literal, version too large", `{"items":[{"ref":"r","version":1e30,"scope":null,"title":"T"},{"ref":"r","version":1,"scope":5,"title":"T"}],"job_id":"j","assigned_at":"t"}`,
+			nil, FieldErrors{
+				{Type: "int_parsing_size", Loc: []any{"items", 0, "version"}, Msg: "Unable to parse input string as an integer, exceeded maximum size"},
+				{Type: "literal_error", Loc: []any{"items", 0, "scope"}, Msg: "Input should be 'workspace' or 'mission'"},
+				{Type: "literal_error", Loc: []any{"items", 1, "scope"}, Msg: "Input should be 'workspace' or 'mission'"},
+			}},
 		{"items not a list", `{"items":{},"job_id":"j","assigned_at":"t"}`, nil, FieldErrors{{Type: "list_type", Loc: []any{"items"}, Msg: "Input should be a valid list"}}},
 		{"not an object", `[1]`, nil, FieldErrors{{Type: "model_type", Loc: []any{}, Msg: "Input should be a valid dictionary or instance of V2ContextAssignment"}}},
 	} {

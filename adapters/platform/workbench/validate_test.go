@@ -37,7 +37,7 @@ func helloDocuments(t testing.TB) (info, card []byte) {
 		}
 		return w.Body.Bytes()
 	}
-	return get("/api/supervaizer/agents/" + hello.Slug), get("/.well-known/agents/v" + hello.Version + "/" + hello.Slug + "_agent.json")
+	return get("/api/supervaizer/agents/" + hello.Slug + "/"), get("/.well-known/agents/v" + hello.Version + "/" + hello.Slug + "_agent.json")
 }
 
 // edit decodes doc, applies change and encodes it again.

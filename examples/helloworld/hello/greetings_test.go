@@ -142,7 +142,7 @@ func TestGreetings(t *testing.T) {
 // where the greetings declaration appears under data_resources.
 func TestGreetingsDeclaration(t *testing.T) {
 	h := localController(t, nil)
-	req := httptest.NewRequest(http.MethodGet, "/api/supervaizer/agents/"+Slug, nil)
+	req := httptest.NewRequest(http.MethodGet, "/api/supervaizer/agents/"+Slug+"/", nil)
 	req.Header.Set("X-API-Key", key)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
