@@ -208,7 +208,7 @@ func TestJobAnswerThroughController(t *testing.T) {
 	jsonEq(t, submit(4, "job-1-review", map[string]any{"approved": true}),
 		`{"jsonrpc":"2.0","id":4,"result":{"status":"ok","effects":[{"type":"step.awaiting.submitted","job_id":"job-1","step_id":"job-1-review","status":"active"}],`+
 			`"job_state":{"job":{"id":"job-1","agent_slug":"w","mission_id":"mission-1","status":"active","source":{"type":"fresh_start"}},`+
-			`"cases":[{"id":"job-1-work","lane":"work","title":"reviewed","status":"completed","metadata":{},"steps":[`+
+			`"cases":[{"id":"job-1-work","lane":"work","title":"reviewed","status":"active","metadata":{},"steps":[`+
 			`{"id":"job-1-review","activity":"operation","status":"completed","title":"Review","outputs":[]}]}]}}}`)
 	jsonEq(t, submit(5, "job-1-review", map[string]any{"approved": true}),
 		`{"jsonrpc":"2.0","id":5,"result":{"status":"error","effects":[],"errors":[{"code":"input_invalid","message":"This step is not awaiting an answer (answered already, or not a step that waits)"}]}}`)

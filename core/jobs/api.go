@@ -242,7 +242,7 @@ func (s *Service) snapshot(reg *Registry, r *record) *contract.JobState {
 			}
 			cs.Steps = append(cs.Steps, step)
 		}
-		cs.Status = caseStatus(status, cs.Steps)
+		cs.Status = caseStatus(status, cs.Steps, movedPast(r, c.ID))
 		snap.Cases = append(snap.Cases, cs)
 	}
 	if w := reg.lookup(r.Work); w != nil {
@@ -253,9 +253,16 @@ func (s *Service) snapshot(reg *Registry, r *record) *contract.JobState {
 	return snap
 }
 
+// movedPast reports whether the work recorded a step of another case after the last step of case
+// id: the work left the case, which then gets no more steps.
+func movedPast(r *record, id string) bool {
+	return len(r.Steps) > 0 && r.Steps[len(r.Steps)-1].Case != id
+}
+
 // caseStatus derives a case's status from its steps: failed, awaiting or active when a step is;
-// completed when all are and the job is done, or when the job moved past them.
-func caseStatus(job string, steps []contract.Step) string {
+// completed when all are and the job is done, or when the job moved past them (movedPast); else
+// active, as the work goes on and may add steps to it.
+func caseStatus(job string, steps []contract.Step, movedPast bool) string {
 	if len(steps) == 0 {
 		if job == contract.StateCompleted || job == contract.StateCancelled || job == contract.StateFailed {
 			return job
@@ -271,7 +278,10 @@ func caseStatus(job string, steps []contract.Step) string {
 			return st
 		}
 	}
-	return contract.StateCompleted
+	if movedPast || job == contract.StateCompleted || job == contract.StateCancelled || job == contract.StateFailed {
+		return contract.StateCompleted
+	}
+	return contract.StateActive
 }
 
 // Wake continues job id of the call's workspace when it waits on a step whose awaiting action is

@@ -1,0 +1,56 @@
+package jobs
+
+import (
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/core/contract"
+)
+
+// TestCaseStatus: a case whose steps are all completed is completed only when the job is done or
+// the work moved on to another case; while the work is still in it, it is active.
+func TestCaseStatus(t *testing.T) {
+	step := func(c, name, status string) *stepRecord { return &stepRecord{Name: name, Case: c, Status: status} }
+	done, running := stepCompleted, stepActive
+	for _, tc := range []struct {
+		name   string
+		status string // the task's
+		steps  []*stepRecord
+		want   map[string]string // case → status
+	}{
+		{"one case, its step answered, the job goes on", taskPending,
+			[]*stepRecord{step("a", "review", done)}, map[string]string{"a": contract.StateActive}},
+		{"one case, every step done, the job done", taskCompleted,
+			[]*stepRecord{step("a", "find", done), step("a", "import", done)}, map[string]string{"a": contract.StateCompleted}},
+		{"the work moved on to b", taskPending,
+			[]*stepRecord{step("a", "find", done), step("b", "score", running)}, map[string]string{"a": contract.StateCompleted, "b": contract.StateActive}},
+		{"b's steps done, the work still in b", taskPending,
+			[]*stepRecord{step("a", "find", done), step("b", "score", done)}, map[string]string{"a": contract.StateCompleted, "b": contract.StateActive}},
+		{"the work came back to a", taskPending,
+			[]*stepRecord{step("a", "find", done), step("b", "score", done), step("a", "report", done)}, map[string]string{"a": contract.StateActive, "b": contract.StateCompleted}},
+		{"the job failed after a's steps", taskFailed,
+			[]*stepRecord{step("a", "find", done)}, map[string]string{"a": contract.StateCompleted}},
+		{"a step awaits", taskAwaiting,
+			[]*stepRecord{step("a", "find", done), step("a", "review", stepAwaiting)}, map[string]string{"a": contract.StateAwaiting}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Now()
+			r := &record{Job: "job-1", Work: "w", Status: tc.status, Created: now, Deadline: now.Add(time.Hour), Steps: tc.steps,
+				Cases: []caseRecord{{ID: "a", Title: "A"}, {ID: "b", Title: "B"}}}
+			if tc.want["b"] == "" {
+				r.Cases = r.Cases[:1]
+			}
+			s := &Service{cfg: Config{Now: time.Now}}
+			snap := s.snapshot(NewRegistry(), r)
+			got := map[string]string{}
+			for _, c := range snap.Cases {
+				got[c.ID[len("job-1-"):]] = c.Status
+			}
+			for c, want := range tc.want {
+				if got[c] != want {
+					t.Errorf("case %s: %s, want %s (all: %v)", c, got[c], want, got)
+				}
+			}
+		})
+	}
+}
