@@ -74,11 +74,10 @@ func TestInitScaffoldBuildsAndPasses(t *testing.T) {
 		{"ARTIFACTS_DIR=" + artifacts, filepath.Join(artifacts, "bootstrap")},
 		{"", filepath.Join(dir, "bin", "bootstrap")},
 	} {
-		make := exec.Command("make", "build-ControllerFunction", "GOARCH="+runtime.GOARCH)
+		make := makeIn(dir, "build-ControllerFunction", "GOARCH="+runtime.GOARCH)
 		if tc.arg != "" {
 			make.Args = append(make.Args, tc.arg)
 		}
-		make.Dir = dir
 		if b, err := make.CombinedOutput(); err != nil {
 			t.Fatalf("make build-ControllerFunction %s: %v\n%s", tc.arg, err, b)
 		}
@@ -89,11 +88,23 @@ func TestInitScaffoldBuildsAndPasses(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, ".gitignore")); !strings.Contains("\n"+string(b), "\nbootstrap\n") {
 		t.Errorf(".gitignore does not ignore the bootstrap:\n%s", b)
 	}
-	empty := exec.Command("make", "build-ControllerFunction", "ARTIFACTS_DIR=")
-	empty.Dir = dir
+	empty := makeIn(dir, "build-ControllerFunction", "ARTIFACTS_DIR=")
 	if b, err := empty.CombinedOutput(); err == nil || !strings.HasPrefix(string(b), "ARTIFACTS_DIR is empty: unset it for bin/, or give the output directory (sam build sets it)\n") {
 		t.Errorf("make build-ControllerFunction ARTIFACTS_DIR=: %v\n%s", err, b)
 	}
+}
+
+// makeIn is make with args in dir, as a user runs it from a shell: without the settings of a make
+// that runs this test (make test), which would turn on its recursive "Entering directory" lines.
+func makeIn(dir string, args ...string) *exec.Cmd {
+	cmd := exec.Command("make", args...)
+	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != "MAKELEVEL" && k != "MAKEFLAGS" && k != "MFLAGS" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	return cmd
 }
 
 // TestScaffoldTemplateIsTheRepositorys: the SAM template an agent gets is this repository's.
