@@ -484,6 +484,13 @@ func (c *manualClock) advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
+// set moves the clock to when.
+func (c *manualClock) set(when time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = when
+}
+
 // renewing configures an instance on the clock with a lease of lease, whose renewals the test
 // fires (nextTimer).
 func (c *manualClock) renewing(lease time.Duration) func(*checkpoint.Config) {

@@ -42,6 +42,7 @@ func suite(t *testing.T, s store.Store) {
 		{"AmbiguousAdvance", testAmbiguousAdvance},
 		{"ConcurrentOccurrence", testConcurrent},
 		{"LeaseRenewalAndTakeOver", testLease},
+		{"LeaseEndsExactlyAfterLeaseAndSkewMargin", testLeaseBoundaries},
 		{"TokenSealedWithTheStudioKey", testSealed},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, s) })
@@ -325,8 +326,12 @@ func testEarlyDecision(t *testing.T, s store.Store) {
 			j := w.job()
 			var early string
 			var earlyErr error
+			// The resume runs inside Studio's handler, so the hook must not wait on itself: a
+			// resume that wrongly took the held occurrence over sends the checkpoint again and
+			// re-enters the hook, which then returns at once and the test fails fast.
+			var delivered atomic.Bool
 			w.studio.setHook(func(c studioCall, ans answer) {
-				if c.Body.Phase == phase && early == "" {
+				if c.Body.Phase == phase && delivered.CompareAndSwap(false, true) {
 					req := resumeRequestFor(j.occ, phase, "allow", ans)
 					early, earlyErr = checkpointResume(b, req)
 				}
@@ -338,6 +343,9 @@ func testEarlyDecision(t *testing.T, s store.Store) {
 				t.Errorf("early resume: %s, %v", early, earlyErr)
 			}
 			j.wantCounts(t, 1, 1)
+			if n := len(w.studio.callsOf(j.occ.OccurrenceID)); n != 2 {
+				t.Errorf("%d checkpoint calls, want before and after once each", n)
+			}
 		})
 	}
 }
@@ -362,14 +370,14 @@ func testEarlyDecisionMismatch(t *testing.T, s store.Store) {
 				j := w.job()
 				var early string
 				var earlyErr error
-				var once sync.Once
+				// Not a sync.Once: a resume that wrongly took the held occurrence over re-enters
+				// the hook from Studio's handler, and must not wait on itself (see testEarlyDecision).
+				var delivered atomic.Bool
 				w.studio.setHook(func(c studioCall, ans answer) {
-					if c.Body.OccurrenceID == j.occ.OccurrenceID && c.Body.Phase == phase {
-						once.Do(func() {
-							forged := ans
-							forge.edit(&forged)
-							early, earlyErr = checkpointResume(b, resumeRequestFor(j.occ, phase, "allow", forged))
-						})
+					if c.Body.OccurrenceID == j.occ.OccurrenceID && c.Body.Phase == phase && delivered.CompareAndSwap(false, true) {
+						forged := ans
+						forge.edit(&forged)
+						early, earlyErr = checkpointResume(b, resumeRequestFor(j.occ, phase, "allow", forged))
 					}
 				})
 				out, err := j.run(t, a)
@@ -821,6 +829,79 @@ func testLease(t *testing.T, s store.Store) {
 	if st, err := checkpoint.StepState(b.ctx(), b.step, j3.occ); err != nil || st.Status != checkpoint.Completed || st.Result != found {
 		t.Errorf("state after the takeover: %+v, %v", st, err)
 	}
+}
+
+// testLeaseBoundaries: a running occurrence is held until exactly DefaultLease + SkewMargin after
+// its holder's last renewal, and free from that instant (service.go). One nanosecond before,
+// another instance reads it as running and is refused (ErrActive), a recovery too; at that
+// instant it reads as needing recovery (ErrEffectStarted), and nothing runs the effect again. A
+// renewal moves the end. The clock and the renewal are the test's (manualClock), the lease the
+// service's default: no wait on real time, so a wrong lease check fails at once.
+func testLeaseBoundaries(t *testing.T, s store.Store) {
+	w := newWorld(t, s, nil)
+	clock := newManualClock()
+	release, started := make(chan struct{}), make(chan struct{}, 1)
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // a failing test leaves no effect blocked
+	a := w.instance(behaviour{effect: func(_ context.Context, o order) (receipt, error) {
+		started <- struct{}{}
+		<-release
+		return receipt{Order: o.ID, Ref: "rcpt-" + o.ID}, nil
+	}}, clock.renewing(0)) // 0: the service's DefaultLease
+	b := w.instance(behaviour{}, clock.frozen(0))
+	j := w.job()
+	held := checkpoint.DefaultLease + checkpoint.SkewMargin
+	done := make(chan error, 1)
+	go func() { _, err := j.run(t, a); done <- err }()
+	recv(t, started, "the effect to start")
+	timer := clock.effectTimer(t)
+	claimed := clock.Now() // the clock has not moved since the run took the occurrence
+	if got := leaseUntil(t, s, j.occ.OccurrenceID); !got.Equal(claimed.Add(held)) {
+		t.Fatalf("the lease ends at %v, want DefaultLease + SkewMargin after the claim (%v)", got, claimed.Add(held))
+	}
+	// probe reads the occurrence from instance b at the clock's time: held by a (live) or not.
+	probe := func(what string, live bool) {
+		t.Helper()
+		wantState, wantRun := checkpoint.RecoveryRequired, checkpoint.ErrEffectStarted
+		if live {
+			wantState, wantRun = checkpoint.Running, checkpoint.ErrActive
+		}
+		if st, err := checkpoint.StepState(b.ctx(), b.step, j.occ); err != nil || st.Status != wantState {
+			t.Fatalf("%s: the occurrence reads %+v, %v; want %s", what, st, err, wantState)
+		}
+		if _, err := j.run(t, b); !errors.Is(err, wantRun) || err.Error() != wantRun.Error() {
+			t.Fatalf("%s: another run got %v, want %q", what, err, wantRun)
+		}
+		if live {
+			if _, err := checkpoint.RecoverGuardedStep(b.ctx(), j.gate(t, b), b.step, j.occ, receipt{}); !errors.Is(err, checkpoint.ErrActive) {
+				t.Fatalf("%s: a recovery got %v, want ErrActive", what, err)
+			}
+		}
+	}
+	clock.set(claimed.Add(held - time.Nanosecond))
+	probe("a nanosecond before the claim's lease ends", true)
+	// The renewal, at that instant: the next timer is armed once it is written.
+	renewed := clock.Now()
+	timer <- time.Now()
+	clock.nextTimer(t, "the renewal to end")
+	if got := leaseUntil(t, s, j.occ.OccurrenceID); !got.Equal(renewed.Add(held)) {
+		t.Fatalf("after a renewal the lease ends at %v, want DefaultLease + SkewMargin after it (%v)", got, renewed.Add(held))
+	}
+	clock.set(claimed.Add(held))
+	probe("when the claim's lease would have ended, renewed since", true)
+	clock.set(renewed.Add(held - time.Nanosecond))
+	probe("a nanosecond before the renewed lease ends", true)
+	clock.set(renewed.Add(held))
+	probe("when the renewed lease ends", false)
+	clock.set(renewed.Add(held + time.Hour))
+	probe("long after", false)
+	j.wantCounts(t, 1, 0)
+	// Nobody took the occurrence over: its holder still finishes it.
+	releaseOnce.Do(func() { close(release) })
+	if err := recv(t, done, "the run to end"); err != nil {
+		t.Fatal(err)
+	}
+	j.wantCounts(t, 1, 1)
 }
 
 // leaseUntil returns the end of the lease held on occurrence occ in s (zero when none is).
