@@ -15,6 +15,7 @@ import (
 
 	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/internal/packed"
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/studio"
 	"github.com/supervaize/svz/internal/syncbuf"
@@ -423,7 +424,7 @@ func (w *world) noSecrets(t testing.TB, errs ...error) {
 		}
 		for _, it := range p.Items {
 			n++
-			check("store record "+it.Key, string(it.Value))
+			check("store record "+it.Key, string(unpacked(t, it.Value)))
 		}
 		if p.Next == "" {
 			break
@@ -536,4 +537,15 @@ func (c *manualClock) effectTimer(t testing.TB) chan time.Time {
 	t.Helper()
 	c.nextTimer(t, "the before checkpoint's renewal timer")
 	return c.nextTimer(t, "the effect's renewal timer")
+}
+
+// unpacked is a stored record's JSON (occurrence records are stored deflated), so that tests read
+// and search what the record holds, never its compressed bytes.
+func unpacked(t testing.TB, v []byte) []byte {
+	t.Helper()
+	b, err := packed.Unpack(v)
+	if err != nil {
+		t.Fatalf("unpack a stored record: %v", err)
+	}
+	return b
 }

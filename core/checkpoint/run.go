@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/supervaize/svz/core/internal/packed"
+
 	"github.com/supervaize/svz/core/store"
 )
 
@@ -148,7 +150,11 @@ func (r *runner) load(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("checkpoint: read the occurrence: %w", err)
 	}
 	var rec stepRecord
-	if err := json.Unmarshal(got.Value, &rec); err != nil {
+	b, err := packed.Unpack(got.Value)
+	if err == nil {
+		err = json.Unmarshal(b, &rec)
+	}
+	if err != nil {
 		return false, fmt.Errorf("checkpoint: unreadable occurrence record: %w", err)
 	}
 	r.mu.Lock()
@@ -168,8 +174,9 @@ func (r *runner) encode(rec *stepRecord) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: encode the occurrence: %w", err)
 	}
+	b = r.sc.svc.packer.Pack(b)
 	if n := r.sc.svc.store.MaxValueSize(); len(b) > n {
-		return nil, fmt.Errorf("checkpoint: the occurrence record is %d bytes, more than the store accepts (%d): keep the step's input, contexts and result small (refer to large content by id): %w", len(b), n, store.ErrTooLarge)
+		return nil, fmt.Errorf("checkpoint: the occurrence record is %d bytes packed, more than the store accepts (%d): keep the step's input, contexts and result small (refer to large content by id): %w", len(b), n, store.ErrTooLarge)
 	}
 	return b, nil
 }

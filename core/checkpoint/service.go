@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/supervaize/svz/core/internal/packed"
+
 	"github.com/supervaize/svz/core/store"
 )
 
@@ -82,6 +84,9 @@ type Service struct {
 	now    func() time.Time
 	lease  time.Duration
 	after  func(time.Duration) <-chan time.Time
+	// packer stores occurrence records deflated (core/internal/packed): an occurrence is
+	// rewritten at each phase, and DynamoDB bills each write by the record's started KB.
+	packer packed.Packer
 }
 
 // NewService returns a Service for cfg.

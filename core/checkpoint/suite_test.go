@@ -919,7 +919,7 @@ func leaseUntil(t testing.TB, s store.Store, occ string) time.Time {
 					Until time.Time `json:"until"`
 				} `json:"lease"`
 			}
-			if json.Unmarshal(it.Value, &rec) == nil && rec.OccurrenceID == occ && rec.Lease != nil {
+			if json.Unmarshal(unpacked(t, it.Value), &rec) == nil && rec.OccurrenceID == occ && rec.Lease != nil {
 				return rec.Lease.Until
 			}
 		}
@@ -1007,7 +1007,7 @@ func gateRecordOf(t testing.TB, s store.Store, job string) store.Item {
 			var rec struct {
 				JobID string `json:"job_id"`
 			}
-			if json.Unmarshal(it.Value, &rec) == nil && rec.JobID == job {
+			if json.Unmarshal(unpacked(t, it.Value), &rec) == nil && rec.JobID == job {
 				return it
 			}
 		}
