@@ -411,26 +411,11 @@ func (w *world) noSecrets(t testing.TB, errs ...error) {
 			check("an error", err.Error())
 		}
 	}
-	l, ok := w.store.(store.Lister)
-	if !ok {
-		t.Fatalf("%T cannot list", w.store)
+	recs := records(t, w.store, "rulecheckpoint/")
+	for _, it := range recs {
+		check("store record "+it.Key, string(it.Value))
 	}
-	n := 0
-	after := ""
-	for {
-		p, err := l.List(context.Background(), "rulecheckpoint/", after, store.MaxListLimit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, it := range p.Items {
-			n++
-			check("store record "+it.Key, string(unpacked(t, it.Value)))
-		}
-		if p.Next == "" {
-			break
-		}
-		after = p.Next
-	}
+	n := len(recs)
 	if n == 0 {
 		t.Error("no rule-checkpoint record in the store: nothing was checked")
 	}
@@ -539,13 +524,29 @@ func (c *manualClock) effectTimer(t testing.TB) chan time.Time {
 	return c.nextTimer(t, "the effect's renewal timer")
 }
 
-// unpacked is a stored record's JSON (occurrence records are stored deflated), so that tests read
-// and search what the record holds, never its compressed bytes.
-func unpacked(t testing.TB, v []byte) []byte {
+// records returns every record of s under prefix, its value unpacked (occurrence records are
+// stored deflated), so that tests read and search what a record holds, never its compressed bytes.
+func records(t testing.TB, s store.Store, prefix string) []store.Item {
 	t.Helper()
-	b, err := packed.Unpack(v)
-	if err != nil {
-		t.Fatalf("unpack a stored record: %v", err)
+	l, ok := s.(store.Lister)
+	if !ok {
+		t.Fatalf("%T cannot list", s)
 	}
-	return b
+	var out []store.Item
+	for after := ""; ; {
+		p, err := l.List(context.Background(), prefix, after, store.MaxListLimit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range p.Items {
+			if it.Value, err = packed.Unpack(it.Value); err != nil {
+				t.Fatalf("unpack the stored record %s: %v", it.Key, err)
+			}
+			out = append(out, it)
+		}
+		if p.Next == "" {
+			return out
+		}
+		after = p.Next
+	}
 }

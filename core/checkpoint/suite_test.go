@@ -907,27 +907,18 @@ func testLeaseBoundaries(t *testing.T, s store.Store) {
 // leaseUntil returns the end of the lease held on occurrence occ in s (zero when none is).
 func leaseUntil(t testing.TB, s store.Store, occ string) time.Time {
 	t.Helper()
-	for after := ""; ; {
-		p, err := s.(store.Lister).List(context.Background(), "rulecheckpoint/", after, store.MaxListLimit)
-		if err != nil {
-			t.Fatal(err)
+	for _, it := range records(t, s, "rulecheckpoint/") {
+		var rec struct {
+			OccurrenceID string `json:"occurrence_id"`
+			Lease        *struct {
+				Until time.Time `json:"until"`
+			} `json:"lease"`
 		}
-		for _, it := range p.Items {
-			var rec struct {
-				OccurrenceID string `json:"occurrence_id"`
-				Lease        *struct {
-					Until time.Time `json:"until"`
-				} `json:"lease"`
-			}
-			if json.Unmarshal(unpacked(t, it.Value), &rec) == nil && rec.OccurrenceID == occ && rec.Lease != nil {
-				return rec.Lease.Until
-			}
+		if json.Unmarshal(it.Value, &rec) == nil && rec.OccurrenceID == occ && rec.Lease != nil {
+			return rec.Lease.Until
 		}
-		if p.Next == "" {
-			return time.Time{}
-		}
-		after = p.Next
 	}
+	return time.Time{}
 }
 
 // testSealed: the stored token opens only with the same Studio key.
@@ -998,24 +989,16 @@ func testSealed(t *testing.T, s store.Store) {
 // gateRecordOf returns the gate record of job in s.
 func gateRecordOf(t testing.TB, s store.Store, job string) store.Item {
 	t.Helper()
-	for after := ""; ; {
-		p, err := s.(store.Lister).List(context.Background(), "rulecheckpoint/v1/gate/", after, store.MaxListLimit)
-		if err != nil {
-			t.Fatal(err)
+	for _, it := range records(t, s, "rulecheckpoint/v1/gate/") {
+		var rec struct {
+			JobID string `json:"job_id"`
 		}
-		for _, it := range p.Items {
-			var rec struct {
-				JobID string `json:"job_id"`
-			}
-			if json.Unmarshal(unpacked(t, it.Value), &rec) == nil && rec.JobID == job {
-				return it
-			}
+		if json.Unmarshal(it.Value, &rec) == nil && rec.JobID == job {
+			return it
 		}
-		if p.Next == "" {
-			t.Fatalf("no gate record for job %s", job)
-		}
-		after = p.Next
 	}
+	t.Fatalf("no gate record for job %s", job)
+	return store.Item{}
 }
 
 type rotatedKey struct{ checkpoint.Studio }

@@ -142,12 +142,21 @@ func (t *task) boundary() bool {
 	return t.halt != running
 }
 
-func (t *task) step(ctx context.Context, name string, opts []StepOption, fn func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+// open checks what every step checks before it looks at its record: a valid name, and a task
+// that still runs.
+func (t *task) open(name string) error {
 	if err := checkName(name); err != nil {
-		return nil, err
+		return err
 	}
 	if t.halted() {
-		return nil, errHalted
+		return errHalted
+	}
+	return nil
+}
+
+func (t *task) step(ctx context.Context, name string, opts []StepOption, fn func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+	if err := t.open(name); err != nil {
+		return nil, err
 	}
 	o := applyOpts(opts)
 	t.mu.Lock()
@@ -316,11 +325,8 @@ func Await[T any](ctx context.Context, name string, aw contract.Awaiting, opts .
 	if t == nil {
 		return out, ErrNotInWork
 	}
-	if err := checkName(name); err != nil {
+	if err := t.open(name); err != nil {
 		return out, err
-	}
-	if t.halted() {
-		return out, errHalted
 	}
 	o := applyOpts(opts)
 	t.mu.Lock()

@@ -236,10 +236,11 @@ func testRetryThenSuccess(t *testing.T, s store.Store) {
 	}
 }
 
-func testStopMidRun(t *testing.T, s store.Store) {
-	o := newOwner()
-	entered := make(chan struct{})
-	w := jobs.Define(o, "stoppable", func(ctx context.Context, _ struct{}) error {
+// stoppable defines a work whose first step runs until it is stopped (entered is closed once it
+// runs) and whose second step must never start.
+func stoppable(t *testing.T, o owner) (w *jobs.Work[struct{}], entered chan struct{}) {
+	entered = make(chan struct{})
+	w = jobs.Define(o, "stoppable", func(ctx context.Context, _ struct{}) error {
 		_, err := jobs.Step(ctx, "wait", func(ctx context.Context) (int, error) {
 			close(entered)
 			<-ctx.Done()
@@ -251,6 +252,12 @@ func testStopMidRun(t *testing.T, s store.Store) {
 		_, err = jobs.Step(ctx, "after", func(context.Context) (int, error) { t.Error("a step started after job.stop"); return 0, nil })
 		return err
 	})
+	return w, entered
+}
+
+func testStopMidRun(t *testing.T, s store.Store) {
+	o := newOwner()
+	w, entered := stoppable(t, o)
 	in := newInstance(t, s, o, newClock(), &queue{})
 	job := start(t, in, w, struct{}{})
 	_, done := deliverInBackground(t, in)
@@ -293,15 +300,7 @@ func testStopMidRun(t *testing.T, s store.Store) {
 
 func testStopFromAnotherInstance(t *testing.T, s store.Store) {
 	o := newOwner()
-	entered := make(chan struct{})
-	w := jobs.Define(o, "stoppable", func(ctx context.Context, _ struct{}) error {
-		_, err := jobs.Step(ctx, "wait", func(ctx context.Context) (int, error) {
-			close(entered)
-			<-ctx.Done()
-			return 0, ctx.Err()
-		})
-		return err
-	})
+	w, entered := stoppable(t, o)
 	clk := newClock()
 	a := newInstance(t, s, o, clk, &queue{})
 	b := newInstance(t, s, o, clk, &queue{})
