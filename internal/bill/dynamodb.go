@@ -14,6 +14,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"slices"
@@ -158,7 +159,7 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	rec := &recorder{header: http.Header{}}
+	rec := httptest.NewRecorder() // buffers the answer, so the proxy reads it before the client does
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	d.proxy.ServeHTTP(rec, r)
@@ -166,7 +167,7 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch op {
 	case "PutItem", "UpdateItem", "DeleteItem":
 		after := d.read(r, in.TableName, in.key())
-		failed := strings.Contains(rec.body.String(), "ConditionalCheckFailedException")
+		failed := strings.Contains(rec.Body.String(), "ConditionalCheckFailedException")
 		wcu, index = d.write(before[0], after, failed)
 	case "BatchWriteItem":
 		i := 0
@@ -180,13 +181,13 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case "GetItem":
 		var out struct{ Item map[string]json.RawMessage }
-		_ = json.Unmarshal(rec.body.Bytes(), &out)
+		_ = json.Unmarshal(rec.Body.Bytes(), &out)
 		rcu = readUnits(itemSize(out.Item), in.ConsistentRead)
 	case "BatchGetItem":
 		var out struct {
 			Responses map[string][]map[string]json.RawMessage
 		}
-		_ = json.Unmarshal(rec.body.Bytes(), &out)
+		_ = json.Unmarshal(rec.Body.Bytes(), &out)
 		for table, ka := range in.BatchKeys {
 			found := len(out.Responses[table])
 			for _, it := range out.Responses[table] {
@@ -196,7 +197,7 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case "Query", "Scan":
 		var out struct{ Items []map[string]json.RawMessage }
-		_ = json.Unmarshal(rec.body.Bytes(), &out)
+		_ = json.Unmarshal(rec.Body.Bytes(), &out)
 		size := 0
 		for _, it := range out.Items {
 			size += itemSize(it)
@@ -209,9 +210,9 @@ func (d *DynamoDB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.usage.IndexWCU += index
 	d.usage.RCU += rcu
 	d.mu.Unlock()
-	maps.Copy(w.Header(), rec.header)
-	w.WriteHeader(rec.status)
-	_, _ = w.Write(rec.body.Bytes())
+	maps.Copy(w.Header(), rec.Header())
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
 }
 
 // write is the cost of a write from before to after: table units, and the index units among them.
@@ -388,19 +389,3 @@ func valueSize(raw json.RawMessage) int {
 	}
 	return n
 }
-
-// recorder buffers the answer, so the proxy can read it before the client does.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.body.Write(b)
-}
-func (r *recorder) WriteHeader(code int) { r.status = code }
