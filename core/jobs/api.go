@@ -31,7 +31,10 @@ func (w *Work[In]) Start(ctx context.Context, req *contract.ActionRequest, in In
 	if err != nil {
 		return nil, err
 	}
-	return sc.svc.snapshot(sc.reg, r), nil
+	if r.Seq == 0 && len(r.Open) == 0 {
+		return sc.svc.snapshot(sc.reg, r, nil), nil // a new job: no step records to read
+	}
+	return sc.svc.project(ctx, sc.reg, r)
 }
 
 // Started is Start answered as job.start answers: the job.started effect with the job's state.
@@ -52,13 +55,21 @@ func View(view func(s *contract.JobState, r Results)) Option {
 
 // Results are the recorded results of a task's completed steps (and the answers of its Await
 // steps).
-type Results struct{ rec *record }
+type Results struct {
+	rec   *record
+	steps map[string]*stepRecord
+}
 
 // Decode decodes the result of step name into v; false when the step has not completed (or its
 // result does not decode into v).
 func (r Results) Decode(name string, v any) bool {
-	s := r.rec.step(name)
-	if s == nil || s.Status != stepCompleted {
+	s := r.steps[name]
+	if s == nil {
+		if o := r.rec.open(name); o != nil && o.Status == stepCompleted {
+			s = o
+		}
+	}
+	if s == nil || s.Status != stepCompleted || s.Hidden {
 		return false
 	}
 	return json.Unmarshal(s.Result, v) == nil
@@ -84,13 +95,22 @@ func State(ctx context.Context, jobID string) (*contract.JobState, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sc.svc.snapshot(sc.reg, r), nil
+	return sc.svc.project(ctx, sc.reg, r)
+}
+
+// project reads the task's step records and projects it as job_state.
+func (s *Service) project(ctx context.Context, reg *Registry, r *record) (*contract.JobState, error) {
+	steps, err := loadSteps(ctx, s.cfg.Store, taskKey(r.Agent, r.Workspace, r.Job), r.Seq)
+	if err != nil {
+		return nil, err
+	}
+	return s.snapshot(reg, r, steps), nil
 }
 
 // Stop stops job id of the call's workspace: a job that waits or is between deliveries stops at
-// once; a running one stops as soon as its instance sees the request (at once on this instance,
-// at its next lease renewal on another), its running step's context cancelled and no other step
-// started. A finished job stays as it is.
+// once; a running one as soon as its instance sees the request (at once on this instance, at
+// its next lease renewal on another), its running step's context cancelled and no other step
+// started: it answers the job still active then. A finished job stays as it is.
 func Stop(ctx context.Context, jobID string) (*contract.JobState, error) {
 	sc, err := scopeOf(ctx)
 	if err != nil {
@@ -98,18 +118,23 @@ func Stop(ctx context.Context, jobID string) (*contract.JobState, error) {
 	}
 	key := taskKey(sc.agent, sc.grant.WorkspaceID, jobID)
 	s := sc.svc
+	var failing bool
 	r, err := s.update(ctx, key, func(r *record) (bool, error) {
+		failing = false
 		switch {
-		case terminal(r.Status):
+		case terminal(r.Status) || r.Status == taskFailing:
 			return false, nil
 		case r.Holder != "" && s.now().Before(r.LeaseUntil.Add(SkewMargin)):
 			r.Stop = true
 		default:
-			r.Status, r.Holder, r.LeaseUntil, r.Stop = taskStopped, "", time.Time{}, true
-			for _, st := range r.Steps {
-				if st.Status == stepActive || st.Status == stepAwaiting {
+			r.Status, r.Holder, r.LeaseUntil, r.Stop, r.Wait, r.NotBefore = taskStopped, "", time.Time{}, true, nil, time.Time{}
+			for _, st := range r.Open {
+				if st.Status == stepActive || st.Status == stepAwaiting || st.Status == stepSleeping {
 					st.Status = contract.StateCancelled
 				}
+			}
+			if h := s.handlerOf(r.Agent, r.Work); h != nil && h.onStop {
+				r.Status, r.Failure, failing = taskFailing, s.newFailure(h, taskStopped, failureRecord{}), true
 			}
 		}
 		return true, nil
@@ -124,16 +149,22 @@ func Stop(ctx context.Context, jobID string) (*contract.JobState, error) {
 		t.(*task).setHalt(stopHalt)
 		t.(*task).cancel(errStopped)
 	}
-	return s.snapshot(sc.reg, r), nil
+	if failing {
+		if err := s.dispatch(ctx, Message{Agent: r.Agent, Workspace: r.Workspace, Job: r.Job, Work: r.Work}, 0); err != nil {
+			return nil, fmt.Errorf("jobs: dispatch the failure handler of stopped job %q: %w", jobID, err)
+		}
+	}
+	return s.project(ctx, sc.reg, r)
 }
 
 // Answer records the operator's answer (req.Input) to the awaiting step req.StepID of job
 // req.JobID (a step.awaiting.submit), and hands the task to the queue so the work continues:
 // its Await returns the answer. The answer is checked against the step's awaiting fields
 // (contract.Submit rules; a mismatch is a contract.InputErrors, returned as is for
-// contract.Refused) and recorded coerced. ErrNotAwaiting when the step does not wait (answered
-// already, not an Await step, or one that waits for another action, such as a rule checkpoint's
-// rule.checkpoint.resume: see Wake), ErrNoJob when the job has no task.
+// contract.Refused) and recorded coerced, with the actor and the time. ErrNoStep when the job has
+// no such step, ErrNotAwaiting when the step does not wait (answered already, not an Await step,
+// or one that waits for another action, such as a rule checkpoint's rule.checkpoint.resume: see
+// Wake), ErrNoJob when the job has no task.
 func Answer(ctx context.Context, req *contract.ActionRequest) (*contract.JobState, error) {
 	sc, err := scopeOf(ctx)
 	if err != nil {
@@ -148,14 +179,30 @@ func Answer(ctx context.Context, req *contract.ActionRequest) (*contract.JobStat
 	}
 	job, stepID := *req.JobID, *req.StepID
 	key := taskKey(sc.agent, sc.grant.WorkspaceID, job)
+	var steps []*stepRecord
 	r, err := s.update(ctx, key, func(r *record) (bool, error) {
 		var st *stepRecord
-		for _, x := range r.Steps {
-			if stepIDOf(r.Job, x.Name) == stepID {
+		for _, x := range r.Open {
+			if StepID(r.Job, x.Name) == stepID {
 				st = x
 			}
 		}
-		if st == nil || st.Status != stepAwaiting || r.Status != taskAwaiting || st.Awaiting == nil ||
+		if st == nil {
+			// Answered and recorded already, or no such step: the step records tell which.
+			if steps == nil {
+				var err error
+				if steps, err = loadSteps(ctx, s.cfg.Store, key, r.Seq); err != nil {
+					return false, err
+				}
+			}
+			for _, x := range steps {
+				if StepID(r.Job, x.Name) == stepID && !x.Hidden {
+					return false, ErrNotAwaiting
+				}
+			}
+			return false, ErrNoStep
+		}
+		if st.Status != stepAwaiting || r.Status != taskAwaiting || st.Awaiting == nil ||
 			st.Awaiting.Action != contract.StepAwaitingSubmitAction {
 			return false, ErrNotAwaiting
 		}
@@ -163,7 +210,7 @@ func Answer(ctx context.Context, req *contract.ActionRequest) (*contract.JobStat
 		if err != nil {
 			return false, err
 		}
-		st.Status, st.Result = stepCompleted, input
+		st.Status, st.Result, st.By, st.At = stepCompleted, input, req.Actor.UserID, s.now()
 		r.Status = taskPending
 		return true, nil
 	})
@@ -173,115 +220,12 @@ func Answer(ctx context.Context, req *contract.ActionRequest) (*contract.JobStat
 	if err != nil {
 		return nil, err
 	}
-	if err := s.cfg.Dispatcher.Dispatch(ctx, Message{Agent: r.Agent, Workspace: r.Workspace, Job: r.Job, Work: r.Work}, 0); err != nil {
+	if err := s.dispatch(ctx, Message{Agent: r.Agent, Workspace: r.Workspace, Job: r.Job, Work: r.Work}, 0); err != nil {
 		// The answer is recorded and the task pending: the pool's scan or a retry of this call
 		// dispatches it.
 		return nil, fmt.Errorf("jobs: dispatch job %q after its answer: %w", job, err)
 	}
-	return s.snapshot(sc.reg, r), nil
-}
-
-func stepIDOf(job, name string) string { return job + "-" + name }
-func caseIDOf(job, id string) string   { return job + "-" + id }
-
-// jobStatus is the job's status in job_state.
-func jobStatus(r *record) string {
-	switch r.Status {
-	case taskAwaiting:
-		return contract.StateAwaiting
-	case taskCompleted:
-		return contract.StateCompleted
-	case taskFailed:
-		return contract.StateFailed
-	case taskStopped:
-		return contract.StateCancelled
-	}
-	return contract.StateActive
-}
-
-// snapshot projects the task's record as job_state.
-func (s *Service) snapshot(reg *Registry, r *record) *contract.JobState {
-	if !terminal(r.Status) && !s.now().Before(r.Deadline) {
-		// Past its timeout, a job nobody delivers (it waits for an answer, or its queue lost it)
-		// is failed: its next delivery records it so.
-		r = r.clone()
-		r.Status, r.Error = taskFailed, timeoutMessage(r)
-	}
-	status := jobStatus(r)
-	snap := &contract.JobState{
-		Job: contract.Job{ID: r.Job, AgentSlug: r.Agent, MissionID: r.Mission, Status: status,
-			Source: contract.JobSource{Type: contract.SourceFreshStart}},
-		Cases: []contract.Case{},
-	}
-	if r.Error != "" {
-		b, _ := json.Marshal(map[string]string{"message": r.Error})
-		snap.Job.Extra = contract.Extra{"error": b}
-	}
-	cases := r.Cases
-	if len(cases) == 0 {
-		cases = []caseRecord{{ID: defaultCase, Lane: contract.DefaultLane, Title: r.Work}}
-	}
-	for _, c := range cases {
-		cs := contract.Case{ID: caseIDOf(r.Job, c.ID), Lane: cmpOr(c.Lane, contract.DefaultLane), Title: c.Title, Metadata: map[string]any{}, Steps: []contract.Step{}}
-		if c.Progress {
-			cs.Metadata["progress"] = map[string]int{"done": c.Done, "total": c.Total}
-		}
-		for _, st := range r.Steps {
-			if st.Case != c.ID {
-				continue
-			}
-			step := contract.Step{ID: stepIDOf(r.Job, st.Name), Activity: contract.ActivityOperation, Status: st.Status,
-				Title: cmpOr(st.Title, st.Name), Outputs: []contract.ArtifactRef{}}
-			if st.Status == stepAwaiting {
-				step.Awaiting = st.Awaiting
-			}
-			if st.Status == stepCompleted {
-				for _, a := range st.Outputs {
-					step.Outputs = append(step.Outputs, contract.ArtifactRef{ID: a.ID, Type: a.Type, Title: a.Title, MediaType: a.MediaType})
-				}
-			}
-			cs.Steps = append(cs.Steps, step)
-		}
-		cs.Status = caseStatus(status, cs.Steps, movedPast(r, c.ID))
-		snap.Cases = append(snap.Cases, cs)
-	}
-	if w := reg.lookup(r.Work); w != nil {
-		if view := w.options().view; view != nil {
-			view(snap, Results{rec: r})
-		}
-	}
-	return snap
-}
-
-// movedPast reports whether the work recorded a step of another case after the last step of case
-// id: the work left the case, which then gets no more steps.
-func movedPast(r *record, id string) bool {
-	return len(r.Steps) > 0 && r.Steps[len(r.Steps)-1].Case != id
-}
-
-// caseStatus derives a case's status from its steps: failed, awaiting or active when a step is;
-// completed when all are and the job is done, or when the job moved past them (movedPast); else
-// active, as the work goes on and may add steps to it.
-func caseStatus(job string, steps []contract.Step, movedPast bool) string {
-	if len(steps) == 0 {
-		if job == contract.StateCompleted || job == contract.StateCancelled || job == contract.StateFailed {
-			return job
-		}
-		return contract.StatePending
-	}
-	seen := map[string]bool{}
-	for _, s := range steps {
-		seen[s.Status] = true
-	}
-	for _, st := range []string{contract.StateFailed, contract.StateAwaiting, contract.StateActive, contract.StateCancelled} {
-		if seen[st] {
-			return st
-		}
-	}
-	if movedPast || job == contract.StateCompleted || job == contract.StateCancelled || job == contract.StateFailed {
-		return contract.StateCompleted
-	}
-	return contract.StateActive
+	return s.project(ctx, sc.reg, r)
 }
 
 // Wake continues job id of the call's workspace when it waits on a step whose awaiting action is
@@ -299,7 +243,7 @@ func Wake(ctx context.Context, jobID, action string, answer json.RawMessage) (bo
 	r, err := s.update(ctx, taskKey(sc.agent, sc.grant.WorkspaceID, jobID), func(r *record) (bool, error) {
 		woke = false
 		switch {
-		case terminal(r.Status):
+		case terminal(r.Status) || r.Status == taskFailing:
 			return false, nil
 		case r.Status != taskAwaiting:
 			// Its delivery may be about to wait for this: keep the answer for that Await.
@@ -309,9 +253,9 @@ func Wake(ctx context.Context, jobID, action string, answer json.RawMessage) (bo
 			r.Wakes[action] = answer
 			return true, nil
 		}
-		for _, st := range r.Steps {
+		for _, st := range r.Open {
 			if st.Status == stepAwaiting && st.Awaiting != nil && st.Awaiting.Action == action {
-				st.Status, st.Result, woke = stepCompleted, answer, true
+				st.Status, st.Result, st.At, woke = stepCompleted, answer, s.now(), true
 			}
 		}
 		if woke {
@@ -328,7 +272,7 @@ func Wake(ctx context.Context, jobID, action string, answer json.RawMessage) (bo
 	if s.cfg.Dispatcher == nil {
 		return false, ErrNoDispatcher
 	}
-	if err := s.cfg.Dispatcher.Dispatch(ctx, Message{Agent: r.Agent, Workspace: r.Workspace, Job: r.Job, Work: r.Work}, 0); err != nil {
+	if err := s.dispatch(ctx, Message{Agent: r.Agent, Workspace: r.Workspace, Job: r.Job, Work: r.Work}, 0); err != nil {
 		return false, fmt.Errorf("jobs: dispatch job %q after waking it: %w", jobID, err)
 	}
 	return true, nil

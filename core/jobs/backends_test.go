@@ -18,12 +18,14 @@ func TestMemory(t *testing.T) {
 	s := memory.New()
 	t.Cleanup(func() { _ = s.Close() })
 	suite(t, s)
+	suite2(t, s)
 }
 
 func TestBolt(t *testing.T) {
 	env := storeenvtest.Bolt(t)
 	s := storeenvtest.Open(t, env)
 	suite(t, s)
+	suite2(t, s)
 	_ = s.Close() // one process holds a bolt file at a time
 	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, env) })
 	t.Run("PoolTakesOverAtStart", func(t *testing.T) { poolTakesOverAtStart(t, env) })
@@ -34,6 +36,7 @@ func TestPostgres(t *testing.T) {
 	s := storeenvtest.Open(t, env)
 	t.Cleanup(func() { _ = s.Close() })
 	suite(t, s)
+	suite2(t, s)
 	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, env) })
 }
 
@@ -42,12 +45,15 @@ func TestRedis(t *testing.T) {
 	s := storeenvtest.Open(t, env)
 	t.Cleanup(func() { _ = s.Close() })
 	suite(t, s)
+	suite2(t, s)
 	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, env) })
 }
 
 func TestDynamoDB(t *testing.T) {
 	endpoint := testenv.Need(t, testenv.AWSEndpoint)
 	c, table := dynamodbtest.Table(t, endpoint, "svz-jobs-", awsapi.WithHTTPClient(&testenv.MotoWrites{}))
-	suite(t, dynamodbtest.Open(t, c, table))
+	ds := dynamodbtest.Open(t, c, table)
+	suite(t, ds)
+	suite2(t, ds)
 	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, dynamodbtest.Env(endpoint, table)) })
 }

@@ -35,13 +35,22 @@ func TestCaseStatus(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Now()
-			r := &record{Job: "job-1", Work: "w", Status: tc.status, Created: now, Deadline: now.Add(time.Hour), Steps: tc.steps,
+			// Completed steps have records of their own; the others are the task's open steps.
+			var records []*stepRecord
+			r := &record{Job: "job-1", Work: "w", Status: tc.status, Created: now, Deadline: now.Add(time.Hour),
 				Cases: []caseRecord{{ID: "a", Title: "A"}, {ID: "b", Title: "B"}}}
+			for _, st := range tc.steps {
+				if st.Status == stepCompleted {
+					records = append(records, st)
+				} else {
+					r.Open = append(r.Open, st)
+				}
+			}
 			if tc.want["b"] == "" {
 				r.Cases = r.Cases[:1]
 			}
 			s := &Service{cfg: Config{Now: time.Now}}
-			snap := s.snapshot(NewRegistry(), r)
+			snap := s.snapshot(NewRegistry(), r, records)
 			got := map[string]string{}
 			for _, c := range snap.Cases {
 				got[c.ID[len("job-1-"):]] = c.Status

@@ -32,14 +32,22 @@ func ScanEvery(d time.Duration) PoolOption { return func(p *Pool) { p.every = d 
 // on a serverless platform.
 func Slice(d time.Duration) PoolOption { return func(p *Pool) { p.slice = d } }
 
+// Identity names this process among those that share the store, stable across its restarts
+// (SUPERVAIZER_INSTANCE_ID; on a plain server, by default, the host name and the port it listens
+// on, which no two live processes share): the leases it takes carry the name, and when the
+// process restarts, its first scan takes back the tasks its previous run held at once, instead of
+// waiting their lease out as other instances do. Two live processes must never share a name.
+func Identity(name string) PoolOption { return func(p *Pool) { p.identity = name } }
+
 // Pool is the Dispatcher of a plain server and local mode: deliveries run in this process, on a
 // few goroutines, and a store index of the tasks not finished lets any process on the same store
 // take over the tasks of one that died, once their lease lapsed (by its periodic scan, and at
 // start). Give it to the controller (core.Config.Jobs); the controller's Close stops it.
 type Pool struct {
-	workers int
-	every   time.Duration
-	slice   time.Duration
+	workers  int
+	every    time.Duration
+	slice    time.Duration
+	identity string
 
 	svc    *Service
 	queue  chan Message
@@ -48,7 +56,8 @@ type Pool struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	queued map[string]int // task key → queued or running here (1), and to queue again when done (2)
-	// orphans: tasks the first scan of an exclusive store found held by an ended process.
+	// orphans: tasks the first scan found held by an ended process (of an exclusive store, or of
+	// this instance's name): true for the former, false for the latter.
 	orphans map[string]bool
 	timers  map[*time.Timer]bool
 }
@@ -69,12 +78,23 @@ func indexKey(m Message) string {
 }
 
 // Dispatch records the task in the pool's index (so that another process finds it if this one
-// dies) and queues it, after delay.
+// dies) and queues it, after delay. The index entry of a delayed message says when it is due, so
+// that a scan after a restart skips it without reading the task until then.
 func (p *Pool) Dispatch(ctx context.Context, m Message, delay time.Duration) error {
 	if p.svc == nil {
 		return errors.New("jobs: the pool is not attached to a controller")
 	}
-	if _, err := p.svc.cfg.Store.Create(ctx, indexKey(m), m.Encode(), store.Never); err != nil && !errors.Is(err, store.ErrExists) {
+	entry := Message{Agent: m.Agent, Workspace: m.Workspace, Job: m.Job, Work: m.Work, At: m.At}
+	rec, err := p.svc.cfg.Store.Create(ctx, indexKey(m), entry.Encode(), store.Never)
+	switch {
+	case errors.Is(err, store.ErrExists):
+		if old, derr := DecodeMessage(rec.Value); derr != nil || old.At != entry.At {
+			// A conflict means another dispatch wrote the entry meanwhile: the scan reads the task.
+			if _, err := p.svc.cfg.Store.Update(ctx, indexKey(m), rec.Version, entry.Encode(), store.Never); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+	case err != nil:
 		return err
 	}
 	if delay <= 0 {
@@ -123,6 +143,7 @@ func (p *Pool) enqueue(m Message) {
 
 func (p *Pool) attach(s *Service) {
 	p.svc = s
+	s.instance = p.identity
 	p.queue = make(chan Message, 1024)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	for range p.workers {
@@ -143,7 +164,8 @@ func (p *Pool) work() {
 			ctx, d := p.ctx, Delivery{}
 			cancel := context.CancelFunc(func() {})
 			p.mu.Lock()
-			d.takeOver = p.orphans[m.Key()]
+			exclusive, orphan := p.orphans[m.Key()]
+			d.takeOver, d.takeOverOwn = orphan && exclusive, orphan && !exclusive
 			delete(p.orphans, m.Key())
 			p.mu.Unlock()
 			if p.slice > 0 {
@@ -167,18 +189,17 @@ func (p *Pool) work() {
 func (p *Pool) scanLoop() {
 	defer p.wg.Done()
 	var tick <-chan time.Time
-	// The first scan of a store no other process can have open takes over the tasks a previous
-	// process held at once: that process has ended.
-	ex, _ := p.svc.cfg.Store.(store.Exclusive)
-	takeOver := ex != nil && ex.Exclusive()
+	// The first scan takes over at once the tasks an ended process held: any on a store no other
+	// process can have open, those of this instance's name (Identity) on any store.
+	first := true
 	for {
-		if err := p.scan(p.ctx, takeOver); err != nil && p.ctx.Err() == nil {
+		if err := p.scan(p.ctx, first); err != nil && p.ctx.Err() == nil {
 			p.svc.log.Warn("background task scan failed", "error", err)
 		}
 		if p.every <= 0 {
 			return
 		}
-		takeOver = false
+		first = false
 		tick = p.svc.cfg.After(p.every)
 		select {
 		case <-p.ctx.Done():
@@ -192,7 +213,9 @@ func (p *Pool) scanLoop() {
 // entries of tasks that finished or wait for an answer.
 func (p *Pool) Scan(ctx context.Context) error { return p.scan(ctx, false) }
 
-func (p *Pool) scan(ctx context.Context, takeOver bool) error {
+func (p *Pool) scan(ctx context.Context, first bool) error {
+	ex, _ := p.svc.cfg.Store.(store.Exclusive)
+	exclusive := first && ex != nil && ex.Exclusive()
 	lister, ok := p.svc.cfg.Store.(store.Lister)
 	if !ok {
 		return errors.New("jobs: the store cannot list records, so the pool cannot take over the tasks of a process that died")
@@ -209,21 +232,29 @@ func (p *Pool) scan(ctx context.Context, takeOver bool) error {
 			if err != nil {
 				continue
 			}
-			r, _, err := p.svc.load(ctx, m.Key())
 			now := p.svc.now()
+			if m.At > 0 && now.Before(time.UnixMilli(m.At)) {
+				continue // a delayed message not due yet (its timer runs in the process that set it)
+			}
+			r, _, err := p.svc.load(ctx, m.Key())
+			own := first && r != nil && p.svc.own(r.Holder, Delivery{takeOverOwn: true})
 			switch {
-			case errors.Is(err, store.ErrNotFound) || (err == nil && (terminal(r.Status) || r.Status == taskAwaiting)):
+			case errors.Is(err, store.ErrNotFound) || (err == nil && (terminal(r.Status) || r.Status == taskAwaiting && now.Before(r.Deadline))):
 				_ = p.svc.cfg.Store.Delete(ctx, it.Key, it.Version)
 			case err != nil:
 				return err
-			case r.Holder != "" && now.Before(r.LeaseUntil.Add(SkewMargin)) && !takeOver:
-			case r.NotBefore.After(now):
-			case r.Holder != "" && takeOver:
+			case r.Holder != "" && now.Before(r.LeaseUntil.Add(SkewMargin)) && !exclusive && !own:
+			case r.NotBefore.After(now) && (r.Wait == nil || r.Wait.Reason != waitLimit):
+			case r.Holder != "" && (exclusive || own):
 				p.mu.Lock()
-				p.orphans[m.Key()] = true
+				p.orphans[m.Key()] = exclusive
 				p.mu.Unlock()
 				p.enqueue(m)
 			default:
+				m.At = 0
+				if !r.NotBefore.IsZero() {
+					m.At = r.NotBefore.UnixMilli()
+				}
 				p.enqueue(m)
 			}
 		}

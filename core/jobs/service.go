@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,8 +40,9 @@ type Delivery struct {
 	Receive, MaxReceives int
 
 	// takeOver: the task's holder is known to have ended (the pool's first scan of an exclusive
-	// store), so its lease is not waited out.
-	takeOver bool
+	// store), so its lease is not waited out; takeOverOwn: a holder under this process's instance
+	// name is (the pool's first scan, Identity).
+	takeOver, takeOverOwn bool
 }
 
 // Defaults of a Service.
@@ -77,7 +80,15 @@ var (
 	ErrOtherWork = errors.New("jobs: the job already runs other background work")
 	// ErrNotAwaiting: an answer for a step that does not wait for one.
 	ErrNotAwaiting = errors.New("jobs: the step is not awaiting an answer")
-	errBadMessage  = errors.New("jobs: a task message has agent, workspace, job, work (non-empty strings) and attempt (a whole number >= 0), and no other member")
+	// ErrNoStep: an answer for a step the job does not have.
+	ErrNoStep = errors.New("jobs: the job has no such step")
+	// ErrNoJobID: Start was called for a request without a job_id.
+	ErrNoJobID = errors.New("jobs: Start needs the request's job_id (Studio assigns it to job.start)")
+	// ErrOtherInput: a job.start for a job that exists, with another input.
+	ErrOtherInput = errors.New("jobs: the job was started with another input (a job id starts one job: use a new job id for another input)")
+	// ErrInputTooLarge: the task record, with the job's input, is larger than the store holds.
+	ErrInputTooLarge = errors.New("jobs: the job's input is too large")
+	errBadMessage    = errors.New("jobs: a task message has agent, workspace, job, work (non-empty strings) and attempt (a whole number >= 0), and no other member")
 )
 
 // Config configures a Service.
@@ -99,15 +110,36 @@ type Config struct {
 	After func(time.Duration) <-chan time.Time
 	// Lease, Margin and Retention default to DefaultLease, DefaultMargin and DefaultRetention.
 	Lease, Margin, Retention time.Duration
+	// Info returns what a task records and shows of an agent beyond its works: the build that
+	// runs it, the lane of its default case. Optional.
+	Info func(agent string) AgentInfo
+}
+
+// AgentInfo is what the service knows of an agent beyond its works.
+type AgentInfo struct {
+	// Build is the code that runs the agent here (recorded with the tasks it starts and runs).
+	Build Build
+	// Lane is the lane of the default case ("work" when empty): the registration's default lane.
+	Lane string
+}
+
+// DelayLimit is implemented by a Dispatcher whose queue holds a message back for at most
+// MaxDelay (SQS: 15 minutes; Cloud Tasks: 30 days): a longer delay is handed on, the message
+// delivered early passing itself on again until it is due, without touching the store.
+type DelayLimit interface {
+	MaxDelay() time.Duration
 }
 
 // Service runs the background work of one controller's agents. It keeps in memory only the
 // cancel functions of the deliveries it runs (so that job.stop on this instance stops at once);
 // everything else is in the store, so any instance continues any task.
 type Service struct {
-	cfg     Config
-	log     *slog.Logger
-	running sync.Map // task key → the *task of the delivery running it here
+	cfg Config
+	log *slog.Logger
+	// instance names this process in the holders of the leases it takes (Identity): a process
+	// restarted under the same name takes its own tasks back at once.
+	instance string
+	running  sync.Map // task key → the *task of the delivery running it here
 	// packer stores task records deflated (core/internal/packed): a record is rewritten once per
 	// step, and DynamoDB bills each write by the started KB of the record.
 	packer packed.Packer
@@ -149,6 +181,29 @@ func (s *Service) Close() {
 }
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
+
+func (s *Service) info(agent string) AgentInfo {
+	if s.cfg.Info == nil {
+		return AgentInfo{}
+	}
+	return s.cfg.Info(agent)
+}
+
+// laneOf is the lane of agent's default case.
+func (s *Service) laneOf(agent string) string { return cmpOr(s.info(agent).Lane, contract.DefaultLane) }
+
+// handlerOf is the failure handler of work on agent, nil when none.
+func (s *Service) handlerOf(agent, work string) *handler {
+	reg, _, ok := s.cfg.Works(agent)
+	if !ok {
+		return nil
+	}
+	w := reg.lookup(work)
+	if w == nil {
+		return nil
+	}
+	return w.options().handler
+}
 
 // scope is what a handler's context carries.
 type scope struct {
@@ -194,14 +249,25 @@ func (s *Service) load(ctx context.Context, key string) (*record, uint64, error)
 // decode reads the task record stored under key, packed or not.
 func decode(key string, value []byte) (*record, error) {
 	var r record
-	b, err := packed.Unpack(value)
-	if err == nil {
-		err = json.Unmarshal(b, &r)
-	}
-	if err != nil {
+	if err := decodeJSON(value, &r); err != nil {
 		return nil, fmt.Errorf("jobs: task record %s is unreadable: %w", key, err)
 	}
+	if r.Format > recordFormat {
+		return nil, fmt.Errorf("jobs: task record %s has format %d, newer than this build reads (%d): deploy the newer build everywhere", key, r.Format, recordFormat)
+	}
 	return &r, nil
+}
+
+// recordFormat is the layout of the records this build writes: 2, a step record per step.
+const recordFormat = 2
+
+// decodeJSON decodes a stored value, packed or not, into v.
+func decodeJSON(value []byte, v any) error {
+	b, err := packed.Unpack(value)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
 }
 
 func (s *Service) expiry(r *record) time.Time {
@@ -251,7 +317,7 @@ func (s *Service) start(ctx context.Context, sc *scope, work string, req *contra
 		return nil, ErrNoDispatcher
 	}
 	if req.JobID == nil || *req.JobID == "" {
-		return nil, errors.New("jobs: Start needs the request's job_id (Studio assigns it to job.start)")
+		return nil, ErrNoJobID
 	}
 	job := *req.JobID
 	if timeout <= 0 {
@@ -263,12 +329,16 @@ func (s *Service) start(ctx context.Context, sc *scope, work string, req *contra
 	}
 	now := s.now()
 	g := sc.grant
-	r := &record{Format: 1, Agent: sc.agent, Workspace: g.WorkspaceID, Job: job, Mission: req.MissionID, Work: work, Input: input,
-		Status: taskPending, Created: now, Deadline: now.Add(timeout), Steps: []*stepRecord{},
+	r := &record{Format: recordFormat, Agent: sc.agent, Workspace: g.WorkspaceID, Job: job, Mission: req.MissionID, Work: work, Input: input,
+		Builds: []Build{s.info(sc.agent).Build}, Status: taskPending, Created: now, Deadline: now.Add(timeout),
 		Grant: &grantRef{GrantID: g.GrantID, WorkspaceSlug: g.WorkspaceSlug, AgentID: g.AgentID, ServerID: g.ServerID, Scopes: g.Scopes, AgentRef: g.AgentWorkspaceRef}}
 	b, err := s.encode(r)
 	if err != nil {
 		return nil, err
+	}
+	if limit := s.cfg.Store.MaxValueSize(); len(b) > limit {
+		return nil, fmt.Errorf("%w: the task of job %q is %s with its input, more than the store holds in a record (%s): keep large data out of the input (store it, and pass its reference)",
+			ErrInputTooLarge, job, byteSize(len(b)), byteSize(limit))
 	}
 	key := taskKey(sc.agent, g.WorkspaceID, job)
 	existing, err := s.cfg.Store.Create(ctx, key, b, store.Never)
@@ -281,18 +351,55 @@ func (s *Service) start(ctx context.Context, sc *scope, work string, req *contra
 		if old.Work != work {
 			return nil, fmt.Errorf("%w: job %q runs %q, not %q", ErrOtherWork, job, old.Work, work)
 		}
+		if !bytes.Equal(old.Input, input) {
+			return nil, fmt.Errorf("%w: job %q", ErrOtherInput, job)
+		}
 		if old.Status != taskPending || old.Holder != "" || old.Deliveries > 0 {
 			return old, nil // running or done: never a second run
 		}
 		r = old // written, maybe never dispatched (the first call failed after the write): dispatch again
+	case errors.Is(err, store.ErrTooLarge):
+		return nil, fmt.Errorf("%w: the task of job %q is %s with its input, more than the store holds in a record (%s): keep large data out of the input",
+			ErrInputTooLarge, job, byteSize(len(b)), byteSize(s.cfg.Store.MaxValueSize()))
 	case err != nil:
 		return nil, fmt.Errorf("jobs: record the task of job %q: %w", job, err)
 	}
 	m := Message{Agent: sc.agent, Workspace: g.WorkspaceID, Job: job, Work: work}
-	if err := s.cfg.Dispatcher.Dispatch(ctx, m, 0); err != nil {
+	if err := s.dispatch(ctx, m, 0); err != nil {
 		return nil, fmt.Errorf("jobs: dispatch the task of job %q: %w", job, err)
 	}
 	return r, nil
+}
+
+// dispatch hands m to the queue for a delivery after delay. A delayed message carries when it is
+// due (At): a queue that cannot hold it back that long delivers it early, and the delivery hands
+// it on again (deliver).
+func (s *Service) dispatch(ctx context.Context, m Message, delay time.Duration) error {
+	if delay <= 0 {
+		m.At = 0
+		return s.cfg.Dispatcher.Dispatch(ctx, m, 0)
+	}
+	if m.At == 0 {
+		m.At = s.now().Add(delay).UnixMilli()
+	}
+	if dl, ok := s.cfg.Dispatcher.(DelayLimit); ok {
+		if max := dl.MaxDelay(); max > 0 && delay > max {
+			delay = max
+		}
+	}
+	return s.cfg.Dispatcher.Dispatch(ctx, m, delay)
+}
+
+// deadlineTimer has a job that waits for an answer delivered at its timeout when its work has a
+// failure handler: nothing else would deliver it, and the handler must run.
+func (s *Service) deadlineTimer(ctx context.Context, r *record, h *handler) {
+	if h == nil {
+		return
+	}
+	m := Message{Agent: r.Agent, Workspace: r.Workspace, Job: r.Job, Work: r.Work}
+	if err := s.dispatch(context.WithoutCancel(ctx), m, r.Deadline.Sub(s.now())); err != nil {
+		s.log.WarnContext(ctx, "the timeout of a waiting job was not scheduled: its failure handler runs at its next delivery", "job_id", r.Job, "error", err)
+	}
 }
 
 // Deliver runs one delivery of the task m refers to: the work from the top, completed steps
@@ -301,35 +408,64 @@ func (s *Service) start(ctx context.Context, sc *scope, work string, req *contra
 // queue should deliver it again later (the store was down, another instance holds the task).
 func (s *Service) Deliver(ctx context.Context, m Message, d Delivery) error {
 	err := s.deliver(ctx, m, d)
-	if err != nil && !errors.Is(err, ErrBusy) && d.MaxReceives > 0 && d.Receive >= d.MaxReceives {
+	if err != nil && d.MaxReceives > 0 && d.Receive >= d.MaxReceives {
 		// The queue dead-letters the message now: the job's state must say it failed, and why.
 		msg := fmt.Sprintf("the task was delivered %d times without finishing (last error: %v)", d.Receive, err)
-		if ferr := s.fail(context.WithoutCancel(ctx), m.Key(), msg); ferr != nil {
+		if errors.Is(err, ErrBusy) {
+			msg = fmt.Sprintf("the task was delivered %d times while another delivery held it: the queue's visibility timeout is shorter than the job's lease", d.Receive)
+		}
+		if ferr := s.failJob(context.WithoutCancel(ctx), m, CauseDelivery, msg); ferr != nil {
 			s.log.ErrorContext(ctx, "job not marked failed before its message is dead-lettered", "job_id", m.Job, "error", ferr)
 		}
 	}
 	return err
 }
 
-// fail marks a task failed with msg, unless it finished.
+// fail marks the task under key failed with msg (CauseDelivery), unless it finished.
 func (s *Service) fail(ctx context.Context, key, msg string) error {
+	r, _, err := s.load(ctx, key)
+	if err != nil {
+		return err
+	}
+	return s.failJob(ctx, Message{Agent: r.Agent, Workspace: r.Workspace, Job: r.Job, Work: r.Work}, CauseDelivery, msg)
+}
+
+// failJob marks m's task failed for good with msg, unless it finished: failing first, and handed
+// to a delivery of its failure handler, when its work has one.
+func (s *Service) failJob(ctx context.Context, m Message, cause, msg string) error {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
-	r, err := s.update(ctx, key, func(r *record) (bool, error) {
-		if terminal(r.Status) {
+	h := s.handlerOf(m.Agent, m.Work)
+	var made bool
+	r, err := s.update(ctx, m.Key(), func(r *record) (bool, error) {
+		made = false
+		if terminal(r.Status) || r.Status == taskFailing {
 			return false, nil
 		}
-		r.Status, r.Error, r.Holder, r.LeaseUntil = taskFailed, msg, "", time.Time{}
+		r.Status, r.Error, r.Holder, r.LeaseUntil, r.Wait, r.NotBefore = taskFailed, msg, "", time.Time{}, nil, time.Time{}
+		if h != nil {
+			r.Status, r.Failure = taskFailing, s.newFailure(h, taskFailed, failureRecord{Cause: cause, Reason: msg})
+		}
+		endOpen(r)
+		made = true
 		return true, nil
 	})
-	if err == nil && r.Status == taskFailed {
-		s.published(ctx, r)
+	switch {
+	case err != nil || !made:
+		return err
+	case r.Status == taskFailing:
+		return s.dispatch(ctx, m, 0) // the failure handler runs in a delivery of its own
 	}
-	return err
+	s.published(ctx, r)
+	return nil
 }
 
 func (s *Service) deliver(ctx context.Context, m Message, d Delivery) error {
 	log := s.log.With("agent_slug", m.Agent, "job_id", m.Job, "work", m.Work, "attempt", m.Attempt)
+	if due := time.UnixMilli(m.At); m.At > 0 && s.now().Before(due) {
+		// Delivered before it is due (the queue holds messages back for less time): on again.
+		return s.dispatch(ctx, m, due.Sub(s.now()))
+	}
 	reg, _, ok := s.cfg.Works(m.Agent)
 	if !ok {
 		log.WarnContext(ctx, "task message for an agent this controller does not serve: acknowledged")
@@ -341,7 +477,8 @@ func (s *Service) deliver(ctx context.Context, m Message, d Delivery) error {
 		return nil
 	}
 	key := m.Key()
-	holder := newHolder()
+	holder := s.newHolder()
+	build := s.info(m.Agent).Build
 	var r *record
 	var version uint64
 	for range maxWriteRounds {
@@ -359,20 +496,25 @@ func (s *Service) deliver(ctx context.Context, m Message, d Delivery) error {
 		case r.Work != m.Work:
 			log.WarnContext(ctx, "task message names another work than the job's: acknowledged", "job_work", r.Work)
 			return nil
-		case terminal(r.Status) || r.Status == taskAwaiting:
+		case terminal(r.Status) || r.Status == taskAwaiting && now.Before(r.Deadline):
 			return nil // a duplicate, or a message for a job that waits for its operator
-		case r.Holder != "" && now.Before(r.LeaseUntil.Add(SkewMargin)) && !d.takeOver:
+		case r.Holder != "" && now.Before(r.LeaseUntil.Add(SkewMargin)) && !d.takeOver && !s.own(r.Holder, d):
 			return ErrBusy
-		case r.NotBefore.After(now):
-			return nil // a duplicate of a retry dispatched for later: that message runs it
+		case r.NotBefore.After(now) && (m.At == 0 || m.At != r.NotBefore.UnixMilli()) && (r.Wait == nil || r.Wait.Reason != waitLimit):
+			return nil // a duplicate of a message dispatched for later: that message runs it
 		}
-		if r.Stop || !now.Before(r.Deadline) {
+		if r.Failure == nil && (r.Stop || !now.Before(r.Deadline)) {
 			if r.Stop {
 				r.Status = taskStopped
 			} else {
 				r.Status, r.Error = taskFailed, timeoutMessage(r)
 			}
 			r.Holder, r.LeaseUntil = "", time.Time{}
+			if h := w.options().handler; h != nil && (r.Status == taskFailed || h.onStop) {
+				r.Failure = s.newFailure(h, r.Status, failureRecord{Cause: CauseTimeout, Reason: r.Error})
+				r.Status = taskFailing
+			}
+			endOpen(r)
 		} else {
 			r.Holder, r.LeaseUntil = holder, now.Add(s.cfg.Lease)
 			r.Deliveries++
@@ -389,7 +531,12 @@ func (s *Service) deliver(ctx context.Context, m Message, d Delivery) error {
 			return fmt.Errorf("jobs: claim task of job %q: %w", m.Job, err)
 		}
 		version = nv.Version
-		if terminal(r.Status) {
+		switch r.Status {
+		case taskFailing:
+			if r.Holder == "" {
+				return s.dispatch(ctx, m, 0) // the failure handler runs in a delivery of its own
+			}
+		case taskStopped, taskFailed:
 			s.published(ctx, r)
 			return nil
 		}
@@ -398,11 +545,26 @@ func (s *Service) deliver(ctx context.Context, m Message, d Delivery) error {
 	if r.Holder != holder {
 		return errors.New("jobs: the task record keeps changing under concurrent claims")
 	}
-	t := &task{svc: s, key: key, rec: r, version: version, holder: holder, msg: m, log: log, settings: w.options()}
+	t := &task{svc: s, key: key, rec: r, version: version, holder: holder, msg: m, log: log, settings: w.options(),
+		leaseUntil: r.LeaseUntil, steps: map[string]*stepRecord{}, replay: map[string]bool{}}
 	t.deadline = d.Deadline
 	if t.deadline.IsZero() {
 		if dl, ok := ctx.Deadline(); ok {
 			t.deadline = dl
+		}
+	}
+	if err := t.loadRecorded(ctx); err != nil {
+		_ = t.durableWrite(ctx, func(r *record) bool { r.Holder, r.LeaseUntil = "", time.Time{}; return true })
+		return err
+	}
+	if i := slices.Index(r.Builds, build); i >= 0 {
+		t.build = i
+	} else if err := t.write(ctx, func(r *record) bool { t.build = r.buildIndex(build); return true }); err != nil {
+		return fmt.Errorf("jobs: record the build of a delivery of job %q: %w", m.Job, err)
+	}
+	if r.Failure == nil {
+		if ok, err := t.acquireJob(ctx); err != nil || !ok {
+			return err
 		}
 	}
 	return t.run(ctx, w)
@@ -423,16 +585,30 @@ func (s *Service) published(ctx context.Context, r *record) {
 	}
 	status := jobStatus(r)
 	msg := ""
-	if r.Status == taskFailed {
+	switch r.Status {
+	case taskFailed:
 		msg = r.Error
+	case taskStopped:
+		msg = r.Cancel
 	}
 	s.cfg.Publish(ctx, r.Agent, r.Workspace, []contract.Effect{{Type: contract.EffectJobSynced, JobID: r.Job, Status: status, Message: msg}})
 }
 
-func newHolder() string {
+// newHolder names one delivery in the task's lease: this process's instance name (Identity),
+// when it has one, and a random part.
+func (s *Service) newHolder() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	if s.instance == "" {
+		return hex.EncodeToString(b[:])
+	}
+	return s.instance + "#" + hex.EncodeToString(b[:])
+}
+
+// own reports whether holder is a delivery of an earlier process under this instance's name that
+// the pool's first scan found (Identity): that process ended, so its lease need not be waited out.
+func (s *Service) own(holder string, d Delivery) bool {
+	return d.takeOverOwn && s.instance != "" && strings.HasPrefix(holder, s.instance+"#")
 }
 
 // strictDecode decodes one JSON object into v, refusing unknown members and trailing data.

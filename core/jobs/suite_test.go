@@ -175,10 +175,14 @@ func testRetriesThenFailure(t *testing.T, s store.Store) {
 		m := msgs[0]
 		delays = append(delays, m.Delay)
 		if m.Delay > 0 {
-			// Delivered early (a duplicate): nothing runs.
+			// Delivered early (a queue that held it back for less time): nothing runs, and the
+			// message is handed on for the time left.
 			before := runs
 			if err := in.svc.Deliver(context.Background(), m.M, jobs.Delivery{}); err != nil || runs != before {
 				t.Fatalf("early delivery: %v, ran %d", err, runs-before)
+			}
+			if again := in.q.take(); len(again) != 1 || again[0].M != m.M || again[0].Delay != m.Delay {
+				t.Fatalf("early delivery handed on %+v, want %+v", again, m)
 			}
 			in.clock.Add(m.Delay)
 		}
@@ -525,7 +529,7 @@ func testTakeOver(t *testing.T, s store.Store) {
 	}
 }
 
-// flaky is a store whose Update fails while down is set.
+// flaky is a store whose writes fail while down is set.
 type flaky struct {
 	store.Store
 	down func(key string) bool
@@ -536,6 +540,13 @@ func (f *flaky) Update(ctx context.Context, key string, version uint64, value []
 		return store.Record{}, errors.New("store unreachable")
 	}
 	return f.Store.Update(ctx, key, version, value, exp)
+}
+
+func (f *flaky) Create(ctx context.Context, key string, value []byte, exp time.Time) (store.Record, error) {
+	if f.down != nil && f.down(key) {
+		return store.Record{}, errors.New("store unreachable")
+	}
+	return f.Store.Create(ctx, key, value, exp)
 }
 
 func testStoreDown(t *testing.T, s store.Store) {

@@ -86,6 +86,8 @@ type settings struct {
 	maxAttempts int
 	backoff     time.Duration
 	view        func(*contract.JobState, Results)
+	handler     *handler // OnFailure
+	limits      []*Limit // Limited
 }
 
 // Timeout bounds the whole job (every delivery, wait and retry included): past it the job fails
@@ -161,6 +163,13 @@ func Define[In any](owner Owner, name string, run func(ctx context.Context, in I
 		return fail("jobs.MaxAttempts must be at least 1")
 	case w.set.backoff < 0:
 		return fail("jobs.Backoff cannot be negative")
+	case w.set.handler != nil && w.set.handler.err != nil:
+		return fail("%v", w.set.handler.err)
+	}
+	for _, l := range w.set.limits {
+		if err := l.check(); err != nil {
+			return fail("%v", err)
+		}
 	}
 	r.works[name] = w
 	return w
