@@ -9,6 +9,7 @@ import (
 
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/internal/buildinfo"
 )
 
 // Works is the registry of the agent's background work: define it with jobs.Define(agent, name,
@@ -51,6 +52,19 @@ func (c *Controller) bindJobs(b *boundAgent) error {
 					timeout = time.Duration(*s) * time.Second
 				}
 				return a.works, timeout, true
+			},
+			Info: func(slug string) jobs.AgentInfo {
+				a := c.bySlug[slug]
+				if a == nil {
+					return jobs.AgentInfo{}
+				}
+				info := jobs.AgentInfo{Build: jobs.Build{SVZ: buildinfo.Version(), Revision: buildinfo.Revision(), Agent: a.cfg.Version}}
+				for _, l := range a.cfg.Registration.Capabilities.CaseLanes {
+					if l.Default {
+						info.Lane = l.ID
+					}
+				}
+				return info
 			},
 			Bind: func(ctx context.Context, slug string, v *contract.VerifiedWorkspaceContext) context.Context {
 				return c.handlerContext(ctx, c.bySlug[slug], v)

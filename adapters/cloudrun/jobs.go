@@ -150,6 +150,14 @@ func loopbackOrHTTPS(getenv func(string) string, name, def string) (string, erro
 	return "", fmt.Errorf("%s must be an https URL (plain http only to a loopback address such as 127.0.0.1)", name)
 }
 
+// MaxScheduleDelay is the furthest in the future Cloud Tasks schedules a task (30 days).
+const MaxScheduleDelay = 30 * 24 * time.Hour
+
+// MaxDelay implements jobs.DelayLimit: core/jobs hands a longer delay on.
+func (j *Jobs) MaxDelay() time.Duration { return MaxScheduleDelay }
+
+var _ jobs.DelayLimit = (*Jobs)(nil)
+
 // Dispatch creates the task of m, for delivery after delay.
 func (j *Jobs) Dispatch(ctx context.Context, m jobs.Message, delay time.Duration) error {
 	if j.url == "" {

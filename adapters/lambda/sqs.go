@@ -129,6 +129,12 @@ type sendMessage struct {
 	DelaySeconds int    `json:"DelaySeconds"`
 }
 
+// MaxDelay implements jobs.DelayLimit: core/jobs hands a longer delay (a Sleep) on in steps of
+// at most 15 minutes.
+func (q *Queue) MaxDelay() time.Duration { return MaxDelay }
+
+var _ jobs.DelayLimit = (*Queue)(nil)
+
 // Dispatch sends the task's reference to the queue, delivered after delay (rounded up to the
 // second; at most MaxDelay). A send whose answer was lost is sent again: a duplicate message is
 // harmless, core/jobs runs a task once whatever the number of its messages.

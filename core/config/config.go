@@ -214,7 +214,31 @@ func queue(ctx context.Context, getenv func(string) string, agents []*core.Agent
 				"would run nothing between requests", p)
 		}
 	}
-	return jobs.NewPool(), nil
+	id, err := instanceID(getenv)
+	if err != nil {
+		return nil, err
+	}
+	return jobs.NewPool(jobs.Identity(id)), nil
+}
+
+// EnvInstanceID names this process among those that share the store (jobs.Identity).
+const EnvInstanceID = "SUPERVAIZER_INSTANCE_ID"
+
+// instanceID reads SUPERVAIZER_INSTANCE_ID: empty, or 1 to 100 letters, digits, '.', '_', ':'
+// and '-'.
+func instanceID(getenv func(string) string) (string, error) {
+	v := getenv(EnvInstanceID)
+	if v == "" {
+		return "", nil
+	}
+	ok := len(v) <= 100
+	for _, c := range v {
+		ok = ok && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._:-", c))
+	}
+	if !ok {
+		return "", fmt.Errorf("%s=%q: must be 1 to 100 letters, digits, '.', '_', ':' or '-' (a name stable across restarts that no other live process on the store uses, e.g. a StatefulSet pod's name)", EnvInstanceID, v)
+	}
+	return v, nil
 }
 
 // randomKey returns 32 random bytes in URL-safe base64, like Python's secrets.token_urlsafe(32).

@@ -2,6 +2,7 @@ package config
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/supervaize/svz/core"
@@ -59,5 +60,29 @@ func TestQueueOnServerless(t *testing.T) {
 	plain := newAgent("p")
 	if d, err := queue(context.Background(), func(k string) string { return map[string]string{"K_SERVICE": "s"}[k] }, []*core.Agent{plain}); d != nil || err != nil {
 		t.Fatalf("no work: %v %v", d, err)
+	}
+}
+
+// TestInstanceID: SUPERVAIZER_INSTANCE_ID is a name of 1 to 100 letters, digits, '.', '_', ':'
+// and '-', or unset; anything else stops the start, naming the variable and what it accepts.
+func TestInstanceID(t *testing.T) {
+	long := strings.Repeat("a", 100)
+	for _, tc := range []struct {
+		value, want string
+		ok          bool
+	}{
+		{"", "", true}, {"node-a", "node-a", true}, {"web-0.svc:8000", "web-0.svc:8000", true}, {"A_b", "A_b", true}, {long, long, true},
+		{long + "a", "", false}, {"node a", "", false}, {"node#1", "", false}, {"nœud", "", false}, {"a/b", "", false},
+	} {
+		got, err := instanceID(func(k string) string { return map[string]string{EnvInstanceID: tc.value}[k] })
+		switch {
+		case tc.ok && (err != nil || got != tc.want):
+			t.Errorf("%q: %q, %v", tc.value, got, err)
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), `SUPERVAIZER_INSTANCE_ID="`+tc.value+`": must be 1 to 100 letters, digits, '.', '_', ':' or '-'`)):
+			t.Errorf("%q accepted or badly refused: %v", tc.value, err)
+		}
+	}
+	if _, err := queue(context.Background(), func(k string) string { return map[string]string{EnvInstanceID: "a b"}[k] }, nil); err != nil {
+		t.Errorf("read without work: %v", err)
 	}
 }

@@ -28,6 +28,8 @@ func TestBolt(t *testing.T) {
 	suite2(t, s)
 	_ = s.Close() // one process holds a bolt file at a time
 	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, env) })
+	t.Run("CrashInsideFanout", func(t *testing.T) { crashInsideFanout(t, env) })
+	t.Run("CrashAroundFailure", func(t *testing.T) { crashAroundFailure(t, env) })
 	t.Run("PoolTakesOverAtStart", func(t *testing.T) { poolTakesOverAtStart(t, env) })
 }
 
@@ -38,6 +40,9 @@ func TestPostgres(t *testing.T) {
 	suite(t, s)
 	suite2(t, s)
 	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, env) })
+	t.Run("CrashInsideFanout", func(t *testing.T) { crashInsideFanout(t, env) })
+	t.Run("CrashAroundFailure", func(t *testing.T) { crashAroundFailure(t, env) })
+	t.Run("IdentityTakesOverAtRestart", func(t *testing.T) { identityTakesOverAtRestart(t, env) })
 }
 
 func TestRedis(t *testing.T) {
@@ -47,6 +52,8 @@ func TestRedis(t *testing.T) {
 	suite(t, s)
 	suite2(t, s)
 	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, env) })
+	t.Run("CrashInsideFanout", func(t *testing.T) { crashInsideFanout(t, env) })
+	t.Run("CrashAroundFailure", func(t *testing.T) { crashAroundFailure(t, env) })
 }
 
 func TestDynamoDB(t *testing.T) {
@@ -55,5 +62,8 @@ func TestDynamoDB(t *testing.T) {
 	ds := dynamodbtest.Open(t, c, table)
 	suite(t, ds)
 	suite2(t, ds)
-	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, dynamodbtest.Env(endpoint, table)) })
+	env := dynamodbtest.Env(endpoint, table)
+	t.Run("CrashInjection", func(t *testing.T) { crashAcrossProcesses(t, env) })
+	t.Run("CrashInsideFanout", func(t *testing.T) { crashInsideFanout(t, env) })
+	t.Run("CrashAroundFailure", func(t *testing.T) { crashAroundFailure(t, env) })
 }

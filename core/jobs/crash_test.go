@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,7 +48,17 @@ type crashSpec struct {
 	// Pool: the child runs the task on an in-process pool (as local mode does) instead of
 	// delivering it itself.
 	Pool bool `json:"pool"`
+	// Kind is the work: "" (crashSteps steps), "fanout" (a Map of fanItems items) or "failing"
+	// (a step that fails for good, then the failure handler).
+	Kind string `json:"kind,omitempty"`
+	// Identity: the pool's instance name (jobs.Identity).
+	Identity string `json:"identity,omitempty"`
 }
+
+const (
+	fanItems = 12
+	fanConc  = 4
+)
 
 const crashSteps = 4
 
@@ -74,10 +86,22 @@ func crashChild(raw string) int {
 		}
 	}
 	o := newOwner()
-	w := defineCrashy(o, spec.Runs, die)
+	work := "crashy"
+	var w *jobs.Work[struct{}]
+	switch spec.Kind {
+	case "fanout":
+		w, work = defineFanout(o, spec.Runs, die), "fanout"
+	case "failing":
+		w, work = defineFailing(o, spec.Runs, die), "failing"
+	default:
+		w = defineCrashy(o, spec.Runs, die)
+	}
 	var d jobs.Dispatcher = nopQueue{}
+	if spec.At == "dispatch" {
+		d = dieQueue{die}
+	}
 	if spec.Pool {
-		d = jobs.NewPool(jobs.ScanEvery(0))
+		d = jobs.NewPool(jobs.ScanEvery(0), jobs.Identity(spec.Identity))
 	}
 	svc := jobs.NewService(jobs.Config{Store: s, Dispatcher: d, Logger: quiet,
 		Now:   func() time.Time { return time.Now().Add(spec.Offset) },
@@ -94,12 +118,224 @@ func crashChild(raw string) int {
 		fmt.Fprintln(os.Stderr, "the pool did not reach the crash point")
 		return 4
 	}
-	m := jobs.Message{Agent: agentSlug, Workspace: wsID, Job: spec.Job, Work: "crashy"}
-	if err := svc.Deliver(context.Background(), m, jobs.Delivery{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 3
+	m := jobs.Message{Agent: agentSlug, Workspace: wsID, Job: spec.Job, Work: work}
+	for range 3 { // the delivery, and the failure handler's after it
+		if err := svc.Deliver(context.Background(), m, jobs.Delivery{}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 3
+		}
 	}
 	return 0
+}
+
+// dieQueue kills the process when a delivery hands the task on (right after the write that
+// precedes it).
+type dieQueue struct{ die func(at string) }
+
+func (q dieQueue) Dispatch(_ context.Context, m jobs.Message, _ time.Duration) error {
+	if m.Attempt > 0 { // not the start's
+		q.die("dispatch")
+	}
+	return nil
+}
+
+// appendRun appends line to the runs file, durably.
+func appendRun(runs, line string) error {
+	f, err := os.OpenFile(runs, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(f, line)
+	if err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
+}
+
+// defineFanout: a Map of fanItems items, fanConc at once; each appends its index when it runs,
+// and the process dies inside item n for at "item:n".
+func defineFanout(o owner, runs string, die func(at string)) *jobs.Work[struct{}] {
+	return jobs.Define(o, "fanout", func(ctx context.Context, _ struct{}) error {
+		items := make([]int, fanItems)
+		for i := range items {
+			items[i] = i
+		}
+		_, err := jobs.Map(ctx, "items", items, func(_ context.Context, i int) (int, error) {
+			if err := appendRun(runs, fmt.Sprint(i)); err != nil {
+				return 0, err
+			}
+			die(fmt.Sprintf("item:%d", i))
+			return i * i, nil
+		}, jobs.Concurrency(fanConc))
+		return err
+	})
+}
+
+// defineFailing: a step that fails for good, and a failure handler that appends "handler" when it
+// runs and can die inside ("handler").
+func defineFailing(o owner, runs string, die func(at string)) *jobs.Work[struct{}] {
+	return jobs.Define(o, "failing", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Step(ctx, "doomed", func(context.Context) (int, error) {
+			die("step")
+			return 0, jobs.Permanent(errors.New("no such account"))
+		})
+		return err
+	}, jobs.OnFailure(func(ctx context.Context, _ struct{}, f jobs.Failure) error {
+		if err := appendRun(runs, "handler"); err != nil {
+			return err
+		}
+		die("handler")
+		return nil
+	}))
+}
+
+// itemRecorded reports whether item i of the crash fan-out has its result in the store.
+func itemRecorded(t *testing.T, s store.Store, job string, i int) bool {
+	t.Helper()
+	_, err := s.Get(context.Background(), jobs.TaskKeyPrefix+agentSlug+"/"+wsID+"/"+url.PathEscape(job)+fmt.Sprintf("/i/items/%d", i))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+func countRuns(t *testing.T, runs string) map[string]int {
+	t.Helper()
+	b, err := os.ReadFile(runs)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, l := range strings.Fields(string(b)) {
+		count[l]++
+	}
+	return count
+}
+
+// crashInsideFanout kills the process inside an item while others run: the items recorded
+// before the kill never run again, those that were running run once more at most (no more than
+// the concurrency), and the job completes with every result.
+func crashInsideFanout(t *testing.T, env []string) {
+	for _, n := range []int{0, 6, 11} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			job := jobID(t)
+			runs := filepath.Join(t.TempDir(), "runs")
+			if !runChild(t, crashSpec{Env: env, Job: job, Start: true, At: fmt.Sprintf("item:%d", n), Runs: runs, Kind: "fanout"}) {
+				t.Fatal("the child was not killed")
+			}
+			s := storeenvtest.Open(t, env)
+			recorded := map[int]bool{}
+			for i := range fanItems {
+				recorded[i] = itemRecorded(t, s, job, i)
+			}
+			_ = s.Close()
+			if runChild(t, crashSpec{Env: env, Job: job, Offset: time.Hour, Runs: runs, Kind: "fanout"}) {
+				t.Fatal("the recovery child was killed")
+			}
+			count := countRuns(t, runs)
+			again := 0
+			for i := range fanItems {
+				c := count[fmt.Sprint(i)]
+				switch {
+				case recorded[i] && c != 1:
+					t.Fatalf("item %d, recorded before the kill, ran %d times", i, c)
+				case c < 1 || c > 2:
+					t.Fatalf("item %d ran %d times", i, c)
+				case c == 2:
+					again++
+				}
+			}
+			if again < 1 || again > fanConc {
+				t.Fatalf("%d items ran again, want 1 to %d (those running at the kill)", again, fanConc)
+			}
+			s = storeenvtest.Open(t, env)
+			defer s.Close()
+			o := newOwner()
+			defineFanout(o, runs, func(string) {})
+			in := newInstance(t, s, o, newClock(), &queue{})
+			if snap := stateOf(t, in, job); snap.Job.Status != contract.StateCompleted {
+				t.Fatalf("state %s", mustJSON(t, snap))
+			}
+		})
+	}
+}
+
+// crashAroundFailure kills the process where the job fails (inside the failing step, right after
+// the failure is written) and inside the failure handler: the handler runs exactly once in the
+// first two cases, at most once more in the third, and the job ends failed.
+func crashAroundFailure(t *testing.T, env []string) {
+	for _, tc := range []struct {
+		at   string
+		want []int // how many handler runs are fine
+	}{{"step", []int{1}}, {"dispatch", []int{1}}, {"handler", []int{2}}} {
+		t.Run(tc.at, func(t *testing.T) {
+			job := jobID(t)
+			runs := filepath.Join(t.TempDir(), "runs")
+			if !runChild(t, crashSpec{Env: env, Job: job, Start: true, At: tc.at, Runs: runs, Kind: "failing"}) {
+				t.Fatalf("the child was not killed at %s", tc.at)
+			}
+			if runChild(t, crashSpec{Env: env, Job: job, Offset: time.Hour, Runs: runs, Kind: "failing"}) {
+				t.Fatal("the recovery child was killed")
+			}
+			if got := countRuns(t, runs)["handler"]; !slices.Contains(tc.want, got) {
+				t.Fatalf("the handler ran %d times, want %v", got, tc.want)
+			}
+			s := storeenvtest.Open(t, env)
+			defer s.Close()
+			o := newOwner()
+			defineFailing(o, runs, func(string) {})
+			in := newInstance(t, s, o, newClock(), &queue{})
+			if snap := stateOf(t, in, job); snap.Job.Status != contract.StateFailed {
+				t.Fatalf("state %s", mustJSON(t, snap))
+			}
+		})
+	}
+}
+
+// identityTakesOverAtRestart: a process killed inside a step under an instance name; the process
+// restarted under the same name takes the task back at its first scan, its lease still live,
+// while one under another name leaves it.
+func identityTakesOverAtRestart(t *testing.T, env []string) {
+	job := jobID(t)
+	runs := filepath.Join(t.TempDir(), "runs")
+	if !runChild(t, crashSpec{Env: env, Job: job, Start: true, At: "inside:1", Runs: runs, Pool: true, Identity: "node-a"}) {
+		t.Fatal("the child was not killed")
+	}
+	s := storeenvtest.Open(t, env)
+	defer s.Close()
+	o := newOwner()
+	defineCrashy(o, runs, func(string) {})
+	for _, id := range []string{"node-b", "node-a"} {
+		svc := jobs.NewService(jobs.Config{Store: s, Dispatcher: jobs.NewPool(jobs.ScanEvery(0), jobs.Identity(id)), Logger: quiet,
+			Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
+		ctx := jobs.NewContext(context.Background(), svc, o.reg, agentSlug, &contract.VerifiedWorkspaceContext{WorkspaceID: wsID})
+		if id == "node-b" {
+			// One scan at start, under another name: the task stays with its live lease.
+			svc.Close()
+			if snap, err := jobs.State(ctx, job); err != nil || snap.Job.Status != contract.StateActive {
+				t.Fatalf("another instance took over a live lease: %v %s", err, mustJSON(t, snap))
+			}
+			continue
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			snap, err := jobs.State(ctx, job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Job.Status == contract.StateCompleted {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the task was not taken back at restart: %s", mustJSON(t, snap))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		svc.Close()
+	}
+	if b, _ := os.ReadFile(runs); string(b) != "0\n1\n1\n2\n3\n" {
+		t.Fatalf("runs %q", b)
+	}
 }
 
 // defineCrashy defines the work of the crash runs: crashSteps steps that append their number to
