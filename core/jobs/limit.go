@@ -441,9 +441,10 @@ func (t *task) acquireJob(ctx context.Context) (bool, error) {
 		if d <= 0 {
 			d = 2 * (s.cfg.Lease + SkewMargin) // a slot is handed on when freed; this looks again if that was lost
 		}
+		until := s.now().Add(d)
 		werr := t.durableWrite(ctx, func(r *record) bool {
 			r.Holder, r.LeaseUntil = "", time.Time{}
-			r.NotBefore, r.Wait = s.now().Add(d), &waitRecord{Reason: waitLimit, Limit: l.name, Until: s.now().Add(d)}
+			r.NotBefore, r.Wait = until, &waitRecord{Reason: waitLimit, Limit: l.name, Until: until}
 			return true
 		})
 		switch {
@@ -456,7 +457,7 @@ func (t *task) acquireJob(ctx context.Context) (bool, error) {
 		}
 		next := t.msg
 		next.Attempt++
-		next.At = 0
+		next.At = until.UnixMilli()
 		return false, s.dispatch(context.WithoutCancel(ctx), next, d)
 	}
 	return true, nil

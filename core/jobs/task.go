@@ -450,8 +450,9 @@ func (t *task) finish(ctx context.Context, workErr, cause error) error {
 		next.Attempt++
 		next.At = 0
 		d := time.Duration(0)
-		if !t.rec.NotBefore.IsZero() {
-			d = t.rec.NotBefore.Sub(s.now())
+		if nb := t.rec.NotBefore; !nb.IsZero() {
+			// The message is due when the task says: a delivery tells it from a duplicate so.
+			next.At, d = nb.UnixMilli(), nb.Sub(s.now())
 		}
 		if err := s.dispatch(context.WithoutCancel(ctx), next, d); err != nil {
 			// The record says pending and nobody holds it: this message's redelivery continues it.
