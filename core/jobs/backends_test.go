@@ -31,6 +31,7 @@ func TestBolt(t *testing.T) {
 	t.Run("CrashInsideFanout", func(t *testing.T) { crashInsideFanout(t, env) })
 	t.Run("CrashAroundFailure", func(t *testing.T) { crashAroundFailure(t, env) })
 	t.Run("PoolTakesOverAtStart", func(t *testing.T) { poolTakesOverAtStart(t, env) })
+	t.Run("SleepAcrossRestart", func(t *testing.T) { sleepAcrossRestart(t, env) })
 }
 
 func TestPostgres(t *testing.T) {
@@ -43,6 +44,7 @@ func TestPostgres(t *testing.T) {
 	t.Run("CrashInsideFanout", func(t *testing.T) { crashInsideFanout(t, env) })
 	t.Run("CrashAroundFailure", func(t *testing.T) { crashAroundFailure(t, env) })
 	t.Run("IdentityTakesOverAtRestart", func(t *testing.T) { identityTakesOverAtRestart(t, env) })
+	t.Run("SleepAcrossRestart", func(t *testing.T) { sleepAcrossRestart(t, env) })
 }
 
 func TestRedis(t *testing.T) {

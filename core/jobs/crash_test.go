@@ -93,6 +93,8 @@ func crashChild(raw string) int {
 		w, work = defineFanout(o, spec.Runs, die), "fanout"
 	case "failing":
 		w, work = defineFailing(o, spec.Runs, die), "failing"
+	case "sleep":
+		w, work = defineSleepy(o, spec.Runs), "sleepy"
 	default:
 		w = defineCrashy(o, spec.Runs, die)
 	}
@@ -112,6 +114,18 @@ func crashChild(raw string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
+	}
+	if spec.Pool && spec.Kind == "sleep" {
+		// Killed once the task sleeps: its wake is in the store only.
+		for range 3000 {
+			if snap, err := jobs.State(ctx, spec.Job); err == nil && snap.Job.Extra["waiting"] != nil {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		fmt.Fprintln(os.Stderr, "the job did not sleep")
+		return 4
 	}
 	if spec.Pool {
 		time.Sleep(60 * time.Second) // the pool's delivery kills the process before
@@ -187,6 +201,63 @@ func defineFailing(o owner, runs string, die func(at string)) *jobs.Work[struct{
 		die("handler")
 		return nil
 	}))
+}
+
+// sleepFor is the sleep of the timer crash runs: long enough for the parent to find the task
+// asleep after the kill, short for the test.
+const sleepFor = 2 * time.Second
+
+// defineSleepy: a step, a Sleep of sleepFor, a step that appends "after".
+func defineSleepy(o owner, runs string) *jobs.Work[struct{}] {
+	return jobs.Define(o, "sleepy", func(ctx context.Context, _ struct{}) error {
+		if _, err := jobs.Step(ctx, "before", func(context.Context) (int, error) { return 1, appendRun(runs, "before") }); err != nil {
+			return err
+		}
+		if err := jobs.Sleep(ctx, "nap", sleepFor); err != nil {
+			return err
+		}
+		_, err := jobs.Step(ctx, "after", func(context.Context) (int, error) { return 2, appendRun(runs, "after") })
+		return err
+	})
+}
+
+// sleepAcrossRestart: a process killed while its job sleeps; the next process's pool, its scans
+// reading the wake time from the store, runs the job on when it is due, not before.
+func sleepAcrossRestart(t *testing.T, env []string) {
+	job := jobID(t)
+	runs := filepath.Join(t.TempDir(), "runs")
+	started := time.Now()
+	if !runChild(t, crashSpec{Env: env, Job: job, Start: true, Runs: runs, Pool: true, Kind: "sleep"}) {
+		t.Fatal("the child was not killed")
+	}
+	s := storeenvtest.Open(t, env)
+	defer s.Close()
+	o := newOwner()
+	defineSleepy(o, runs)
+	svc := jobs.NewService(jobs.Config{Store: s, Dispatcher: jobs.NewPool(jobs.ScanEvery(50 * time.Millisecond)), Logger: quiet,
+		Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
+	defer svc.Close()
+	ctx := jobs.NewContext(context.Background(), svc, o.reg, agentSlug, &contract.VerifiedWorkspaceContext{WorkspaceID: wsID})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		snap, err := jobs.State(ctx, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Job.Status == contract.StateCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job did not wake: %s", mustJSON(t, snap))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if woke := time.Since(started); woke < sleepFor {
+		t.Fatalf("the job woke %s after its start, before its sleep of %s ended", woke, sleepFor)
+	}
+	if b, _ := os.ReadFile(runs); string(b) != "before\nafter\n" {
+		t.Fatalf("runs %q", b)
+	}
 }
 
 // itemRecorded reports whether item i of the crash fan-out has its result in the store.
