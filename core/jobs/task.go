@@ -102,8 +102,8 @@ func (t *task) run(ctx context.Context, w runner) error {
 	if s.cfg.Bind != nil {
 		wctx = s.cfg.Bind(ctx, t.rec.Agent, t.rec.grant())
 	}
-	deadline := t.rec.Deadline
-	if t.rec.Failure != nil {
+	deadline, handling := t.rec.Deadline, t.rec.Failure != nil
+	if handling {
 		deadline = t.rec.Failure.Deadline
 	}
 	wctx, cancel := context.WithCancelCause(context.WithValue(wctx, taskCtxKey{}, t))
@@ -120,12 +120,12 @@ func (t *task) run(ctx context.Context, w runner) error {
 		t.renew(wctx, stopRenew)
 	}()
 	var err error
-	if t.rec.Failure != nil {
+	if handling {
 		err = t.handleFailure(wctx)
 	} else {
 		err = t.exec(wctx, w)
-		if err == nil {
-			err = t.checkReplayed()
+		if err == nil && !t.halted() {
+			err = t.checkReplayed() // the work ended: every step earlier deliveries recorded was reached
 		}
 	}
 	close(stopRenew)
