@@ -235,7 +235,7 @@ func (t *task) step(ctx context.Context, name string, opts []StepOption, fn func
 	}
 	o := applyOpts(opts)
 	if prev, ok := t.recorded(name); ok {
-		if prev.Status != stepCompleted || prev.Awaiting != nil {
+		if prev.Status != stepCompleted || prev.Awaiting != nil || !prev.Until.IsZero() || prev.Items > 0 {
 			return nil, Permanent(fmt.Errorf("jobs: %q is not a Step: step names are unique within a work", name))
 		}
 		return prev.Result, nil
