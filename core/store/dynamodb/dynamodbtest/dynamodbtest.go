@@ -4,6 +4,8 @@ package dynamodbtest
 
 import (
 	"context"
+	"strings"
+	"time"
 	"testing"
 
 	"github.com/supervaize/svz/core/store/dynamodb"
@@ -23,7 +25,14 @@ func Table(t testing.TB, endpoint, prefix string, opts ...awsapi.Option) (*awsap
 	}
 	name := testenv.UniqueName(prefix)
 	if err := dynamodb.CreateTable(context.Background(), c, name); err != nil {
-		t.Fatal(err)
+		// On a loaded machine the client may send CreateTable again after an answer it did not
+		// get in time: the table, its name ours alone, was created by the first request.
+		if !strings.Contains(err.Error(), "ResourceInUseException") {
+			t.Fatal(err)
+		}
+		if err := waitUsable(c, name); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() { _ = c.Call(context.Background(), "DeleteTable", map[string]string{"TableName": name}, nil) })
 	return c, name
@@ -45,4 +54,16 @@ func Open(t testing.TB, c *awsapi.Client, table string, opts ...dynamodb.Option)
 func Env(endpoint, table string) []string {
 	return []string{"SUPERVAIZER_STORE=dynamodb", "SUPERVAIZER_STORE_TABLE=" + table,
 		"AWS_ENDPOINT_URL=" + endpoint, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test"}
+}
+
+// waitUsable waits until the store opens on table (created, with its index), for a minute at most.
+func waitUsable(c *awsapi.Client, table string) error {
+	var err error
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		var s *dynamodb.Store
+		if s, err = dynamodb.New(context.Background(), c, table); err == nil {
+			return s.Close()
+		}
+	}
+	return err
 }
