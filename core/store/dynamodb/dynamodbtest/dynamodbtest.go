@@ -5,8 +5,8 @@ package dynamodbtest
 import (
 	"context"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/supervaize/svz/core/store/dynamodb"
 	"github.com/supervaize/svz/internal/awsapi"
