@@ -43,6 +43,9 @@ type config struct {
 	log         *slog.Logger
 	deliver     DeliverFunc
 	maxReceives int
+	// deadLetter fails the jobs of the records from the queue deadLetterARN (WithDeadLetters).
+	deadLetter    DeadLetterFunc
+	deadLetterARN string
 }
 
 // Option configures NewHandler and Start.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"unicode/utf8"
 
 	"github.com/supervaize/svz/core/store"
 )
@@ -28,25 +26,16 @@ func ReadMessage(body []byte) (Message, error) {
 	return DecodeMessage(body)
 }
 
-// unreadablePrefix is how much of an unreadable body Unreadable shows.
-const unreadablePrefix = 64
-
-// Unreadable is what a log line says of a queue message no delivery can read: its length, a
-// quoted prefix, and why. The line stays short whatever the body: an adapter acknowledges such a
-// message once, with this line, rather than have the queue deliver it again.
+// Unreadable is what a log line says of a queue message no delivery can read: its length and why,
+// never its content (not even the member name a decoding error quotes), which may come from
+// anyone allowed to send to the queue. An adapter acknowledges such a message once, with this
+// line, rather than have the queue deliver it again and log it at every receive.
 func Unreadable(body []byte, err error) []any {
-	prefix := body
-	if len(prefix) > unreadablePrefix {
-		prefix = prefix[:unreadablePrefix]
-		for len(prefix) > 0 && !utf8.Valid(prefix) { // never cut a character in two
-			prefix = prefix[:len(prefix)-1]
-		}
-	}
 	why := err.Error()
-	if len(why) > 2*unreadablePrefix {
-		why = why[:2*unreadablePrefix] + "…"
+	if errors.Is(err, errBadMessage) {
+		why = errBadMessage.Error()
 	}
-	return []any{"bytes", len(body), "prefix", strconv.Quote(string(prefix)), "error", why}
+	return []any{"bytes", len(body), "error", why}
 }
 
 // DeadLetter is what the platform says of a task message its queue gave up on (moved to its

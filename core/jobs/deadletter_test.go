@@ -169,3 +169,36 @@ func TestDeadLetteredLeavesJobs(t *testing.T) {
 		t.Fatal("a finished job took the dead letter's reason")
 	}
 }
+
+// sized is a task message body of exactly n bytes (n >= 60).
+func sized(n int) []byte {
+	b := jobs.Message{Agent: "a", Workspace: "w", Job: "", Work: "x"}.Encode()
+	job := strings.Repeat("j", n-len(b))
+	return jobs.Message{Agent: "a", Workspace: "w", Job: job, Work: "x"}.Encode()
+}
+
+// ReadMessage refuses a body past MaxMessageSize unread, to the byte; Unreadable says its length
+// and why, never a byte of it.
+func TestReadMessage(t *testing.T) {
+	if b := sized(jobs.MaxMessageSize); len(b) != jobs.MaxMessageSize {
+		t.Fatalf("sized: %d", len(b))
+	} else if m, err := jobs.ReadMessage(b); err != nil || len(m.Job) != jobs.MaxMessageSize-len(`{"agent":"a","workspace":"w","job":"","work":"x","attempt":0}`) {
+		t.Fatalf("a message of MaxMessageSize bytes: %v", err)
+	}
+	long := sized(jobs.MaxMessageSize + 1)
+	_, err := jobs.ReadMessage(long)
+	if !errors.Is(err, jobs.ErrMessageTooLarge) || err.Error() != "jobs: a task message is at most 4096 bytes, got 4097" {
+		t.Fatalf("one byte more: %v", err)
+	}
+	if got := mustJSON(t, jobs.Unreadable(long, err)); got != `["bytes",4097,"error","jobs: a task message is at most 4096 bytes, got 4097"]` {
+		t.Errorf("Unreadable: %s", got)
+	}
+	bad := []byte(`{"agent":"a","workspace":"w","job":"j","work":"x","attempt":0,"secret-name":1}`)
+	_, err = jobs.ReadMessage(bad)
+	if err == nil || !strings.Contains(err.Error(), "secret-name") {
+		t.Fatalf("an unknown member: %v", err)
+	}
+	if got := mustJSON(t, jobs.Unreadable(bad, err)); got != `["bytes",78,"error","jobs: a task message has agent, workspace, job, work (non-empty strings) and attempt (a whole number \u003e= 0), and no other member"]` {
+		t.Errorf("Unreadable quotes the body: %s", got)
+	}
+}
