@@ -350,7 +350,7 @@ func TestSQSBadBodies(t *testing.T) {
 		"base64": "eyJqb2IiOiJqIn0=", "trailing data": `{"agent":"a","workspace":"w","job":"j","work":"x","attempt":1} secret`,
 		"missing members": `{"job":"secret"}`, "wrong types": `{"agent":1,"workspace":[],"job":{"secret":1},"work":null,"attempt":"1"}`,
 		"deep": strings.Repeat("[", 100000) + strings.Repeat("]", 100000), "huge": `{"agent":"secret` + strings.Repeat("a", 300<<10) + `"}`,
-		"200 KB job id": `{"agent":"a","workspace":"w","job":"secret` + strings.Repeat("j", 200<<10) + `","work":"x","attempt":0}`,
+		"200 KB job id":  `{"agent":"a","workspace":"w","job":"secret` + strings.Repeat("j", 200<<10) + `","work":"x","attempt":0}`,
 		"unknown member": `{"agent":"a","workspace":"w","job":"j","work":"x","attempt":0,"` + strings.Repeat("secret", 500) + `":1}`,
 	}
 	var records []map[string]any
