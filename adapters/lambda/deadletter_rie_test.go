@@ -5,8 +5,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/internal/testenv"
 )
 
@@ -153,5 +158,41 @@ func TestDeadLetterUnderEmulator(t *testing.T) {
 				t.Fatalf("dead letter again: %d %s %s", status, out, f.jobError(t, job))
 			}
 		})
+	}
+}
+
+// template.yaml's jobs queues leave a delivery that the function timeout stopped the time its task
+// stays leased (jobs.DefaultLease + jobs.SkewMargin): its default visibility timeout against the
+// default Timeout, and its MinValue against the smallest Timeout (CloudFormation cannot compare
+// two parameters); the dead-letter queue has the same visibility timeout, and is mapped to the
+// function with the variable that makes its records fail their jobs.
+func TestTemplateJobsVisibility(t *testing.T) {
+	tpl, err := os.ReadFile(filepath.Join(repoRoot(), "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	param := func(name string) (def, minimum int) {
+		m := regexp.MustCompile(`(?m)^  ` + name + `:\n    Type: Number\n    Default: (\d+)\n    MinValue: (\d+)\n`).FindSubmatch(tpl)
+		if m == nil {
+			t.Fatalf("template.yaml: no Number parameter %s with Default and MinValue", name)
+		}
+		def, _ = strconv.Atoi(string(m[1]))
+		minimum, _ = strconv.Atoi(string(m[2]))
+		return def, minimum
+	}
+	lease := int((jobs.DefaultLease + jobs.SkewMargin) / time.Second)
+	timeout, minTimeout := param("Timeout")
+	visibility, minVisibility := param("JobsVisibilityTimeout")
+	if visibility < timeout+lease || minVisibility != minTimeout+lease {
+		t.Errorf("JobsVisibilityTimeout default %d, MinValue %d; want at least %d and exactly %d", visibility, minVisibility, timeout+lease, minTimeout+lease)
+	}
+	for _, want := range []string{
+		"  JobsDeadLetterQueue:\n    Type: AWS::SQS::Queue\n    DeletionPolicy: Delete\n    UpdateReplacePolicy: Delete\n    Properties:\n      VisibilityTimeout: !Ref JobsVisibilityTimeout\n",
+		"        DeadLetters:\n          Type: SQS\n          Properties:\n            Queue: !GetAtt JobsDeadLetterQueue.Arn\n            BatchSize: 1\n            FunctionResponseTypes: [ReportBatchItemFailures]\n",
+		"          " + EnvDeadLetterARN + ": !GetAtt JobsDeadLetterQueue.Arn\n",
+	} {
+		if !strings.Contains(string(tpl), want) {
+			t.Errorf("template.yaml lacks\n%s", want)
+		}
 	}
 }
