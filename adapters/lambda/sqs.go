@@ -262,26 +262,20 @@ func (a *adapter) deliverRecord(ctx context.Context, r sqsRecord, deadline time.
 		log.Warn("SQS message is not a task message: acknowledged, dropped", jobs.Unreadable([]byte(r.Body), err)...)
 		return true
 	}
+	what := "task"
 	if a.deadLetter != nil && r.EventSourceARN == a.deadLetterARN {
+		what = "dead-lettered task" // its job fails, saying why, unless a delivery still holds it
 		err = a.deadLetter(ctx, m, jobs.DeadLetter{Receives: a.maxReceives, Limit: limit})
-		switch {
-		case err == nil:
-			return true
-		case errors.Is(err, jobs.ErrBusy):
-			log.Info("dead-lettered task still held by a delivery: looked at again later", "job_id", m.Job)
-		default:
-			log.Warn("dead-lettered task not marked failed: looked at again later", "job_id", m.Job, "error", err)
-		}
-		return false
+	} else {
+		err = a.deliver(ctx, m, jobs.Delivery{Deadline: deadline, Receive: receive, MaxReceives: a.maxReceives})
 	}
-	err = a.deliver(ctx, m, jobs.Delivery{Deadline: deadline, Receive: receive, MaxReceives: a.maxReceives})
 	switch {
 	case err == nil:
 		return true
 	case errors.Is(err, jobs.ErrBusy):
-		log.Info("task runs on another instance: delivered again later", "job_id", m.Job)
+		log.Info(what+" runs on another instance: delivered again later", "job_id", m.Job)
 	default:
-		log.Warn("task delivery failed: delivered again later", "job_id", m.Job, "error", err)
+		log.Warn(what+" delivery failed: delivered again later", "job_id", m.Job, "error", err)
 	}
 	return false
 }

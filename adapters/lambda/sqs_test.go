@@ -266,6 +266,18 @@ func sqsRecordOf(id, body, receives string) map[string]any {
 	}
 }
 
+// outcomeOf is how the job service in process ends the delivery of job: busy, a store outage, or
+// done with.
+func outcomeOf(job string) error {
+	switch job {
+	case "busy":
+		return jobs.ErrBusy
+	case "down":
+		return errors.New("store: connection refused")
+	}
+	return nil
+}
+
 // TestSQSBatch runs an SQS event in process: each record is delivered with the invocation's
 // deadline, its receive count and the queue's maxReceiveCount; the records that failed (a store
 // error, a task busy elsewhere) come back in batchItemFailures, exactly; a body that is not a task
@@ -281,13 +293,7 @@ func TestSQSBatch(t *testing.T) {
 		mu.Lock()
 		calls[m.Job] = call{m, d}
 		mu.Unlock()
-		switch m.Job {
-		case "busy":
-			return jobs.ErrBusy
-		case "down":
-			return errors.New("store: connection refused")
-		}
-		return nil
+		return outcomeOf(m.Job)
 	}
 	msg := func(job string) string {
 		return string(jobs.Message{Agent: "a", Workspace: "w", Job: job, Work: "work", Attempt: 1}.Encode())
@@ -437,13 +443,7 @@ func TestSQSDeadLetters(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		failed[m.Job] = d
-		switch m.Job {
-		case "busy":
-			return jobs.ErrBusy
-		case "down":
-			return errors.New("store: connection refused")
-		}
-		return nil
+		return outcomeOf(m.Job)
 	}
 	msg := func(job string) string {
 		return string(jobs.Message{Agent: "a", Workspace: "w", Job: job, Work: "work"}.Encode())
