@@ -69,15 +69,15 @@ func (s *Service) DeadLettered(ctx context.Context, m Message, d DeadLetter) err
 		return nil
 	case err != nil:
 		return fmt.Errorf("jobs: load task of dead-lettered job %q: %w", m.Job, err)
-	case r.Work != m.Work || terminal(r.Status) || r.Status == taskAwaiting:
+	case r.Work != m.Work:
+		log.WarnContext(ctx, "dead-lettered task message names another work than the job's: acknowledged", "job_work", r.Work)
 		return nil
-	case r.Holder != "" && s.now().Before(r.LeaseUntil.Add(SkewMargin)):
-		return ErrBusy
 	case r.Holder == "":
-		// No delivery died holding it: the task was handed on since (or its retry waits), and the
-		// message that carries it now runs it.
-		log.InfoContext(ctx, "dead-lettered task message for a task handed on since: acknowledged")
+		// No delivery died holding it: the job finished, waits for its operator, or was handed on
+		// since (or its retry waits), and the message that carries it now runs it.
 		return nil
+	case s.now().Before(r.LeaseUntil.Add(SkewMargin)):
+		return ErrBusy
 	}
 	msg := deadLetterReason(r, d)
 	if err := s.fail(ctx, key, msg); err != nil {

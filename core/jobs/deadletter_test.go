@@ -95,6 +95,11 @@ func TestDeadLettered(t *testing.T) {
 				t.Fatalf("busy: the job is %s", st.Job.Status)
 			}
 			c.Add(time.Nanosecond)
+			other := m
+			other.Work = "three"
+			if err := in.svc.DeadLettered(context.Background(), other, tc.d); err != nil || stateOf(t, in, job).Job.Status != contract.StateActive {
+				t.Fatalf("a dead letter naming another work: %v, job %s", err, stateOf(t, in, job).Job.Status)
+			}
 			if err := in.svc.DeadLettered(context.Background(), m, tc.d); err != nil {
 				t.Fatal(err)
 			}
