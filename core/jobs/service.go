@@ -251,7 +251,7 @@ func (s *Service) start(ctx context.Context, sc *scope, work string, req *contra
 		return nil, ErrNoDispatcher
 	}
 	if req.JobID == nil || *req.JobID == "" {
-		return nil, errors.New("jobs: Start needs the request's job_id (Studio assigns it to job.start)")
+		return nil, ErrNoJobID
 	}
 	job := *req.JobID
 	if timeout <= 0 {
@@ -285,6 +285,8 @@ func (s *Service) start(ctx context.Context, sc *scope, work string, req *contra
 			return old, nil // running or done: never a second run
 		}
 		r = old // written, maybe never dispatched (the first call failed after the write): dispatch again
+	case errors.Is(err, store.ErrTooLarge):
+		return nil, &InputTooLargeError{Job: job, Size: len(b), Limit: s.cfg.Store.MaxValueSize()}
 	case err != nil:
 		return nil, fmt.Errorf("jobs: record the task of job %q: %w", job, err)
 	}
