@@ -186,7 +186,11 @@ func (c *Controller) checkAndRun(ctx context.Context, agent *boundAgent, h Actio
 	if res, err := agent.checkInput(req); res != nil || err != nil {
 		return res, err
 	}
-	return c.runAction(ctx, h, req)
+	res, err := c.runAction(ctx, h, req)
+	if refused := jobRefusal(req, err); refused != nil {
+		return refused, nil
+	}
+	return res, err
 }
 
 func (c *Controller) loadSurface(ctx context.Context, env envelope) rpcResponse {

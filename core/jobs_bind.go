@@ -86,6 +86,32 @@ func (c *Controller) withJobs(ctx context.Context, b *boundAgent, v *contract.Ve
 	return jobs.NewContext(ctx, c.jobs, b.works, b.slug, v)
 }
 
+// Codes of the refusals of background work (jobRefusal).
+const (
+	codeJobIDRequired = "job_id_required"
+	codeJobConflict   = "job_conflict"
+	codeInputTooLarge = "input_too_large"
+)
+
+// jobRefusal maps the errors of starting background work that no retry of the request gets past
+// (a handler returns them from jobs' Start or Started as they are) to the result that says so,
+// of status "error": Studio retries an internal error, never a result. nil for any other error.
+func jobRefusal(req *contract.ActionRequest, err error) *contract.ActionResult {
+	var large *jobs.InputTooLargeError
+	switch {
+	case errors.Is(err, jobs.ErrNoJobID):
+		return contract.Fail(codeJobIDRequired, fmt.Sprintf("Action %s starts background work and needs the request's job_id, which this request lacks (Studio assigns it to job.start)", req.Action))
+	case errors.Is(err, jobs.ErrOtherWork):
+		return contract.Fail(codeJobConflict, fmt.Sprintf("Job %q already runs other background work: start this one as a job of its own", req.Job()))
+	case errors.Is(err, jobs.ErrOtherInput):
+		return contract.Fail(codeJobConflict, fmt.Sprintf("Job %q was started with another input: a job id starts one job, so start a new job for this input", req.Job()))
+	case errors.As(err, &large):
+		return contract.Refuse(contract.ResultError{Code: codeInputTooLarge, Message: fmt.Sprintf(
+			"The input is too large to keep: the job's record would be %d bytes, and the controller's store keeps at most %d; send a smaller input (large data belongs in a data resource or an artifact)", large.Size, large.Limit)})
+	}
+	return nil
+}
+
 func jobFailed(req *contract.ActionRequest, err error) (*contract.ActionResult, error) {
 	switch {
 	case errors.Is(err, jobs.ErrNoJob):

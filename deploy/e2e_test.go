@@ -153,7 +153,7 @@ func TestLambdaEndToEnd(t *testing.T) {
 	}
 	for _, r := range []string{"secret " + svc + "-api-key", "secret " + svc + "-private-key", "iam-role " + svc + "-lambda",
 		"dynamodb-table " + svc, "lambda-function " + svc, "function-url " + svc, "sqs-queue " + svc + "-jobs", "sqs-queue " + svc + "-jobs-dlq",
-		"event-source-mapping " + svc + "-jobs → " + svc} {
+		"event-source-mapping " + svc + "-jobs → " + svc, "event-source-mapping " + svc + "-jobs-dlq → " + svc} {
 		if byResource[r] != deploy.Create {
 			t.Errorf("%s: %q, want create (changes %+v)", r, byResource[r], first.Changes)
 		}

@@ -56,7 +56,7 @@ const (
 	// and a job hands itself on to a fresh delivery before either.
 	TaskDeadline = 30 * time.Minute
 	// maxTaskBody bounds a delivery's body: a message is a reference of a few hundred bytes.
-	maxTaskBody = 64 << 10
+	maxTaskBody = jobs.MaxMessageSize
 )
 
 // Jobs is the Cloud Tasks queue of a Cloud Run service: the Dispatcher of its background work,
@@ -222,11 +222,12 @@ func (j *Jobs) Handler(next http.Handler, svc Deliverer) http.Handler {
 			answer(w, http.StatusServiceUnavailable, "unavailable")
 			return
 		}
-		m, err := jobs.DecodeMessage(body)
-		if err != nil || len(body) > maxTaskBody {
+		m, err := jobs.ReadMessage(body)
+		if err != nil {
 			// Authenticated, so from this service's own queue: a message no delivery can read
-			// is dropped (acknowledged), not retried.
-			j.log.ErrorContext(ctx, "task delivery with an unreadable message: dropped", "error", err, "bytes", len(body))
+			// is dropped (acknowledged), not retried, with one short log line (a body longer than
+			// maxTaskBody is read no further).
+			j.log.ErrorContext(ctx, "task delivery with an unreadable message: dropped", jobs.Unreadable(body, err)...)
 			answer(w, http.StatusOK, "dropped")
 			return
 		}

@@ -148,7 +148,8 @@ func TestTaskDelivery(t *testing.T) {
 		t.Fatalf("busy: %d %s", code, b)
 	}
 	rec.err = nil
-	for _, bad := range []string{`{}`, `{"agent":"a","workspace":"w","job":"j","work":"x","attempt":0,"input":{}}`, strings.Repeat("x", maxTaskBody+1)} {
+	for _, bad := range []string{`{}`, `{"agent":"a","workspace":"w","job":"j","work":"x","attempt":0,"input":{}}`, strings.Repeat("x", maxTaskBody+1),
+		`{"agent":"a","workspace":"w","job":"` + strings.Repeat("j", 60<<10) + `","work":"x","attempt":0}`} { // a 60 KB job id: no store keeps its key
 		if code, b := serve(http.MethodPost, bad, "0", time.Time{}); code != 200 || b != `{"status":"dropped"}` {
 			t.Fatalf("bad body: %d %s", code, b)
 		}

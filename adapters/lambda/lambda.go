@@ -6,7 +6,9 @@
 // Background work (core/jobs) travels through SQS: Queue sends a task's reference to the queue,
 // and the queue's event source mapping invokes the same function with SQS events, which WithJobs
 // runs, reporting the messages to deliver again (ReportBatchItemFailures). Only the mapping
-// delivers tasks: no HTTP route does.
+// delivers tasks: no HTTP route does. The queue's dead-letter queue is mapped to the function too:
+// WithDeadLetters recognises its records by their event source ARN and fails their jobs, saying
+// why, instead of running them.
 //
 // In local mode (WithLoopbackOnly: sam local start-api, the Runtime Interface Emulator), an HTTP
 // event whose Host header is not loopback is refused as local mode's plain server refuses it.
@@ -43,6 +45,9 @@ type config struct {
 	log         *slog.Logger
 	deliver     DeliverFunc
 	maxReceives int
+	// deadLetter fails the jobs of the records from the queue deadLetterARN (WithDeadLetters).
+	deadLetter    DeadLetterFunc
+	deadLetterARN string
 }
 
 // Option configures NewHandler and Start.

@@ -26,6 +26,10 @@ const (
 	EnvMaxReceives = "SUPERVAIZER_JOBS_MAX_RECEIVES"
 	// DefaultMaxReceives is the maxReceiveCount template.yaml and svz deploy set.
 	DefaultMaxReceives = 5
+	// EnvDeadLetterARN is the ARN of the jobs queue's dead-letter queue, a second event source of
+	// this same function (template.yaml and svz deploy create both): a record from it fails its
+	// job, saying why (jobs.Service.DeadLettered). Unset, the function consumes no dead letters.
+	EnvDeadLetterARN = "SUPERVAIZER_JOBS_DEAD_LETTER_ARN"
 	// MaxDelay is the longest delay SQS gives a message (DelaySeconds 900).
 	MaxDelay = 15 * time.Minute
 )
@@ -160,6 +164,20 @@ func MaxReceives(getenv func(string) string) (int, error) {
 	return int(n), nil
 }
 
+// DeadLetterARN reads SUPERVAIZER_JOBS_DEAD_LETTER_ARN: "" when unset, else the ARN of a standard
+// SQS queue, arn:PARTITION:sqs:REGION:ACCOUNT:NAME.
+func DeadLetterARN(getenv func(string) string) (string, error) {
+	v := strings.TrimSpace(getenv(EnvDeadLetterARN))
+	if v == "" {
+		return "", nil
+	}
+	p := strings.Split(v, ":")
+	if len(p) != 6 || p[0] != "arn" || !strings.HasPrefix(p[1], "aws") || p[2] != "sqs" || p[3] == "" || !accountID(p[4]) || !queueName(p[5]) {
+		return "", fmt.Errorf("lambda: %s=%q: must be the ARN of a standard SQS queue, such as arn:aws:sqs:eu-west-3:123456789012:my-agent-jobs-dlq (the jobs queue's dead-letter queue, an event source of this function)", EnvDeadLetterARN, v)
+	}
+	return v, nil
+}
+
 // DeliverFunc runs one delivery of a task: (*jobs.Service).Deliver. nil acknowledges the
 // message, an error has the queue deliver it again.
 type DeliverFunc func(ctx context.Context, m jobs.Message, d jobs.Delivery) error
@@ -169,6 +187,19 @@ type DeliverFunc func(ctx context.Context, m jobs.Message, d jobs.Delivery) erro
 // queue's maxReceiveCount. Without it an SQS event fails the invocation.
 func WithJobs(deliver DeliverFunc, maxReceives int) Option {
 	return func(c *config) { c.deliver, c.maxReceives = deliver, maxReceives }
+}
+
+// DeadLetterFunc fails the job of a dead-lettered task message: (*jobs.Service).DeadLettered. nil
+// acknowledges the record, an error has the dead-letter queue deliver it again.
+type DeadLetterFunc func(ctx context.Context, m jobs.Message, d jobs.DeadLetter) error
+
+// WithDeadLetters has the function consume the jobs queue's dead-letter queue, whose ARN is
+// queueARN (SUPERVAIZER_JOBS_DEAD_LETTER_ARN; its event source mapping delivers to this same
+// function): an SQS record from it fails its job through fail, with the function's timeout and
+// the queue's maxReceiveCount (WithJobs) in the reason, instead of running the task. Without it,
+// a job whose message was dead-lettered stays active until its own timeout.
+func WithDeadLetters(fail DeadLetterFunc, queueARN string) Option {
+	return func(c *config) { c.deadLetter, c.deadLetterARN = fail, queueARN }
 }
 
 // errNoJobs fails an SQS event that reaches a function that runs no background work.
@@ -199,19 +230,23 @@ type batchItemFailure struct {
 // serveSQS runs every message of the batch, at once, each until the invocation's deadline (its
 // delivery hands the task on before the deadline), and reports the ones to deliver again.
 //
-// A body that is not a task message is reported failed, not acknowledged: a message written by a
-// newer svz during a deploy is then delivered again, maybe to a newer instance, and one that never
-// decodes ends in the dead-letter queue after maxReceives, kept for inspection; the redrive
-// policy bounds the loop.
+// A body that is not a task message (or is longer than one can be) is acknowledged, once, with a
+// log line of its length and why, never its content: no delivery will ever read it, and a queue
+// that delivered it again would log it again at every receive until it dead-letters it.
 func (a *adapter) serveSQS(ctx context.Context, records []sqsRecord) (*batchResponse, error) {
 	if a.deliver == nil {
 		return nil, errNoJobs
 	}
 	deadline, _ := ctx.Deadline()
+	var limit string
+	if !deadline.IsZero() {
+		// Lambda's timeouts are whole seconds, and the deadline was set as this invocation began.
+		limit = fmt.Sprintf("the function's timeout (%d s)", (time.Until(deadline)+time.Second-1)/time.Second)
+	}
 	failed := make([]bool, len(records))
 	var wg sync.WaitGroup
 	for i, r := range records {
-		wg.Go(func() { failed[i] = !a.deliverRecord(ctx, r, deadline) })
+		wg.Go(func() { failed[i] = !a.deliverRecord(ctx, r, deadline, limit) })
 	}
 	wg.Wait()
 	resp := &batchResponse{BatchItemFailures: []batchItemFailure{}}
@@ -223,23 +258,30 @@ func (a *adapter) serveSQS(ctx context.Context, records []sqsRecord) (*batchResp
 	return resp, nil
 }
 
-// deliverRecord runs one message; false when the queue should deliver it again.
-func (a *adapter) deliverRecord(ctx context.Context, r sqsRecord, deadline time.Time) bool {
+// deliverRecord runs one message (or fails the job of a dead-lettered one); false when the queue
+// should deliver it again.
+func (a *adapter) deliverRecord(ctx context.Context, r sqsRecord, deadline time.Time, limit string) bool {
 	receive, _ := strconv.Atoi(r.Attributes.ApproximateReceiveCount)
 	log := a.log.With("message_id", r.MessageID, "receive", receive)
-	m, err := jobs.DecodeMessage([]byte(r.Body))
+	m, err := jobs.ReadMessage([]byte(r.Body))
 	if err != nil {
-		log.Warn("SQS message is not a task message: reported failed (delivered again, then dead-lettered)", "error", err)
-		return false
+		log.Warn("SQS message is not a task message: acknowledged, dropped", jobs.Unreadable([]byte(r.Body), err)...)
+		return true
 	}
-	err = a.deliver(ctx, m, jobs.Delivery{Deadline: deadline, Receive: receive, MaxReceives: a.maxReceives})
+	what := "task"
+	if a.deadLetter != nil && r.EventSourceARN == a.deadLetterARN {
+		what = "dead-lettered task" // its job fails, saying why, unless a delivery still holds it
+		err = a.deadLetter(ctx, m, jobs.DeadLetter{Receives: a.maxReceives, Limit: limit})
+	} else {
+		err = a.deliver(ctx, m, jobs.Delivery{Deadline: deadline, Receive: receive, MaxReceives: a.maxReceives})
+	}
 	switch {
 	case err == nil:
 		return true
 	case errors.Is(err, jobs.ErrBusy):
-		log.Info("task runs on another instance: delivered again later", "job_id", m.Job)
+		log.Info(what+" runs on another instance: delivered again later", "job_id", m.Job)
 	default:
-		log.Warn("task delivery failed: delivered again later", "job_id", m.Job, "error", err)
+		log.Warn(what+" delivery failed: delivered again later", "job_id", m.Job, "error", err)
 	}
 	return false
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -267,10 +266,22 @@ func sqsRecordOf(id, body, receives string) map[string]any {
 	}
 }
 
+// outcomeOf is how the job service in process ends the delivery of job: busy, a store outage, or
+// done with.
+func outcomeOf(job string) error {
+	switch job {
+	case "busy":
+		return jobs.ErrBusy
+	case "down":
+		return errors.New("store: connection refused")
+	}
+	return nil
+}
+
 // TestSQSBatch runs an SQS event in process: each record is delivered with the invocation's
 // deadline, its receive count and the queue's maxReceiveCount; the records that failed (a store
-// error, a task busy elsewhere, a body that is not a task message) come back in
-// batchItemFailures, exactly.
+// error, a task busy elsewhere) come back in batchItemFailures, exactly; a body that is not a task
+// message is acknowledged, never delivered.
 func TestSQSBatch(t *testing.T) {
 	type call struct {
 		m jobs.Message
@@ -282,13 +293,7 @@ func TestSQSBatch(t *testing.T) {
 		mu.Lock()
 		calls[m.Job] = call{m, d}
 		mu.Unlock()
-		switch m.Job {
-		case "busy":
-			return jobs.ErrBusy
-		case "down":
-			return errors.New("store: connection refused")
-		}
-		return nil
+		return outcomeOf(m.Job)
 	}
 	msg := func(job string) string {
 		return string(jobs.Message{Agent: "a", Workspace: "w", Job: job, Work: "work", Attempt: 1}.Encode())
@@ -307,7 +312,7 @@ func TestSQSBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"batchItemFailures":[{"itemIdentifier":"m-busy"},{"itemIdentifier":"m-down"},{"itemIdentifier":"m-bad"}]}`
+	want := `{"batchItemFailures":[{"itemIdentifier":"m-busy"},{"itemIdentifier":"m-down"}]}`
 	if string(out) != want {
 		t.Fatalf("answer %s\nwant   %s", out, want)
 	}
@@ -341,9 +346,9 @@ func TestSQSBatch(t *testing.T) {
 	}
 }
 
-// TestSQSBadBodies: a record whose body is not a task message is reported failed (delivered
-// again, then dead-lettered), never delivered, and its body never reaches the log, whatever it
-// holds; the other records of the batch are delivered.
+// TestSQSBadBodies: a record whose body is not a task message (or longer than one can be: a
+// 200 KB job id) is acknowledged once, never delivered, with one log line of its length and why,
+// never its body, whatever it holds; the other records of the batch are delivered.
 func TestSQSBadBodies(t *testing.T) {
 	bodies := map[string]string{
 		"empty": "", "spaces": "   ", "null": "null", "array": `[{"job":"secret"}]`, "string": `"secret"`, "number": "1e999",
@@ -351,12 +356,12 @@ func TestSQSBadBodies(t *testing.T) {
 		"base64": "eyJqb2IiOiJqIn0=", "trailing data": `{"agent":"a","workspace":"w","job":"j","work":"x","attempt":1} secret`,
 		"missing members": `{"job":"secret"}`, "wrong types": `{"agent":1,"workspace":[],"job":{"secret":1},"work":null,"attempt":"1"}`,
 		"deep": strings.Repeat("[", 100000) + strings.Repeat("]", 100000), "huge": `{"agent":"secret` + strings.Repeat("a", 300<<10) + `"}`,
+		"200 KB job id":  `{"agent":"a","workspace":"w","job":"secret` + strings.Repeat("j", 200<<10) + `","work":"x","attempt":0}`,
+		"unknown member": `{"agent":"a","workspace":"w","job":"j","work":"x","attempt":0,"` + strings.Repeat("secret", 500) + `":1}`,
 	}
 	var records []map[string]any
-	var want []string
 	for name, body := range bodies {
 		records = append(records, sqsRecordOf("bad "+name, body, "1"))
-		want = append(want, `{"itemIdentifier":"bad `+name+`"}`)
 	}
 	ok := string(jobs.Message{Agent: "a", Workspace: "w", Job: "ok", Work: "work", Attempt: 1}.Encode())
 	records = append(records, sqsRecordOf("good", ok, "1"))
@@ -375,20 +380,110 @@ func TestSQSBadBodies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got struct{ BatchItemFailures []json.RawMessage }
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("answer %s: %v", out, err)
-	}
-	var ids []string
-	for _, f := range got.BatchItemFailures {
-		ids = append(ids, string(f))
-	}
-	slices.Sort(ids)
-	slices.Sort(want)
-	if !slices.Equal(ids, want) || delivered.Load() != 1 {
-		t.Fatalf("failures %v (delivered %d), want %v and the good record delivered once", ids, delivered.Load(), want)
+	if string(out) != `{"batchItemFailures":[]}` || delivered.Load() != 1 {
+		t.Fatalf("answer %s (delivered %d), want every record acknowledged and the good one delivered once", out, delivered.Load())
 	}
 	if strings.Contains(logs.String(), "secret") {
 		t.Errorf("a body reached the log:\n%.2000s", logs)
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != len(bodies) {
+		t.Fatalf("%d log lines for %d bad bodies:\n%.4000s", len(lines), len(bodies), logs)
+	}
+	for _, l := range lines {
+		if len(l) > 1024 || !strings.Contains(l, `"msg":"SQS message is not a task message: acknowledged, dropped"`) {
+			t.Errorf("log line of %d bytes: %.2000s", len(l), l)
+		}
+	}
+	n := itoa(len(bodies["200 KB job id"]))
+	if !strings.Contains(logs.String(), `"message_id":"bad 200 KB job id","receive":1,"bytes":`+n+`,"error":"jobs: a task message is at most 4096 bytes, got `+n+`"}`) {
+		t.Errorf("the 200 KB job id's line:\n%.4000s", logs)
+	}
+}
+
+func TestDeadLetterARN(t *testing.T) {
+	for v, want := range map[string]string{
+		"": "", "  ": "", "arn:aws:sqs:eu-west-3:123456789012:my-agent-jobs-dlq": "arn:aws:sqs:eu-west-3:123456789012:my-agent-jobs-dlq",
+		"arn:aws-cn:sqs:cn-north-1:123456789012:q": "arn:aws-cn:sqs:cn-north-1:123456789012:q",
+	} {
+		if got, err := DeadLetterARN(envOf(EnvDeadLetterARN, v)); err != nil || got != want {
+			t.Errorf("%q: %q %v", v, got, err)
+		}
+	}
+	for _, bad := range []string{
+		"my-agent-jobs-dlq", "arn:aws:sqs:eu-west-3:123456789012", "arn:aws:sns:eu-west-3:123456789012:q", "arn:gcp:sqs:eu-west-3:123456789012:q",
+		"urn:aws:sqs:eu-west-3:123456789012:q", "arn:aws:sqs::123456789012:q", "arn:aws:sqs:eu-west-3:12345678901:q",
+		"arn:aws:sqs:eu-west-3:123456789012:q.fifo", "arn:aws:sqs:eu-west-3:123456789012:q:x",
+		"https://sqs.eu-west-3.amazonaws.com/123456789012/q",
+	} {
+		want := `lambda: SUPERVAIZER_JOBS_DEAD_LETTER_ARN=` + jsonQuote(bad) + `: must be the ARN of a standard SQS queue, such as arn:aws:sqs:eu-west-3:123456789012:my-agent-jobs-dlq (the jobs queue's dead-letter queue, an event source of this function)`
+		if _, err := DeadLetterARN(envOf(EnvDeadLetterARN, bad)); err == nil || err.Error() != want {
+			t.Errorf("%q:\n got %v\nwant %s", bad, err, want)
+		}
+	}
+}
+
+// TestSQSDeadLetters: with WithDeadLetters, a record from the dead-letter queue (its event source
+// ARN) fails its job through the dead-letter function, with the queue's maxReceiveCount and the
+// function timeout (the invocation's time left, in whole seconds) and is never delivered;
+// acknowledged when done with, reported when its task is still leased or the store failed; an
+// unreadable one is acknowledged. Records of the jobs queue are delivered as always.
+func TestSQSDeadLetters(t *testing.T) {
+	const dlq = "arn:aws:sqs:us-east-1:123456789012:svz-jobs-dlq"
+	var mu sync.Mutex
+	failed := map[string]jobs.DeadLetter{}
+	delivered := map[string]bool{}
+	deliver := func(_ context.Context, m jobs.Message, _ jobs.Delivery) error {
+		mu.Lock()
+		defer mu.Unlock()
+		delivered[m.Job] = true
+		return nil
+	}
+	fail := func(_ context.Context, m jobs.Message, d jobs.DeadLetter) error {
+		mu.Lock()
+		defer mu.Unlock()
+		failed[m.Job] = d
+		return outcomeOf(m.Job)
+	}
+	msg := func(job string) string {
+		return string(jobs.Message{Agent: "a", Workspace: "w", Job: job, Work: "work"}.Encode())
+	}
+	dead := func(id, body string) map[string]any {
+		r := sqsRecordOf(id, body, "1")
+		r["eventSourceARN"] = dlq
+		return r
+	}
+	log, logs := testkit.Logger()
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(41*time.Second+500*time.Millisecond))
+	defer cancel()
+	out, err := NewHandler(http.NotFoundHandler(), WithLogger(log), WithJobs(deliver, 5), WithDeadLetters(fail, dlq)).Invoke(ctx, sqsEvent(
+		dead("d-ok", msg("dead")), dead("d-busy", msg("busy")), dead("d-down", msg("down")), dead("d-bad", `{"job":"secret"}`),
+		sqsRecordOf("m-ok", msg("live"), "1"),
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"batchItemFailures":[{"itemIdentifier":"d-busy"},{"itemIdentifier":"d-down"}]}`; string(out) != want {
+		t.Fatalf("answer %s\nwant   %s", out, want)
+	}
+	want := jobs.DeadLetter{Receives: 5, Limit: "the function's timeout (42 s)"}
+	if len(failed) != 3 || failed["dead"] != want || failed["busy"] != want || failed["down"] != want {
+		t.Errorf("dead letters %+v, want each %+v", failed, want)
+	}
+	if len(delivered) != 1 || !delivered["live"] {
+		t.Errorf("delivered %v, want the jobs queue's record only", delivered)
+	}
+	if s := logs.String(); strings.Contains(s, "secret") || !strings.Contains(s, "connection refused") {
+		t.Errorf("logs:\n%s", s)
+	}
+	// Without a deadline the reason names no limit; without WithDeadLetters a record of the
+	// dead-letter queue is a task message like any other.
+	clear(failed)
+	if _, err := NewHandler(http.NotFoundHandler(), WithLogger(log), WithJobs(deliver, 5), WithDeadLetters(fail, dlq)).Invoke(context.Background(), sqsEvent(dead("d-1", msg("dead")))); err != nil || failed["dead"] != (jobs.DeadLetter{Receives: 5}) {
+		t.Errorf("no deadline: %+v %v", failed, err)
+	}
+	clear(delivered)
+	if _, err := NewHandler(http.NotFoundHandler(), WithLogger(log), WithJobs(deliver, 5)).Invoke(ctx, sqsEvent(dead("d-1", msg("dead")))); err != nil || !delivered["dead"] {
+		t.Errorf("without WithDeadLetters: %v %v", delivered, err)
 	}
 }

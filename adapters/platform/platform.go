@@ -193,6 +193,7 @@ func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(
 	var httpOpts []httpserver.Option
 	var serveCloudRun func(context.Context, http.Handler) error
 	var maxReceives int
+	var deadLetters string
 	wrap := func(h http.Handler) http.Handler { return h }
 	switch kind {
 	case onLambda:
@@ -204,6 +205,9 @@ func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(
 		}
 		if ctx, maxReceives, err = lambdaJobs(ctx, getenv); err != nil {
 			return err
+		}
+		if deadLetters, err = lambda.DeadLetterARN(getenv); err != nil {
+			return fmt.Errorf("platform: %w", err)
 		}
 	case onCloudRun:
 		if serveCloudRun, err = cloudRunServer(getenv, log, local); err != nil {
@@ -233,6 +237,9 @@ func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(
 		// the handler is the *core.Controller, or a wrapper that says which is (JobsHandler).
 		if c, ok := h.(JobsHandler); ok && c.Jobs() != nil {
 			lambdaOpts = append(lambdaOpts, lambda.WithJobs(c.Jobs().Deliver, maxReceives))
+			if deadLetters != "" { // the dead-letter queue's records fail their jobs, saying why
+				lambdaOpts = append(lambdaOpts, lambda.WithDeadLetters(c.Jobs().DeadLettered, deadLetters))
+			}
 		}
 		lambda.Start(h, append(lambdaOpts, lambda.WithLogger(log))...)
 		return closeHandler(nil) // unreachable: the runtime exits the process

@@ -174,7 +174,7 @@ func TestDeployAgainstMoto(t *testing.T) {
 		m := c.(map[string]any)
 		lines = append(lines, m["action"].(string)+" "+m["resource"].(string))
 	}
-	want := "no-op image-repository,create secret,create secret,create iam-role,create dynamodb-table,create sqs-queue,create sqs-queue,create lambda-function,create function-url,create lambda-permission,create event-source-mapping"
+	want := "no-op image-repository,create secret,create secret,create iam-role,create dynamodb-table,create sqs-queue,create sqs-queue,create lambda-function,create function-url,create lambda-permission,create event-source-mapping,create event-source-mapping"
 	if strings.Join(lines, ",") != want {
 		t.Fatalf("plan changes %q\nwant %q", strings.Join(lines, ","), want)
 	}

@@ -175,6 +175,10 @@ func BuildRegistration(spec RegistrationSpec) (*Registration, error) {
 	}
 	if jp := spec.JobPolicy; jp != nil {
 		r.JobPolicy = cloneJobPolicy(*jp)
+		if t := jp.DefaultTimeoutSeconds; t != nil && *t < 1 {
+			// The reference takes any integer; a job cannot time out in zero or fewer seconds.
+			p.add("job_policy.default_timeout_seconds", "must be a whole number of seconds from 1 up, or unset (background work then times out after 24 h); got %d", *t)
+		}
 	}
 	r.JobPolicy.OfflineStartPolicy = orDefault(r.JobPolicy.OfflineStartPolicy, OfflineStartBlock)
 	r.JobPolicy.OfflineRunningPolicy = orDefault(r.JobPolicy.OfflineRunningPolicy, OfflineRunningFailInStudio)

@@ -492,6 +492,12 @@ func TestBuildRegistrationErrors(t *testing.T) {
 		{"action text too long", func(s *RegistrationSpec) {
 			s.Actions = []ActionSpec{ActionDefinition{ID: "a", Label: strings.Repeat("é", 300), Description: long}}
 		}, []string{"capabilities.actions[0].description: String should have at most 300 characters"}},
+		{"zero job timeout", func(s *RegistrationSpec) { s.JobPolicy = &JobPolicy{DefaultTimeoutSeconds: ptr(0)} }, []string{
+			"job_policy.default_timeout_seconds: must be a whole number of seconds from 1 up, or unset (background work then times out after 24 h); got 0",
+		}},
+		{"negative job timeout", func(s *RegistrationSpec) { s.JobPolicy = &JobPolicy{DefaultTimeoutSeconds: ptr(-30)} }, []string{
+			"job_policy.default_timeout_seconds: must be a whole number of seconds from 1 up, or unset (background work then times out after 24 h); got -30",
+		}},
 		{"agent method keys", func(s *RegistrationSpec) {
 			s.AgentMethods = &AgentMethods{Custom: map[string]AgentMethod{"ok_key-1": {}, "bad key": {}, "bad.dot": {}}}
 		}, []string{"agent_methods.custom: agent custom method keys may only contain letters, numbers, underscores, and hyphens"}},
@@ -821,5 +827,14 @@ func TestAgentMethods(t *testing.T) {
 	}
 	if string(mustMarshal(t, back)) != want {
 		t.Error("round trip")
+	}
+}
+
+// A job timeout of one second is the shortest BuildRegistration takes.
+func TestBuildRegistrationJobTimeout(t *testing.T) {
+	r, err := BuildRegistration(RegistrationSpec{AgentSlug: "a", DisplayName: "A", A2UICatalogVersion: "a.1",
+		JobPolicy: &JobPolicy{DefaultTimeoutSeconds: ptr(1)}})
+	if err != nil || *r.JobPolicy.DefaultTimeoutSeconds != 1 {
+		t.Fatalf("%v", err)
 	}
 }

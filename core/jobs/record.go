@@ -286,15 +286,9 @@ type Message struct {
 // Key is the store key of the message's task.
 func (m Message) Key() string { return taskKey(m.Agent, m.Workspace, m.Job) }
 
-// MaxMessageSize bounds a message's body: its ids are Studio's, far shorter.
-const MaxMessageSize = 4096
-
 // DecodeMessage decodes a queue message's body, strictly: every member but at required, no
-// other, at most MaxMessageSize bytes.
+// other.
 func DecodeMessage(body []byte) (Message, error) {
-	if len(body) > MaxMessageSize {
-		return Message{}, errBadMessage
-	}
 	var m Message
 	if err := strictDecode(body, &m); err != nil {
 		return Message{}, err

@@ -946,7 +946,7 @@ func testStartRefusals(t *testing.T, s store.Store) {
 		t.Fatalf("a start without a job id: %v", err)
 	}
 	big := map[string]string{"blob": string(hexNoise(s.MaxValueSize() * 2))}
-	if _, err := w.Start(in.ctx(), startReq(job+"-big"), big); !errors.Is(err, jobs.ErrInputTooLarge) {
+	if _, err := w.Start(in.ctx(), startReq(job+"-big"), big); !errors.As(err, new(*jobs.InputTooLargeError)) {
 		t.Fatalf("a start with a large input: %v", err)
 	}
 }

@@ -82,13 +82,8 @@ var (
 	ErrNotAwaiting = errors.New("jobs: the step is not awaiting an answer")
 	// ErrNoStep: an answer for a step the job does not have.
 	ErrNoStep = errors.New("jobs: the job has no such step")
-	// ErrNoJobID: Start was called for a request without a job_id.
-	ErrNoJobID = errors.New("jobs: Start needs the request's job_id (Studio assigns it to job.start)")
-	// ErrOtherInput: a job.start for a job that exists, with another input.
-	ErrOtherInput = errors.New("jobs: the job was started with another input (a job id starts one job: use a new job id for another input)")
-	// ErrInputTooLarge: the task record, with the job's input, is larger than the store holds.
-	ErrInputTooLarge = errors.New("jobs: the job's input is too large")
-	errBadMessage    = errors.New("jobs: a task message has agent, workspace, job, work (non-empty strings) and attempt (a whole number >= 0), and no other member")
+
+	errBadMessage = errors.New("jobs: a task message has agent, workspace, job, work (non-empty strings) and attempt (a whole number >= 0), and no other member")
 )
 
 // Config configures a Service.
@@ -337,8 +332,7 @@ func (s *Service) start(ctx context.Context, sc *scope, work string, req *contra
 		return nil, err
 	}
 	if limit := s.cfg.Store.MaxValueSize(); len(b) > limit {
-		return nil, fmt.Errorf("%w: the task of job %q is %s with its input, more than the store holds in a record (%s): keep large data out of the input (store it, and pass its reference)",
-			ErrInputTooLarge, job, byteSize(len(b)), byteSize(limit))
+		return nil, &InputTooLargeError{Job: job, Size: len(b), Limit: limit}
 	}
 	key := taskKey(sc.agent, g.WorkspaceID, job)
 	existing, err := s.cfg.Store.Create(ctx, key, b, store.Never)
@@ -359,8 +353,7 @@ func (s *Service) start(ctx context.Context, sc *scope, work string, req *contra
 		}
 		r = old // written, maybe never dispatched (the first call failed after the write): dispatch again
 	case errors.Is(err, store.ErrTooLarge):
-		return nil, fmt.Errorf("%w: the task of job %q is %s with its input, more than the store holds in a record (%s): keep large data out of the input",
-			ErrInputTooLarge, job, byteSize(len(b)), byteSize(s.cfg.Store.MaxValueSize()))
+		return nil, &InputTooLargeError{Job: job, Size: len(b), Limit: s.cfg.Store.MaxValueSize()}
 	case err != nil:
 		return nil, fmt.Errorf("jobs: record the task of job %q: %w", job, err)
 	}

@@ -9,9 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/deploy"
 	"github.com/supervaize/svz/internal/awsapi"
 )
@@ -24,13 +26,26 @@ const (
 	// SUPERVAIZER_JOBS_MAX_RECEIVES must say the same).
 	JobsMaxReceives = 5
 	// JobsVisibilityFactor: the queue's visibility timeout is this many times the function
-	// timeout, as AWS recommends for a queue that is a Lambda event source.
+	// timeout, as AWS recommends for a queue that is a Lambda event source (and at least
+	// JobsLeaseSeconds more than it: see JobsVisibility).
 	JobsVisibilityFactor = 6
+	// JobsLeaseSeconds is how long a task stays leased after the last renewal of a delivery that
+	// the function's timeout stopped: core/jobs' lease and its skew margin.
+	JobsLeaseSeconds = int((jobs.DefaultLease + jobs.SkewMargin) / time.Second)
 	// jobsRetention is how long an undelivered task message is kept (SQS's default, 4 days);
 	// deadLetterRetention how long a dead-lettered one is (the most SQS allows, 14 days).
 	jobsRetention       = 4 * 24 * 3600
 	deadLetterRetention = 14 * 24 * 3600
 )
+
+// JobsVisibility is the visibility timeout of a jobs queue, in seconds, for a function timeout of
+// functionTimeout seconds: JobsVisibilityFactor times it, and never less than the function
+// timeout plus JobsLeaseSeconds. A delivery that the function's timeout stopped keeps its task
+// leased that long: a redelivery that came sooner would find the task busy and spend one of its
+// receives (the message dead-letters after JobsMaxReceives).
+func JobsVisibility(functionTimeout int) int {
+	return max(JobsVisibilityFactor*functionTimeout, functionTimeout+JobsLeaseSeconds)
+}
 
 // JobsQueueName and JobsDeadLetterName name a service's jobs queue and its dead-letter queue.
 func JobsQueueName(service string) string      { return service + "-jobs" }
@@ -50,13 +65,14 @@ func QueueURL(region, account, name string) string {
 	return fmt.Sprintf("https://sqs.%s.%s/%s/%s", region, suffix, account, name)
 }
 
-// JobsStatements allow a function's role what background work needs of its jobs queue, on that
-// queue only: sending task messages (the controller), and receiving, deleting and reading the
-// attributes of its messages (the event source mapping polls with the function's role).
-func JobsStatements(queueARN string) []Statement {
+// JobsStatements allow a function's role what background work needs of its jobs queue and its
+// dead-letter queue, on those queues only: sending task messages to the jobs queue (the
+// controller), and receiving, deleting and reading the attributes of the messages of both (their
+// event source mappings poll with the function's role).
+func JobsStatements(queueARN, deadLetterARN string) []Statement {
 	return []Statement{
 		{Sid: "JobsSend", Action: List{"sqs:SendMessage"}, Resource: List{queueARN}},
-		{Sid: "JobsReceive", Action: List{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}, Resource: List{queueARN}},
+		{Sid: "JobsReceive", Action: List{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}, Resource: List{queueARN, deadLetterARN}},
 	}
 }
 
@@ -101,7 +117,9 @@ func (q *JobsQueues) specs(service string, visibility int) []queueSpec {
 	dlq := JobsDeadLetterName(service)
 	redrive, _ := json.Marshal(map[string]any{"deadLetterTargetArn": QueueARN(q.Region, q.Account, dlq), "maxReceiveCount": JobsMaxReceives})
 	return []queueSpec{
-		{dlq, map[string]string{"MessageRetentionPeriod": strconv.Itoa(deadLetterRetention)}},
+		// The function consumes its dead-letter queue too (a record fails its job): Lambda wants
+		// the visibility timeout of a mapped queue no shorter than the function timeout.
+		{dlq, map[string]string{"VisibilityTimeout": strconv.Itoa(visibility), "MessageRetentionPeriod": strconv.Itoa(deadLetterRetention)}},
 		{JobsQueueName(service), map[string]string{"VisibilityTimeout": strconv.Itoa(visibility),
 			"MessageRetentionPeriod": strconv.Itoa(jobsRetention), "RedrivePolicy": string(redrive)}},
 	}

@@ -8,8 +8,9 @@
 // DynamoDB table {name}-{env} (on demand, partition key "k" of type S, TTL on "ttl": the schema
 // core/store/dynamodb checks, see awsdeploy.StoreTable), and the SQS queue of background work
 // {name}-{env}-jobs with its dead-letter queue {name}-{env}-jobs-dlq (awsdeploy.JobsQueues) and
-// the event source mapping that delivers its messages to the function (batch size 1, partial
-// batch failures reported). svz cannot tell cheaply whether the agent defines background work
+// the event source mappings that deliver the messages of both to the function (batch size 1,
+// partial batch failures reported): a task message runs its task, a dead-lettered one fails its
+// job saying why. svz cannot tell cheaply whether the agent defines background work
 // (that takes running the binary), so the queues exist for every Lambda service; they cost
 // nothing while empty. Secrets reach the function as *_SECRET_ARN variables the controller
 // resolves at init.
@@ -53,12 +54,11 @@ const (
 	SecretARNSuffix = "_SECRET_ARN"
 	// EnvInvokeMode tells the controller the Function URL's invoke mode.
 	EnvInvokeMode = "SUPERVAIZER_LAMBDA_INVOKE_MODE"
-	// EnvJobsQueueURL and EnvJobsMaxReceives tell the controller its jobs queue and the queue's
-	// maxReceiveCount (adapters/lambda reads them).
-	EnvJobsQueueURL    = "SUPERVAIZER_JOBS_QUEUE_URL"
-	EnvJobsMaxReceives = "SUPERVAIZER_JOBS_MAX_RECEIVES"
-	// JobsVisibilitySeconds is the jobs queue's visibility timeout.
-	JobsVisibilitySeconds = awsdeploy.JobsVisibilityFactor * TimeoutSeconds
+	// EnvJobsQueueURL, EnvJobsMaxReceives and EnvJobsDeadLetterARN tell the controller its jobs
+	// queue, the queue's maxReceiveCount and its dead-letter queue (adapters/lambda reads them).
+	EnvJobsQueueURL      = "SUPERVAIZER_JOBS_QUEUE_URL"
+	EnvJobsMaxReceives   = "SUPERVAIZER_JOBS_MAX_RECEIVES"
+	EnvJobsDeadLetterARN = "SUPERVAIZER_JOBS_DEAD_LETTER_ARN"
 	// JobsBatchSize is how many messages one invocation gets: one, so every delivery has the
 	// whole function timeout.
 	JobsBatchSize = 1
@@ -102,6 +102,16 @@ func (d *Driver) queueARN(service string) string {
 	return awsdeploy.QueueARN(d.Region, d.Account, awsdeploy.JobsQueueName(service))
 }
 
+func (d *Driver) deadLetterARN(service string) string {
+	return awsdeploy.QueueARN(d.Region, d.Account, awsdeploy.JobsDeadLetterName(service))
+}
+
+// mapped are the queues whose event source mappings deliver to the function: the jobs queue,
+// then its dead-letter queue, by name.
+func mapped(service string) []string {
+	return []string{awsdeploy.JobsQueueName(service), awsdeploy.JobsDeadLetterName(service)}
+}
+
 func (d *Driver) invokeMode() lambdatypes.InvokeMode {
 	if d.InvokeMode == "" {
 		return lambdatypes.InvokeModeResponseStream
@@ -120,7 +130,7 @@ func (d *Driver) role(s deploy.Service) awsdeploy.Role {
 			Resource: awsdeploy.List{logGroup, logGroup + ":*"}},
 		awsdeploy.TableStatement(awsdeploy.TableARN(d.Region, d.Account, s.Name)),
 	}
-	st = append(st, awsdeploy.JobsStatements(d.queueARN(s.Name))...)
+	st = append(st, awsdeploy.JobsStatements(d.queueARN(s.Name), d.deadLetterARN(s.Name))...)
 	if arns := awsdeploy.SecretARNs(s); len(arns) > 0 {
 		st = append(st, awsdeploy.Statement{Sid: "Secrets", Action: awsdeploy.List{"secretsmanager:GetSecretValue"}, Resource: arns})
 	}
@@ -143,6 +153,7 @@ func (d *Driver) Env(s deploy.Service) map[string]string {
 	env[EnvInvokeMode] = string(d.invokeMode())
 	env[EnvJobsQueueURL] = awsdeploy.QueueURL(d.Region, d.Account, awsdeploy.JobsQueueName(s.Name))
 	env[EnvJobsMaxReceives] = strconv.Itoa(awsdeploy.JobsMaxReceives)
+	env[EnvJobsDeadLetterARN] = d.deadLetterARN(s.Name)
 	return env
 }
 
@@ -255,7 +266,7 @@ func (d *Driver) Plan(ctx context.Context, s deploy.Service) ([]deploy.Change, e
 		return nil, err
 	}
 	changes = append(changes, tc)
-	qc, err := d.queues().Plan(ctx, s.Name, JobsVisibilitySeconds)
+	qc, err := d.queues().Plan(ctx, s.Name, awsdeploy.JobsVisibility(TimeoutSeconds))
 	if err != nil {
 		return nil, err
 	}
@@ -286,30 +297,33 @@ func (d *Driver) Plan(ctx context.Context, s deploy.Service) ([]deploy.Change, e
 		return nil, err
 	}
 	changes = append(changes, uc...)
-	mc := deploy.Change{Resource: "event-source-mapping", Name: mappingName(s.Name), Action: deploy.Create}
-	if live != nil {
-		m, err := d.readMapping(ctx, s.Name)
-		if err != nil {
-			return nil, err
-		}
-		if m != nil {
-			mc.Action, mc.Detail = deploy.NoOp, mappingDiff(m)
-			if mc.Detail != "" {
-				mc.Action = deploy.Update
+	for _, queue := range mapped(s.Name) {
+		mc := deploy.Change{Resource: "event-source-mapping", Name: mappingName(queue, s.Name), Action: deploy.Create}
+		if live != nil {
+			m, err := d.readMapping(ctx, s.Name, queue)
+			if err != nil {
+				return nil, err
+			}
+			if m != nil {
+				mc.Action, mc.Detail = deploy.NoOp, mappingDiff(m)
+				if mc.Detail != "" {
+					mc.Action = deploy.Update
+				}
 			}
 		}
+		changes = append(changes, mc)
 	}
-	return append(changes, mc), nil
+	return changes, nil
 }
 
-// mappingName names the event source mapping in plans: the queue and the function.
-func mappingName(service string) string { return awsdeploy.JobsQueueName(service) + " → " + service }
+// mappingName names an event source mapping in plans: the queue and the function.
+func mappingName(queue, service string) string { return queue + " → " + service }
 
-// readMapping returns the event source mapping from the service's jobs queue to its function,
-// nil when there is none.
-func (d *Driver) readMapping(ctx context.Context, name string) (*lambdatypes.EventSourceMappingConfiguration, error) {
+// readMapping returns the event source mapping from the service's queue to its function, nil
+// when there is none.
+func (d *Driver) readMapping(ctx context.Context, name, queue string) (*lambdatypes.EventSourceMappingConfiguration, error) {
 	out, err := d.Lambda.ListEventSourceMappings(ctx, &awslambda.ListEventSourceMappingsInput{
-		FunctionName: aws.String(name), EventSourceArn: aws.String(d.queueARN(name)),
+		FunctionName: aws.String(name), EventSourceArn: aws.String(awsdeploy.QueueARN(d.Region, d.Account, queue)),
 	})
 	var nf *lambdatypes.ResourceNotFoundException
 	switch {
@@ -335,10 +349,11 @@ func mappingDiff(m *lambdatypes.EventSourceMappingConfiguration) string {
 	return strings.Join(d, ", ")
 }
 
-// ensureMapping creates or fixes the event source mapping from the jobs queue to the function.
-func (d *Driver) ensureMapping(ctx context.Context, name string) (deploy.Change, error) {
-	c := deploy.Change{Resource: "event-source-mapping", Name: mappingName(name), Action: deploy.NoOp}
-	m, err := d.readMapping(ctx, name)
+// ensureMapping creates or fixes the event source mapping from the service's queue to the
+// function.
+func (d *Driver) ensureMapping(ctx context.Context, name, queue string) (deploy.Change, error) {
+	c := deploy.Change{Resource: "event-source-mapping", Name: mappingName(queue, name), Action: deploy.NoOp}
+	m, err := d.readMapping(ctx, name, queue)
 	if err != nil {
 		return c, err
 	}
@@ -346,7 +361,7 @@ func (d *Driver) ensureMapping(ctx context.Context, name string) (deploy.Change,
 	switch {
 	case m == nil:
 		in := &awslambda.CreateEventSourceMappingInput{
-			FunctionName: aws.String(name), EventSourceArn: aws.String(d.queueARN(name)), Enabled: aws.Bool(true),
+			FunctionName: aws.String(name), EventSourceArn: aws.String(awsdeploy.QueueARN(d.Region, d.Account, queue)), Enabled: aws.Bool(true),
 			BatchSize: aws.Int32(JobsBatchSize), FunctionResponseTypes: types,
 			Tags: map[string]string{awsdeploy.ManagedByTag: awsdeploy.ManagedByValue},
 		}
@@ -381,10 +396,10 @@ func (d *Driver) ensureMapping(ctx context.Context, name string) (deploy.Change,
 	return c, nil
 }
 
-// deleteMapping removes the event source mapping from the jobs queue to svz's function.
-func (d *Driver) deleteMapping(ctx context.Context, name string) (deploy.Change, error) {
-	c := deploy.Change{Resource: "event-source-mapping", Name: mappingName(name), Action: deploy.NoOp, Detail: "absent"}
-	m, err := d.readMapping(ctx, name)
+// deleteMapping removes the event source mapping from the service's queue to svz's function.
+func (d *Driver) deleteMapping(ctx context.Context, name, queue string) (deploy.Change, error) {
+	c := deploy.Change{Resource: "event-source-mapping", Name: mappingName(queue, name), Action: deploy.NoOp, Detail: "absent"}
+	m, err := d.readMapping(ctx, name, queue)
 	if err != nil || m == nil {
 		return c, err
 	}
@@ -480,7 +495,7 @@ func (d *Driver) Deploy(ctx context.Context, s deploy.Service) (deploy.Deploymen
 		return dep, notOurs(s.Name, live.arn)
 	}
 	// So are queues of its names that svz did not create.
-	if _, err := d.queues().Plan(ctx, s.Name, JobsVisibilitySeconds); err != nil {
+	if _, err := d.queues().Plan(ctx, s.Name, awsdeploy.JobsVisibility(TimeoutSeconds)); err != nil {
 		return dep, err
 	}
 	roleARN, rc, err := d.roles().Ensure(ctx, d.role(s))
@@ -493,7 +508,7 @@ func (d *Driver) Deploy(ctx context.Context, s deploy.Service) (deploy.Deploymen
 		return dep, err
 	}
 	dep.Changes = append(dep.Changes, tc)
-	qc, _, err := d.queues().Ensure(ctx, s.Name, JobsVisibilitySeconds)
+	qc, _, err := d.queues().Ensure(ctx, s.Name, awsdeploy.JobsVisibility(TimeoutSeconds))
 	dep.Changes = append(dep.Changes, qc...)
 	if err != nil {
 		return dep, err
@@ -534,11 +549,13 @@ func (d *Driver) Deploy(ctx context.Context, s deploy.Service) (deploy.Deploymen
 		return dep, err
 	}
 	dep.Changes = append(dep.Changes, ucs...)
-	mc, err := d.ensureMapping(ctx, s.Name)
-	if err != nil {
-		return dep, err
+	for _, queue := range mapped(s.Name) {
+		mc, err := d.ensureMapping(ctx, s.Name, queue)
+		if err != nil {
+			return dep, err
+		}
+		dep.Changes = append(dep.Changes, mc)
 	}
-	dep.Changes = append(dep.Changes, mc)
 	dep.Live, err = d.Inspect(ctx, s.Name)
 	if err != nil {
 		return dep, err
@@ -737,12 +754,14 @@ func (d *Driver) Delete(ctx context.Context, name string, purge bool) ([]deploy.
 		cs = append(cs, deploy.KeptChange("function-url", name), deploy.KeptChange("lambda-function", name))
 		return d.deleteRest(ctx, name, purge, cs)
 	}
-	// The mapping first: a function's mappings outlive it otherwise.
-	mc, err := d.deleteMapping(ctx, name)
-	if err != nil {
-		return cs, err
+	// The mappings first: a function's mappings outlive it otherwise.
+	for _, queue := range mapped(name) {
+		mc, err := d.deleteMapping(ctx, name, queue)
+		if err != nil {
+			return cs, err
+		}
+		cs = append(cs, mc)
 	}
-	cs = append(cs, mc)
 	var nf *lambdatypes.ResourceNotFoundException
 	uc := deploy.Change{Resource: "function-url", Name: name, Action: deploy.Delete}
 	if _, err := d.Lambda.DeleteFunctionUrlConfig(ctx, &awslambda.DeleteFunctionUrlConfigInput{FunctionName: aws.String(name)}); errors.As(err, &nf) {

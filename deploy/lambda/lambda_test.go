@@ -100,14 +100,15 @@ func TestDeployCreateNoOpUpdateRollbackDelete(t *testing.T) {
 	}
 	gotEnv := fn.Configuration.Environment.Variables
 	wantEnv := map[string]string{
-		"SUPERVAIZER_ENVIRONMENT":        "dev",
-		"SUPERVAIZER_SERVER_ID":          "srv-1",
-		"SUPERVAIZER_API_KEY_SECRET_ARN": svc.Secrets["SUPERVAIZER_API_KEY"].ID,
-		"SUPERVAIZER_STORE":              "dynamodb",
-		"SUPERVAIZER_STORE_TABLE":        name,
-		"SUPERVAIZER_LAMBDA_INVOKE_MODE": "RESPONSE_STREAM",
-		"SUPERVAIZER_JOBS_QUEUE_URL":     "https://sqs.us-east-1.amazonaws.com/" + d.Account + "/" + name + "-jobs",
-		"SUPERVAIZER_JOBS_MAX_RECEIVES":  "5",
+		"SUPERVAIZER_ENVIRONMENT":          "dev",
+		"SUPERVAIZER_SERVER_ID":            "srv-1",
+		"SUPERVAIZER_API_KEY_SECRET_ARN":   svc.Secrets["SUPERVAIZER_API_KEY"].ID,
+		"SUPERVAIZER_STORE":                "dynamodb",
+		"SUPERVAIZER_STORE_TABLE":          name,
+		"SUPERVAIZER_LAMBDA_INVOKE_MODE":   "RESPONSE_STREAM",
+		"SUPERVAIZER_JOBS_QUEUE_URL":       "https://sqs.us-east-1.amazonaws.com/" + d.Account + "/" + name + "-jobs",
+		"SUPERVAIZER_JOBS_MAX_RECEIVES":    "5",
+		"SUPERVAIZER_JOBS_DEAD_LETTER_ARN": "arn:aws:sqs:us-east-1:" + d.Account + ":" + name + "-jobs-dlq",
 	}
 	if !reflect.DeepEqual(gotEnv, wantEnv) {
 		t.Errorf("env = %v, want %v", gotEnv, wantEnv)
@@ -125,8 +126,9 @@ func TestDeployCreateNoOpUpdateRollbackDelete(t *testing.T) {
 		t.Errorf("role = %s", got)
 	}
 
-	// Least privilege: exactly the log group, the table, the secret and the jobs queue (send for
-	// the controller; receive, delete and read attributes for the event source mapping).
+	// Least privilege: exactly the log group, the table, the secret and the jobs queues (send to
+	// the jobs queue for the controller; receive, delete and read attributes on both for the event
+	// source mappings).
 	pol, err := d.IAM.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(name + "-lambda"), PolicyName: aws.String("svz")})
 	if err != nil {
 		t.Fatal(err)
@@ -134,22 +136,24 @@ func TestDeployCreateNoOpUpdateRollbackDelete(t *testing.T) {
 	doc, _ := url.QueryUnescape(aws.ToString(pol.PolicyDocument))
 	logs, table, queue := "arn:aws:logs:us-east-1:"+d.Account+":log-group:/aws/lambda/"+name, "arn:aws:dynamodb:us-east-1:"+d.Account+":table/"+name,
 		"arn:aws:sqs:us-east-1:"+d.Account+":"+name+"-jobs"
+	dlq := queue + "-dlq"
 	wantDoc := `{"Version":"2012-10-17","Statement":[` +
 		`{"Sid":"Logs","Effect":"Allow","Action":["logs:CreateLogGroup","logs:CreateLogStream","logs:PutLogEvents"],"Resource":["` + logs + `","` + logs + `:*"]},` +
 		`{"Sid":"StoreTable","Effect":"Allow","Action":["dynamodb:DescribeTable","dynamodb:GetItem","dynamodb:PutItem","dynamodb:DeleteItem","dynamodb:UpdateItem","dynamodb:BatchGetItem","dynamodb:BatchWriteItem","dynamodb:Query"],"Resource":["` + table + `","` + table + `/index/svz-keys"]},` +
 		`{"Sid":"JobsSend","Effect":"Allow","Action":["sqs:SendMessage"],"Resource":["` + queue + `"]},` +
-		`{"Sid":"JobsReceive","Effect":"Allow","Action":["sqs:ReceiveMessage","sqs:DeleteMessage","sqs:GetQueueAttributes"],"Resource":["` + queue + `"]},` +
+		`{"Sid":"JobsReceive","Effect":"Allow","Action":["sqs:ReceiveMessage","sqs:DeleteMessage","sqs:GetQueueAttributes"],"Resource":["` + queue + `","` + dlq + `"]},` +
 		`{"Sid":"Secrets","Effect":"Allow","Action":["secretsmanager:GetSecretValue"],"Resource":["` + svc.Secrets["SUPERVAIZER_API_KEY"].ID + `"]}]}`
 	if compactJSON(t, doc) != compactJSON(t, wantDoc) {
 		t.Errorf("role policy:\n got %s\nwant %s", compactJSON(t, doc), wantDoc)
 	}
 
-	// The jobs queue: visibility 6 times the function timeout, dead-lettered after 5 receives;
-	// both queues marked as svz's.
+	// The jobs queue: visibility 6 times the function timeout, dead-lettered after 5 receives; the
+	// dead-letter queue mapped to the function too, so with the same visibility; both queues
+	// marked as svz's.
 	for qname, wantAttrs := range map[string]map[string]string{
 		name + "-jobs": {"VisibilityTimeout": "360", "MessageRetentionPeriod": "345600",
 			"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:` + d.Account + `:` + name + `-jobs-dlq","maxReceiveCount":5}`},
-		name + "-jobs-dlq": {"VisibilityTimeout": "30", "MessageRetentionPeriod": "1209600", "RedrivePolicy": ""},
+		name + "-jobs-dlq": {"VisibilityTimeout": "360", "MessageRetentionPeriod": "1209600", "RedrivePolicy": ""},
 	} {
 		var u struct{ QueueUrl string }
 		if err := d.SQS.Call(ctx, "GetQueueUrl", map[string]string{"QueueName": qname}, &u); err != nil {
@@ -173,19 +177,29 @@ func TestDeployCreateNoOpUpdateRollbackDelete(t *testing.T) {
 			t.Errorf("queue %s tags %v %v", qname, tags.Tags, err)
 		}
 	}
-	// The event source mapping: the jobs queue to the function, one message per invocation,
-	// partial batch failures reported.
+	// The event source mappings: the jobs queue and its dead-letter queue to the function, one
+	// message per invocation, partial batch failures reported.
 	ms, err := d.Lambda.ListEventSourceMappings(ctx, &awslambda.ListEventSourceMappingsInput{FunctionName: aws.String(name)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ms.EventSourceMappings) != 1 {
+	if len(ms.EventSourceMappings) != 2 {
 		t.Fatalf("mappings %+v", ms.EventSourceMappings)
 	}
-	m := ms.EventSourceMappings[0]
-	if aws.ToString(m.EventSourceArn) != queue || aws.ToInt32(m.BatchSize) != 1 || !strings.HasSuffix(aws.ToString(m.FunctionArn), ":function:"+name) ||
-		!reflect.DeepEqual(m.FunctionResponseTypes, []lambdatypes.FunctionResponseType{lambdatypes.FunctionResponseTypeReportBatchItemFailures}) {
-		t.Errorf("mapping %s %d %s %v", aws.ToString(m.EventSourceArn), aws.ToInt32(m.BatchSize), aws.ToString(m.FunctionArn), m.FunctionResponseTypes)
+	var m lambdatypes.EventSourceMappingConfiguration
+	sources := map[string]bool{}
+	for _, em := range ms.EventSourceMappings {
+		sources[aws.ToString(em.EventSourceArn)] = true
+		if aws.ToString(em.EventSourceArn) == queue {
+			m = em
+		}
+		if aws.ToInt32(em.BatchSize) != 1 || !strings.HasSuffix(aws.ToString(em.FunctionArn), ":function:"+name) ||
+			!reflect.DeepEqual(em.FunctionResponseTypes, []lambdatypes.FunctionResponseType{lambdatypes.FunctionResponseTypeReportBatchItemFailures}) {
+			t.Errorf("mapping %s %d %s %v", aws.ToString(em.EventSourceArn), aws.ToInt32(em.BatchSize), aws.ToString(em.FunctionArn), em.FunctionResponseTypes)
+		}
+	}
+	if !reflect.DeepEqual(sources, map[string]bool{queue: true, dlq: true}) {
+		t.Errorf("mapped queues %v", sources)
 	}
 
 	// Table: key k (S) as core/store/dynamodb checks it, on demand, TTL on the expiry attribute.

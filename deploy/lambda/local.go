@@ -93,6 +93,7 @@ func (l Local) Env(s deploy.Service, secrets map[string]deploy.Secret, url strin
 	// No queue runs locally: an agent with background work says at start that it needs one.
 	delete(env, EnvJobsQueueURL)
 	delete(env, EnvJobsMaxReceives)
+	delete(env, EnvJobsDeadLetterARN)
 	env[deploy.EnvPublicURL] = url
 	local.SecretValues(env, secrets)
 	for k, v := range map[string]string{

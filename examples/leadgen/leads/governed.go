@@ -21,7 +21,7 @@ import (
 const ImportStep = "contacts.import"
 
 // defineImport defines the guarded import: its input is the job's id, its result the number of
-// contacts written (upserts, so a recovery could redo them by hand).
+// contacts written (upserts, so its recovery redoes them).
 func defineImport(owner *core.Agent) *checkpoint.Step[string, int] {
 	return checkpoint.Define(owner, ImportStep, checkpoint.Funcs[string, int]{Effect: importLeads,
 		AfterContext: func(id string, n int) (any, error) {
@@ -30,10 +30,9 @@ func defineImport(owner *core.Agent) *checkpoint.Step[string, int] {
 	})
 }
 
-// guardedImport runs the guarded import of a governed job and returns the import step's function:
-// the occurrence's result once it completed, a failure once a checkpoint stopped it (or it needs
-// a recovery by hand). A paused checkpoint leaves the job awaiting: once Studio's decision moved
-// the occurrence on, the controller wakes the job (jobs.Wake) and the work runs again to here.
+// guardedImport runs a governed job's guarded import and returns the import step's function (the
+// occurrence's result, or why it has none). A pause leaves the job awaiting until Studio's
+// decision wakes it (jobs.Wake) and the work runs again to here.
 func (a *leadAgent) guardedImport(ctx context.Context, job Job) (func(context.Context) (int, error), error) {
 	g, err := checkpoint.JobGate(ctx, job.ID)
 	if err != nil {
@@ -44,6 +43,11 @@ func (a *leadAgent) guardedImport(ctx context.Context, job Job) (func(context.Co
 	// One attempt of the import, so one occurrence id.
 	o := checkpoint.Occurrence{JobID: job.ID, CaseID: job.ID + "-report", StepID: job.ID + "-import", OccurrenceID: job.ID + "-import-1"}
 	out, err := checkpoint.RunGuardedStep(ctx, g, a.imp, o, before, job.ID)
+	if n := 0; errors.Is(err, checkpoint.ErrEffectStarted) { // interrupted inside the import: recover_guarded_step
+		if n, err = importLeads(ctx, job.ID); err == nil { // upserts: redone, their count is the effect's result
+			out, err = checkpoint.RecoverGuardedStep(ctx, g, a.imp, o, n)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("guarded import of job %s: %w", job.ID, err)
 	}

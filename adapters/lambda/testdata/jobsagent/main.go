@@ -1,12 +1,20 @@
 // Command jobsagent is the Lambda bootstrap of the SQS tests (adapters/lambda): an agent whose
-// job.start starts background work of three steps, each recording its result in the store. It is
-// built as sam build builds the function (mk/lambda.mk, the Lambda build tags).
+// job.start starts background work of three steps, each recording its result in the store, or,
+// for a job whose id starts with "slow-", work whose one step takes 8 s. It is built as sam build
+// builds the function (mk/lambda.mk, the Lambda build tags).
+//
+// With JOBSAGENT_CLOCK_FILE set, the controller's clock is the real one plus the duration that
+// file holds (Go syntax, e.g. 40s; none while it is empty): the test moves it forward past a
+// dead delivery's lease, the manual clock of a process it cannot reach otherwise.
 package main
 
 import (
 	"context"
 	"log/slog"
 	"net/http"
+	"os"
+	"strings"
+	"time"
 
 	"github.com/supervaize/svz/adapters/platform"
 	"github.com/supervaize/svz/core"
@@ -43,8 +51,31 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (h
 		}
 		return nil
 	})
+	slow := jobs.Define(a, "slow", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Step(ctx, "slow", func(context.Context) (int, error) { time.Sleep(8 * time.Second); return 8, nil })
+		return err
+	})
 	a.HandleAction("job.start", core.ActionFunc(func(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+		if strings.HasPrefix(req.Job(), "slow-") {
+			return slow.Started(ctx, req, struct{}{})
+		}
 		return count.Started(ctx, req, struct{}{})
 	}))
-	return config.NewController(ctx, getenv, log, a)
+	file := getenv("JOBSAGENT_CLOCK_FILE")
+	if file == "" {
+		return config.NewController(ctx, getenv, log, a)
+	}
+	cfg, err := config.Load(ctx, getenv, log)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Jobs, err = jobs.QueueFrom(ctx)(); err != nil {
+		return nil, err
+	}
+	cfg.Now = func() time.Time {
+		b, _ := os.ReadFile(file)
+		offset, _ := time.ParseDuration(strings.TrimSpace(string(b)))
+		return time.Now().Add(offset)
+	}
+	return core.New(cfg, a)
 }
