@@ -76,8 +76,10 @@ func jobFailed(req *contract.ActionRequest, err error) (*contract.ActionResult, 
 	switch {
 	case errors.Is(err, jobs.ErrNoJob):
 		return contract.Fail("job_not_found", fmt.Sprintf("No background job %q in this workspace", req.Job())), nil
+	case errors.Is(err, jobs.ErrNoStep):
+		return stepFailed("step_not_found", fmt.Sprintf("Job %q has no step %q", req.Job(), req.Step())), nil
 	case errors.Is(err, jobs.ErrNotAwaiting):
-		return contract.Refuse(contract.ResultError{Code: contract.InputInvalid, Message: "This step is not awaiting an answer (answered already, or not a step that waits)"}), nil
+		return stepFailed("step_not_awaiting", fmt.Sprintf("Step %q is not awaiting an answer (answered already, or not a step that waits)", req.Step())), nil
 	}
 	return contract.Refused(err) // an answer that does not fit the step's fields
 }
@@ -98,11 +100,35 @@ func serveJobStop(ctx context.Context, req *contract.ActionRequest) (*contract.A
 	return contract.OK(contract.Effect{Type: contract.EffectJobStopped, JobID: snap.Job.ID, Status: snap.Job.Status}).WithJobState(snap), nil
 }
 
+// stepFailed is the business failure of an answer to step step_id: it names the field.
+func stepFailed(code, msg string) *contract.ActionResult {
+	res := contract.Fail(code, msg)
+	res.Errors[0].Field = "step_id"
+	return res
+}
+
 func serveJobAnswer(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+	for _, id := range []struct{ field, v string }{{"job_id", req.Job()}, {"step_id", req.Step()}} {
+		if id.v == "" {
+			return contract.Refuse(contract.ResultError{Code: contract.InputRequired, Field: id.field, Message: "step.awaiting.submit needs the job_id and step_id of the awaiting step"}), nil
+		}
+	}
 	snap, err := jobs.Answer(ctx, req)
 	if err != nil {
 		return jobFailed(req, err)
 	}
-	return contract.OK(contract.Effect{Type: contract.EffectStepAwaitingSubmitted, JobID: snap.Job.ID, StepID: req.Step(),
-		Status: snap.Job.Status}).WithJobState(snap), nil
+	return contract.OK(contract.Effect{Type: contract.EffectStepAwaitingSubmitted, JobID: snap.Job.ID, CaseID: caseOfStep(snap, req.Step()),
+		StepID: req.Step(), Status: snap.Job.Status}).WithJobState(snap), nil
+}
+
+// caseOfStep is the id of the case of step id in s ("" when no case has it).
+func caseOfStep(s *contract.JobState, id string) string {
+	for _, c := range s.Cases {
+		for _, st := range c.Steps {
+			if st.ID == id {
+				return c.ID
+			}
+		}
+	}
+	return ""
 }
