@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -29,7 +30,8 @@ import (
 // list's count is the number of records that match (id prefix and search) over every page, not
 // the page's length; search matches, case-insensitively, a part of any member the resource's
 // Display.SearchFields name (every member when it names none). Counting and searching read the
-// whole collection, page by page.
+// whole collection, page by page. A member list does not read is refused (input_unknown, one
+// error per member), rather than listing everything.
 //
 // Options change one part and keep the rest: WithOperation serves one operation with the agent's
 // own handler, WithKey lets the agent assign ids, BeforeCreate and BeforeUpdate normalise a
@@ -148,7 +150,7 @@ func (r stateResource[T]) missing(field, id string) *contract.ActionResult {
 	return contract.Refuse(contract.InvalidField(field, fmt.Sprintf("%s has no record %q", r.label, id)))
 }
 
-// listInput is list's input.
+// listInput is list's input; listMembers its members, the only ones list accepts.
 type listInput struct {
 	Prefix string `json:"prefix"`
 	After  string `json:"after"`
@@ -156,10 +158,25 @@ type listInput struct {
 	Search string `json:"search"`
 }
 
+var listMembers = []string{"prefix", "after", "limit", "search"}
+
 func (r stateResource[T]) list(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
 	var in listInput
 	if err := req.DecodeInput(&in); err != nil || in.Limit < 0 {
 		return contract.Refuse(contract.ResultError{Code: contract.InputType, Message: "list takes prefix, after, search (strings) and limit (an integer, 0 or more)"}), nil
+	}
+	// A member list does not read (a typo, "query" for "search") would list everything: refused.
+	var members map[string]json.RawMessage
+	_ = req.DecodeInput(&members) // an object: it decoded into listInput
+	var unknown []contract.ResultError
+	for _, m := range slices.Sorted(maps.Keys(members)) {
+		if !slices.Contains(listMembers, m) {
+			unknown = append(unknown, contract.ResultError{Code: contract.InputUnknown, Field: m,
+				Message: fmt.Sprintf("resource.%s.list reads prefix, after, limit and search, not %q", r.id, m)})
+		}
+	}
+	if len(unknown) > 0 {
+		return contract.Refuse(unknown...), nil
 	}
 	limit := in.Limit
 	if limit == 0 {

@@ -146,6 +146,14 @@ func TestServeResourceListSearchesAndCounts(t *testing.T) {
 			t.Errorf("list %v = %q, want %q", tc.in, got, tc.want)
 		}
 	}
+	// A member list does not read ("query" for "search") is refused, not ignored: ignored, it
+	// would list every record.
+	res := h.Invoke(t, "resource.contacts.list", map[string]any{"query": "ann", "limit": 2, "Search": "x"})
+	if b, _ := json.Marshal(res.Errors); !res.Refusal() || string(b) != `[`+
+		`{"code":"input_unknown","message":"resource.contacts.list reads prefix, after, limit and search, not \"Search\"","field":"Search"},`+
+		`{"code":"input_unknown","message":"resource.contacts.list reads prefix, after, limit and search, not \"query\"","field":"query"}]` {
+		t.Errorf("list with unknown members = %s", res.JSON)
+	}
 }
 
 func TestServeResourceOptionMistakes(t *testing.T) {
