@@ -204,7 +204,7 @@ func run(t *testing.T, s store.Store) {
 			t.Errorf("imported contact = %+v, %v", c, err)
 		}
 		again := h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "x", "approved": false}, svztest.JobID("job-1"), review)
-		if !again.Refusal() {
+		if len(again.Errors) != 1 || again.Errors[0].Code != "step_not_awaiting" {
 			t.Errorf("second review = %s", again.JSON)
 		}
 	})
