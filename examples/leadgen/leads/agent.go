@@ -121,7 +121,7 @@ func NewAgent(findDelay time.Duration) (*core.Agent, error) {
 	a.DeclareInput(TestRun, Plan().InputFields()) // the dry run takes the job.start form as is
 	a.DeclareInput(contract.ArtifactGetAction, []contract.FieldDefinition{{ID: "artifact_id", Label: "Artifact", Type: contract.FieldResourceRef, Required: true}})
 	// The email is the contact's key (the import upserts by it): one contact per address, whatever its case.
-	core.ServeResource[Contact](a, Contacts, "email", core.BeforeCreate(func(_ context.Context, c *Contact) error {
+	core.ServeResource[Contact](a, Contacts, "email", core.BeforeCreate(func(_ context.Context, _ *contract.ActionRequest, c *Contact) error {
 		c.Email = strings.ToLower(c.Email)
 		return nil
 	}))
