@@ -77,9 +77,9 @@ func jobFailed(req *contract.ActionRequest, err error) (*contract.ActionResult, 
 	case errors.Is(err, jobs.ErrNoJob):
 		return contract.Fail("job_not_found", fmt.Sprintf("No background job %q in this workspace", req.Job())), nil
 	case errors.Is(err, jobs.ErrNoStep):
-		return stepFailed("step_not_found", fmt.Sprintf("Job %q has no step %q", req.Job(), req.Step())), nil
+		return failedField("step_not_found", "step_id", fmt.Sprintf("Job %q has no step %q", req.Job(), req.Step())), nil
 	case errors.Is(err, jobs.ErrNotAwaiting):
-		return stepFailed("step_not_awaiting", fmt.Sprintf("Step %q is not awaiting an answer (answered already, or not a step that waits)", req.Step())), nil
+		return failedField("step_not_awaiting", "step_id", fmt.Sprintf("Step %q is not awaiting an answer (answered already, or not a step that waits)", req.Step())), nil
 	}
 	return contract.Refused(err) // an answer that does not fit the step's fields
 }
@@ -98,13 +98,6 @@ func serveJobStop(ctx context.Context, req *contract.ActionRequest) (*contract.A
 		return jobFailed(req, err)
 	}
 	return contract.OK(contract.Effect{Type: contract.EffectJobStopped, JobID: snap.Job.ID, Status: snap.Job.Status}).WithJobState(snap), nil
-}
-
-// stepFailed is the business failure of an answer to step step_id: it names the field.
-func stepFailed(code, msg string) *contract.ActionResult {
-	res := contract.Fail(code, msg)
-	res.Errors[0].Field = "step_id"
-	return res
 }
 
 func serveJobAnswer(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {

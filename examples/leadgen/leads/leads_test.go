@@ -225,6 +225,9 @@ func run(t *testing.T, s store.Store) {
 		if res.Effects[0].Data["content"] != "# edited" {
 			t.Errorf("artifact = %s", res.JSON)
 		}
+		if res = h.Invoke(t, contract.ArtifactGetAction, map[string]any{"artifact_id": "report:job-404"}); errorsOf(res) != `artifact_not_found artifact_id: No artifact "report:job-404" in this workspace` {
+			t.Errorf("missing artifact = %s", res.JSON)
+		}
 		detail := h.Load(t, contract.SurfaceStepDetail, nil, svztest.JobID("job-1")).Doc
 		if detail["type"] != "Detail" || detail["summary"] != "3 saas leads in Western Europe" {
 			t.Errorf("detail = %v", detail)
