@@ -67,7 +67,7 @@ func TestServeArtifacts(t *testing.T) {
 		id   string
 		opts []svztest.Option
 	}{
-		{"report:" + strings.Repeat("x", 2000), nil},                     // state.ErrInvalid: no record can have it
+		{"report:" + strings.Repeat("x", 2000), nil},                   // state.ErrInvalid: no record can have it
 		{"report:job-1", []svztest.Option{svztest.Workspace("other")}}, // another workspace's
 	} {
 		res := h.Invoke(t, contract.ArtifactGetAction, map[string]any{"artifact_id": tc.id}, tc.opts...)

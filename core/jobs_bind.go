@@ -26,6 +26,9 @@ func (c *Controller) bindJobs(b *boundAgent) error {
 	if err := b.works.Err(); err != nil {
 		return fmt.Errorf("agent %q: %w", b.slug, err)
 	}
+	if err := b.checkJobSyncHook(); err != nil {
+		return err
+	}
 	if b.works.Len() == 0 {
 		return nil
 	}
@@ -34,7 +37,7 @@ func (c *Controller) bindJobs(b *boundAgent) error {
 		slices.Sort(names)
 		return fmt.Errorf("agent %q defines background work (%v): %w", b.slug, names, jobs.ErrNoDispatcher)
 	}
-	for id, h := range map[string]ActionFunc{contract.JobSyncAction: serveJobSync, contract.JobStopAction: serveJobStop, contract.StepAwaitingSubmitAction: serveJobAnswer} {
+	for id, h := range map[string]ActionFunc{contract.JobSyncAction: serveJobSync(b.syncHook), contract.JobStopAction: serveJobStop, contract.StepAwaitingSubmitAction: serveJobAnswer} {
 		if b.declaresAction(id) && b.actions[id] == nil {
 			b.actions[id] = h
 		}
@@ -82,14 +85,6 @@ func jobFailed(req *contract.ActionRequest, err error) (*contract.ActionResult, 
 		return failedField("step_not_awaiting", "step_id", fmt.Sprintf("Step %q is not awaiting an answer (answered already, or not a step that waits)", req.Step())), nil
 	}
 	return contract.Refused(err) // an answer that does not fit the step's fields
-}
-
-func serveJobSync(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	snap, err := jobs.State(ctx, req.Job())
-	if err != nil {
-		return jobFailed(req, err)
-	}
-	return contract.OK(contract.Effect{Type: contract.EffectJobSynced, JobID: snap.Job.ID, Status: snap.Job.Status}).WithJobState(snap), nil
 }
 
 func serveJobStop(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {

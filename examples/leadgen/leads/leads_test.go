@@ -215,7 +215,7 @@ func run(t *testing.T, s store.Store) {
 		if string(first.JSON) != string(second.JSON) || first.JobState.Job.Status != contract.StateCompleted {
 			t.Errorf("sync = %s\nthen %s", first.JSON, second.JSON)
 		}
-		if info := first.JobState.Job.Information; info == nil || info.Cost == nil || info.Cost.TotalCost != 3 {
+		if info := first.JobState.Job.Information; info == nil || info.Cost == nil || info.Cost.TotalCost != 3 || info.Cost.Currency != "credits" {
 			t.Errorf("information = %+v", info)
 		}
 	})

@@ -234,7 +234,7 @@ func view(js *contract.JobState, r jobs.Results) {
 	var credits float64
 	r.Decode("report", &credits)
 	js.Job.Display = &contract.JobDisplay{EntityLabel: "Lead run", StateLabel: js.Job.Status}
-	js.Job.Information = contract.Cost(credits)
+	js.Job.Information = contract.CostIn(credits, "credits")
 }
 
 // importLeads adds the leads of job id to the contacts.
