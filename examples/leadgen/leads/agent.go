@@ -158,7 +158,7 @@ func startForm(ctx context.Context, req *contract.SurfaceRequest) (*contract.Sur
 func jobSurface(ctx context.Context, req *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
 	job, err := records(ctx).Get(ctx, req.Job())
 	if err != nil {
-		return a2ui.Failed(ctx, req.Surface, notFound(req.Job()))
+		return a2ui.Failed(ctx, req.Surface, contract.ResultError{Code: "job_not_found", Message: fmt.Sprintf("No job %q in this workspace", req.Job())})
 	}
 	if req.Surface == contract.SurfaceStepAwaiting {
 		return a2ui.Result(ctx, req.Surface, a2ui.DocumentReview{

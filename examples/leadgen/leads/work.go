@@ -82,10 +82,6 @@ func report(s Setup, leads []Lead) string {
 
 func records(ctx context.Context) state.Collection[Job] { return state.Of[Job](ctx, "jobs") }
 
-func notFound(id string) contract.ResultError {
-	return contract.ResultError{Code: "job_not_found", Message: fmt.Sprintf("No job %q in this workspace", id)}
-}
-
 func suggestRegion(_ context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
 	region := map[string]string{"saas": "North America", "retail": "Western Europe", "health": "DACH"}[req.HelpInput().Text("industry")]
 	draft := &contract.FieldDraft{Field: "region", Value: region}
