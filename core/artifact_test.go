@@ -17,17 +17,8 @@ import (
 // reportsAgent declares artifact.get; ServeArtifacts serves it from the workspace's "reports".
 func reportsAgent(t *testing.T, serve bool) *core.Agent {
 	t.Helper()
-	reg, err := contract.BuildRegistration(contract.RegistrationSpec{
-		AgentSlug: "reports", DisplayName: "Reports", A2UICatalogVersion: "reports.1",
-		Actions: []contract.ActionSpec{contract.ActionDefinition{ID: contract.ArtifactGetAction, ReadOnly: true}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := core.NewAgent(core.AgentConfig{Name: "Reports", Registration: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := specAgent(t, contract.RegistrationSpec{AgentSlug: "reports", DisplayName: "Reports", A2UICatalogVersion: "reports.1",
+		Actions: []contract.ActionSpec{contract.ActionDefinition{ID: contract.ArtifactGetAction, ReadOnly: true}}})
 	if serve {
 		core.ServeArtifacts(a, func(ctx context.Context, id string) (core.Artifact, error) {
 			if id == "report:broken" {
@@ -87,14 +78,7 @@ func TestServeArtifacts(t *testing.T) {
 }
 
 func TestServeArtifactsMistakes(t *testing.T) {
-	reg, err := contract.BuildRegistration(contract.RegistrationSpec{AgentSlug: "plain", DisplayName: "Plain", A2UICatalogVersion: "p.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	undeclared, err := core.NewAgent(core.AgentConfig{Name: "Plain", Registration: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
+	undeclared := specAgent(t, contract.RegistrationSpec{AgentSlug: "plain", DisplayName: "Plain", A2UICatalogVersion: "p.1"})
 	core.ServeArtifacts(undeclared, func(context.Context, string) (core.Artifact, error) { return core.Artifact{}, nil })
 	noFunc := reportsAgent(t, false)
 	core.ServeArtifacts(noFunc, nil)

@@ -85,15 +85,7 @@ func TestExtendJobSync(t *testing.T) {
 func TestExtendJobSyncMistakes(t *testing.T) {
 	hook := func(context.Context, *contract.ActionRequest, *core.JobSync) error { return nil }
 	agent := func(actions ...contract.ActionSpec) *core.Agent {
-		reg, err := contract.BuildRegistration(contract.RegistrationSpec{AgentSlug: "v", DisplayName: "V", A2UICatalogVersion: "v.1", Actions: actions})
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := core.NewAgent(core.AgentConfig{Name: "V", Registration: reg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
+		return specAgent(t, contract.RegistrationSpec{AgentSlug: "v", DisplayName: "V", A2UICatalogVersion: "v.1", Actions: actions})
 	}
 	twice, _ := workAgent(t)
 	twice.ExtendJobSync(hook)

@@ -19,19 +19,12 @@ import (
 // error: a success, a refusal with input_* codes, or artifact_not_found; a listing succeeds only
 // when every member is one list reads.
 func FuzzServedInputs(f *testing.F) {
-	reg, err := contract.BuildRegistration(contract.RegistrationSpec{
+	a := specAgent(f, contract.RegistrationSpec{
 		AgentSlug: "crm", DisplayName: "CRM", A2UICatalogVersion: "crm.1",
 		Actions: []contract.ActionSpec{contract.ActionDefinition{ID: contract.ArtifactGetAction, ReadOnly: true}},
 		Resources: []contract.ResourceDefinition{{ID: "contacts", Label: "Contacts", Operations: []string{"list"},
 			Fields: []contract.ResourceFieldDefinition{{ID: "email", Label: "Email", Required: true}}}},
 	})
-	if err != nil {
-		f.Fatal(err)
-	}
-	a, err := core.NewAgent(core.AgentConfig{Name: "CRM", Registration: reg})
-	if err != nil {
-		f.Fatal(err)
-	}
 	core.ServeResource[contact](a, "contacts", "email")
 	core.ServeArtifacts(a, func(ctx context.Context, id string) (core.Artifact, error) {
 		body, err := state.Of[string](ctx, "reports").Get(ctx, id)
