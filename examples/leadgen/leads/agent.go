@@ -125,7 +125,7 @@ func NewAgent(findDelay time.Duration) (*core.Agent, error) {
 		return nil
 	}))
 	core.ServeDataset(a, Runs, runs)
-	core.ServeArtifacts(a, reportArtifact) // artifact.get: the report of a job
+	core.ServeArtifacts(a, reportArtifact)                               // artifact.get: the report of a job
 	la := &leadAgent{findDelay: findDelay, imp: defineImport(a)}         // the guarded import of governed jobs
 	la.work = jobs.Define(a, "leads.search", la.search, jobs.View(view)) // svz serves job.sync, job.stop, step.awaiting.submit
 	a.HandleSurface(contract.SurfaceJobStart, core.SurfaceFunc(startForm))
