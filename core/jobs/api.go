@@ -127,13 +127,17 @@ func Stop(ctx context.Context, jobID string) (*contract.JobState, error) {
 	return s.snapshot(sc.reg, r), nil
 }
 
+// ErrNoStep: an answer (Answer) for a step id the job does not have.
+var ErrNoStep = errors.New("jobs: the job has no step with this id")
+
 // Answer records the operator's answer (req.Input) to the awaiting step req.StepID of job
 // req.JobID (a step.awaiting.submit), and hands the task to the queue so the work continues:
 // its Await returns the answer. The answer is checked against the step's awaiting fields
 // (contract.Submit rules; a mismatch is a contract.InputErrors, returned as is for
 // contract.Refused) and recorded coerced. ErrNotAwaiting when the step does not wait (answered
 // already, not an Await step, or one that waits for another action, such as a rule checkpoint's
-// rule.checkpoint.resume: see Wake), ErrNoJob when the job has no task.
+// rule.checkpoint.resume: see Wake), ErrNoStep when the job has no step req.StepID, ErrNoJob
+// when the job has no task.
 func Answer(ctx context.Context, req *contract.ActionRequest) (*contract.JobState, error) {
 	sc, err := scopeOf(ctx)
 	if err != nil {
@@ -155,7 +159,10 @@ func Answer(ctx context.Context, req *contract.ActionRequest) (*contract.JobStat
 				st = x
 			}
 		}
-		if st == nil || st.Status != stepAwaiting || r.Status != taskAwaiting || st.Awaiting == nil ||
+		if st == nil {
+			return false, ErrNoStep
+		}
+		if st.Status != stepAwaiting || r.Status != taskAwaiting || st.Awaiting == nil ||
 			st.Awaiting.Action != contract.StepAwaitingSubmitAction {
 			return false, ErrNotAwaiting
 		}

@@ -230,8 +230,14 @@ func (h *Harness) Invoke(t testing.TB, action string, input any, opts ...Option)
 	if resp.Error != nil || resp.Result == nil {
 		t.Fatalf("svztest: action %s answered %s; want a result", action, resp.Body)
 	}
-	res := &Result{JSON: resp.Result}
-	if err := json.Unmarshal(resp.Result, &res.ActionResult); err != nil {
+	return decodeResult(t, action, resp.Result)
+}
+
+// decodeResult decodes the result of action as Result.
+func decodeResult(t testing.TB, action string, raw json.RawMessage) *Result {
+	t.Helper()
+	res := &Result{JSON: raw}
+	if err := json.Unmarshal(raw, &res.ActionResult); err != nil {
 		t.Fatalf("svztest: action %s: decode the result: %v", action, err)
 	}
 	if res.ActionResult.SetupPlan != nil {
@@ -291,7 +297,9 @@ func (h *Harness) Request(t testing.TB, action string, input any, opts ...Option
 
 // AssertConfirmIdempotent runs the seeds' conformance check (AssertConfirmIdempotent) on action
 // with input; opts must include an IdempotencyKey, and may include WithState and WithHeader.
-func (h *Harness) AssertConfirmIdempotent(t testing.TB, action string, input any, opts ...Option) *contract.ActionResult {
+// Background work the call started is settled before each snapshot of WithState (it waits or
+// ends). It returns the result as Invoke does.
+func (h *Harness) AssertConfirmIdempotent(t testing.TB, action string, input any, opts ...Option) *Result {
 	t.Helper()
 	s := h.call(t, "AssertConfirmIdempotent", opts, true)
 	b, err := json.Marshal(h.params(action, true, input, s))
