@@ -85,6 +85,7 @@ type Agent struct {
 	inputs   map[string]inputSchema // DeclareInput
 	steps    *checkpoint.Registry   // guarded steps (checkpoint.Define)
 	works    *jobs.Registry         // background work (jobs.Define)
+	syncHook JobSyncHook            // ExtendJobSync
 	errs     []error
 }
 

@@ -192,3 +192,17 @@ func mustContainNot(t testing.TB, body []byte, secret string) {
 		t.Errorf("response leaks %q: %s", secret, body)
 	}
 }
+
+// specAgent is the agent of spec, named by its display name (whose slug is spec.AgentSlug).
+func specAgent(t testing.TB, spec contract.RegistrationSpec) *core.Agent {
+	t.Helper()
+	reg, err := contract.BuildRegistration(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := core.NewAgent(core.AgentConfig{Name: spec.DisplayName, Registration: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

@@ -27,6 +27,9 @@ func (c *Controller) bindJobs(b *boundAgent) error {
 	if err := b.works.Err(); err != nil {
 		return fmt.Errorf("agent %q: %w", b.slug, err)
 	}
+	if err := b.checkJobSyncHook(); err != nil {
+		return err
+	}
 	if b.works.Len() == 0 {
 		return nil
 	}
@@ -35,7 +38,7 @@ func (c *Controller) bindJobs(b *boundAgent) error {
 		slices.Sort(names)
 		return fmt.Errorf("agent %q defines background work (%v): %w", b.slug, names, jobs.ErrNoDispatcher)
 	}
-	for id, h := range map[string]ActionFunc{contract.JobSyncAction: serveJobSync, contract.JobStopAction: serveJobStop, contract.StepAwaitingSubmitAction: serveJobAnswer} {
+	for id, h := range map[string]ActionFunc{contract.JobSyncAction: serveJobSync(b.syncHook), contract.JobStopAction: serveJobStop, contract.StepAwaitingSubmitAction: serveJobAnswer} {
 		if b.declaresAction(id) && b.actions[id] == nil {
 			b.actions[id] = h
 		}
@@ -116,18 +119,12 @@ func jobFailed(req *contract.ActionRequest, err error) (*contract.ActionResult, 
 	switch {
 	case errors.Is(err, jobs.ErrNoJob):
 		return contract.Fail("job_not_found", fmt.Sprintf("No background job %q in this workspace", req.Job())), nil
+	case errors.Is(err, jobs.ErrNoStep):
+		return failedField("step_not_found", "step_id", fmt.Sprintf("Job %q has no step %q", req.Job(), req.Step())), nil
 	case errors.Is(err, jobs.ErrNotAwaiting):
-		return contract.Refuse(contract.ResultError{Code: contract.InputInvalid, Message: "This step is not awaiting an answer (answered already, or not a step that waits)"}), nil
+		return failedField("step_not_awaiting", "step_id", fmt.Sprintf("Step %q is not awaiting an answer (answered already, or not a step that waits)", req.Step())), nil
 	}
 	return contract.Refused(err) // an answer that does not fit the step's fields
-}
-
-func serveJobSync(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	snap, err := jobs.State(ctx, req.Job())
-	if err != nil {
-		return jobFailed(req, err)
-	}
-	return contract.OK(contract.Effect{Type: contract.EffectJobSynced, JobID: snap.Job.ID, Status: snap.Job.Status}).WithJobState(snap), nil
 }
 
 func serveJobStop(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
@@ -139,10 +136,27 @@ func serveJobStop(ctx context.Context, req *contract.ActionRequest) (*contract.A
 }
 
 func serveJobAnswer(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+	for _, id := range []struct{ field, v string }{{"job_id", req.Job()}, {"step_id", req.Step()}} {
+		if id.v == "" {
+			return contract.Refuse(contract.ResultError{Code: contract.InputRequired, Field: id.field, Message: "step.awaiting.submit needs the job_id and step_id of the awaiting step"}), nil
+		}
+	}
 	snap, err := jobs.Answer(ctx, req)
 	if err != nil {
 		return jobFailed(req, err)
 	}
-	return contract.OK(contract.Effect{Type: contract.EffectStepAwaitingSubmitted, JobID: snap.Job.ID, StepID: req.Step(),
-		Status: snap.Job.Status}).WithJobState(snap), nil
+	return contract.OK(contract.Effect{Type: contract.EffectStepAwaitingSubmitted, JobID: snap.Job.ID, CaseID: caseOfStep(snap, req.Step()),
+		StepID: req.Step(), Status: snap.Job.Status}).WithJobState(snap), nil
+}
+
+// caseOfStep is the id of the case of step id in s ("" when no case has it).
+func caseOfStep(s *contract.JobState, id string) string {
+	for _, c := range s.Cases {
+		for _, st := range c.Steps {
+			if st.ID == id {
+				return c.ID
+			}
+		}
+	}
+	return ""
 }

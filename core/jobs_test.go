@@ -201,15 +201,18 @@ func TestJobAnswerThroughController(t *testing.T) {
 		_, body := post(t, c, rpcBody(t, id, actionInvoke, p), nil)
 		return body
 	}
+	// A step id the job does not have, and a request without a step id, are not "not awaiting".
 	jsonEq(t, submit(2, "job-1-other", map[string]any{"approved": true}),
-		`{"jsonrpc":"2.0","id":2,"result":{"status":"error","effects":[],"errors":[{"code":"input_invalid","message":"This step is not awaiting an answer (answered already, or not a step that waits)"}]}}`)
+		`{"jsonrpc":"2.0","id":2,"result":{"status":"error","effects":[],"errors":[{"code":"step_not_found","message":"Job \"job-1\" has no step \"job-1-other\"","field":"step_id"}]}}`)
+	jsonEq(t, submit(21, "", map[string]any{"approved": true}),
+		`{"jsonrpc":"2.0","id":21,"result":{"status":"error","effects":[],"errors":[{"code":"input_required","message":"step.awaiting.submit needs the job_id and step_id of the awaiting step","field":"step_id"}]}}`)
 	jsonEq(t, submit(3, "job-1-review", map[string]any{"approved": "maybe"}),
 		`{"jsonrpc":"2.0","id":3,"result":{"status":"error","effects":[],"errors":[{"code":"input_type","message":"Input should be a valid boolean","field":"approved"}]}}`)
 	jsonEq(t, submit(4, "job-1-review", map[string]any{"approved": true}),
-		`{"jsonrpc":"2.0","id":4,"result":{"status":"ok","effects":[{"type":"step.awaiting.submitted","job_id":"job-1","step_id":"job-1-review","status":"active"}],`+
+		`{"jsonrpc":"2.0","id":4,"result":{"status":"ok","effects":[{"type":"step.awaiting.submitted","job_id":"job-1","case_id":"job-1-work","step_id":"job-1-review","status":"active"}],`+
 			`"job_state":{"job":{"id":"job-1","agent_slug":"w","mission_id":"mission-1","status":"active","source":{"type":"fresh_start"}},`+
 			`"cases":[{"id":"job-1-work","lane":"work","title":"reviewed","status":"active","metadata":{},"steps":[`+
 			`{"id":"job-1-review","activity":"operation","status":"completed","title":"Review","outputs":[]}]}]}}}`)
 	jsonEq(t, submit(5, "job-1-review", map[string]any{"approved": true}),
-		`{"jsonrpc":"2.0","id":5,"result":{"status":"error","effects":[],"errors":[{"code":"input_invalid","message":"This step is not awaiting an answer (answered already, or not a step that waits)"}]}}`)
+		`{"jsonrpc":"2.0","id":5,"result":{"status":"error","effects":[],"errors":[{"code":"step_not_awaiting","message":"Step \"job-1-review\" is not awaiting an answer (answered already, or not a step that waits)","field":"step_id"}]}}`)
 }

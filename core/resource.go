@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -29,7 +30,8 @@ import (
 // list's count is the number of records that match (id prefix and search) over every page, not
 // the page's length; search matches, case-insensitively, a part of any member the resource's
 // Display.SearchFields name (every member when it names none). Counting and searching read the
-// whole collection, page by page.
+// whole collection, page by page. A member list does not read is refused (input_unknown, one
+// error per member), rather than listing everything.
 //
 // Options change one part and keep the rest: WithOperation serves one operation with the agent's
 // own handler, WithKey lets the agent assign ids, BeforeCreate and BeforeUpdate normalise a
@@ -60,7 +62,11 @@ func ServeResource[T any](a *Agent, id, keyField string, opts ...ResourceOption)
 			}
 			own[o.op] = o.h
 		case keyOption[T]:
-			r.keyOf = o.fn
+			if !slices.ContainsFunc(def.Fields, func(f contract.ResourceFieldDefinition) bool { return f.ID == o.from }) {
+				a.errs = append(a.errs, fmt.Errorf("agent %q: ServeResource %q: WithKey(%q): the resource declares no such field (name the field the key derives from)", a.slug, id, o.from))
+				continue
+			}
+			r.keyOf, r.keyFrom = o.fn, o.from
 		case hookOption[T]:
 			if o.update {
 				r.beforeUpdate = o.fn
@@ -97,11 +103,14 @@ type operationOption struct {
 	h  ActionHandler
 }
 
-type keyOption[T any] struct{ fn func(T) string }
+type keyOption[T any] struct {
+	from string
+	fn   func(T) string
+}
 
 type hookOption[T any] struct {
 	update bool
-	fn     func(context.Context, *T) error
+	fn     func(context.Context, *contract.ActionRequest, *T) error
 }
 
 func (operationOption) resourceOption() {}
@@ -113,22 +122,26 @@ func (hookOption[T]) resourceOption()   {}
 func WithOperation(op string, h ActionHandler) ResourceOption { return operationOption{op, h} }
 
 // WithKey makes the agent assign each record's id: key(v) of the record to create (after
-// BeforeCreate), e.g. "c-" + a hash of the email. The id is written into the record's key
-// member; update finds the record by that member as before.
-func WithKey[T any](key func(v T) string) ResourceOption { return keyOption[T]{key} }
+// BeforeCreate), e.g. "c-" + a hash of the email, derived from the resource's field from
+// ("email"). The id is written into the record's key member; update finds the record by that
+// member as before. A create whose key is taken is refused naming from, the field the operator
+// typed, not the key member.
+func WithKey[T any](from string, key func(v T) string) ResourceOption {
+	return keyOption[T]{from: from, fn: key}
+}
 
-// BeforeCreate runs fn on a record before it is created: normalise input (lower-case an email),
-// set the members the agent owns (source, created_at). An error refuses the call when it is a
-// contract.InputErrors (e.g. contract.InputErrors{contract.InvalidField(...)}), and fails it
-// otherwise.
-func BeforeCreate[T any](fn func(ctx context.Context, v *T) error) ResourceOption {
+// BeforeCreate runs fn on a record before it is created, with the call's request (its actor,
+// job...): normalise input (lower-case an email), set the members the agent owns (source,
+// created_by). An error refuses the call when it is a contract.InputErrors (e.g.
+// contract.InputErrors{contract.InvalidField(...)}), and fails it otherwise.
+func BeforeCreate[T any](fn func(ctx context.Context, req *contract.ActionRequest, v *T) error) ResourceOption {
 	return hookOption[T]{fn: fn}
 }
 
-// BeforeUpdate runs fn on a record with the sent members applied, before it is written. It may run
-// more than once for one call (a concurrent write makes the update read again): it must only
-// change *v. Errors as BeforeCreate's.
-func BeforeUpdate[T any](fn func(ctx context.Context, v *T) error) ResourceOption {
+// BeforeUpdate runs fn on a record with the sent members applied, before it is written, with the
+// call's request. It may run more than once for one call (a concurrent write makes the update
+// read again): it must only change *v. Errors as BeforeCreate's.
+func BeforeUpdate[T any](fn func(ctx context.Context, req *contract.ActionRequest, v *T) error) ResourceOption {
 	return hookOption[T]{update: true, fn: fn}
 }
 
@@ -136,8 +149,9 @@ type stateResource[T any] struct {
 	id, label, key string
 	search         []string
 	keyOf          func(T) string
-	beforeCreate   func(context.Context, *T) error
-	beforeUpdate   func(context.Context, *T) error
+	keyFrom        string // the field keyOf derives the key from
+	beforeCreate   func(context.Context, *contract.ActionRequest, *T) error
+	beforeUpdate   func(context.Context, *contract.ActionRequest, *T) error
 }
 
 func (r stateResource[T]) records(ctx context.Context) state.Collection[T] {
@@ -148,7 +162,7 @@ func (r stateResource[T]) missing(field, id string) *contract.ActionResult {
 	return contract.Refuse(contract.InvalidField(field, fmt.Sprintf("%s has no record %q", r.label, id)))
 }
 
-// listInput is list's input.
+// listInput is list's input; listMembers its members, the only ones list accepts.
 type listInput struct {
 	Prefix string `json:"prefix"`
 	After  string `json:"after"`
@@ -156,10 +170,25 @@ type listInput struct {
 	Search string `json:"search"`
 }
 
+var listMembers = []string{"prefix", "after", "limit", "search"}
+
 func (r stateResource[T]) list(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
 	var in listInput
 	if err := req.DecodeInput(&in); err != nil || in.Limit < 0 {
 		return contract.Refuse(contract.ResultError{Code: contract.InputType, Message: "list takes prefix, after, search (strings) and limit (an integer, 0 or more)"}), nil
+	}
+	// A member list does not read (a typo, "query" for "search") would list everything: refused.
+	var members map[string]json.RawMessage
+	_ = req.DecodeInput(&members) // an object: it decoded into listInput
+	var unknown []contract.ResultError
+	for _, m := range slices.Sorted(maps.Keys(members)) {
+		if !slices.Contains(listMembers, m) {
+			unknown = append(unknown, contract.ResultError{Code: contract.InputUnknown, Field: m,
+				Message: fmt.Sprintf("resource.%s.list reads prefix, after, limit and search, not %q", r.id, m)})
+		}
+	}
+	if len(unknown) > 0 {
+		return contract.Refuse(unknown...), nil
 	}
 	limit := in.Limit
 	if limit == 0 {
@@ -262,7 +291,7 @@ func (r stateResource[T]) create(ctx context.Context, req *contract.ActionReques
 		return nil, err
 	}
 	if r.beforeCreate != nil {
-		if err := r.beforeCreate(ctx, &v); err != nil {
+		if err := r.beforeCreate(ctx, req, &v); err != nil {
 			return contract.Refused(err)
 		}
 	}
@@ -279,7 +308,11 @@ func (r stateResource[T]) create(ctx context.Context, req *contract.ActionReques
 		return r.required(), nil
 	}
 	err := r.records(ctx).Create(ctx, key, v)
-	if errors.Is(err, state.ErrExists) {
+	switch {
+	case errors.Is(err, state.ErrExists) && r.keyOf != nil: // the operator typed the source field, not the id
+		msg := fmt.Sprintf("%s already has a record with %s %q", r.label, r.keyFrom, memberString(v, r.keyFrom))
+		return contract.Refuse(contract.InvalidField(r.keyFrom, msg)), nil
+	case errors.Is(err, state.ErrExists):
 		return contract.Refuse(contract.InvalidField(r.key, fmt.Sprintf("%s already has a record %q", r.label, key))), nil
 	}
 	if err != nil {
@@ -300,7 +333,7 @@ func (r stateResource[T]) update(ctx context.Context, req *contract.ActionReques
 			return err
 		}
 		if r.beforeUpdate != nil {
-			if err := r.beforeUpdate(ctx, v); err != nil {
+			if err := r.beforeUpdate(ctx, req, v); err != nil {
 				refused = err
 				return err
 			}

@@ -22,6 +22,7 @@ type contact struct {
 	Company   string `json:"company,omitempty"`
 	Source    string `json:"source,omitempty"`
 	CreatedAt string `json:"created_at,omitempty"`
+	CreatedBy string `json:"created_by,omitempty"`
 	UpdatedBy string `json:"updated_by,omitempty"`
 }
 
@@ -54,16 +55,19 @@ func contactKey(c contact) string {
 func TestServeResourceOptions(t *testing.T) {
 	a := contactsAgent(t)
 	core.ServeResource[contact](a, "contacts", "id",
-		core.WithKey(contactKey),
-		core.BeforeCreate(func(_ context.Context, c *contact) error {
+		core.WithKey("email", contactKey), // the id derives from the email
+		core.BeforeCreate(func(_ context.Context, req *contract.ActionRequest, c *contact) error {
 			c.Email = strings.ToLower(strings.TrimSpace(c.Email))
 			if strings.HasSuffix(c.Email, "@blocked.example") {
 				return contract.InputErrors{contract.InvalidField("email", "This domain is blocked")}
 			}
-			c.Source, c.CreatedAt = "import", "2026-12-01"
+			c.Source, c.CreatedAt, c.CreatedBy = "import", "2026-12-01", req.Actor.UserID // the hooks get the request
 			return nil
 		}),
-		core.BeforeUpdate(func(_ context.Context, c *contact) error { c.UpdatedBy = "agent"; return nil }),
+		core.BeforeUpdate(func(_ context.Context, req *contract.ActionRequest, c *contact) error {
+			c.UpdatedBy = req.Actor.UserID + " via " + req.Action
+			return nil
+		}),
 		// The agent serves delete itself: no "two handlers" error at New.
 		core.WithOperation("delete", core.ActionFunc(func(_ context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
 			return contract.Refuse(contract.InvalidField("id", "contacts are archived, never deleted")), nil
@@ -73,12 +77,14 @@ func TestServeResourceOptions(t *testing.T) {
 
 	res := h.Invoke(t, "resource.contacts.create", map[string]any{"email": " Ann@Example.COM ", "name": "Ann", "source": "spoofed"})
 	ann := svztest.As[contact](t, res.Effects[0].Item)
-	if want := (contact{ID: contactKey(contact{Email: "ann@example.com"}), Email: "ann@example.com", Name: "Ann", Source: "import", CreatedAt: "2026-12-01"}); ann != want {
+	if want := (contact{ID: contactKey(contact{Email: "ann@example.com"}), Email: "ann@example.com", Name: "Ann", Source: "import", CreatedAt: "2026-12-01",
+		CreatedBy: "svztest-user"}); ann != want {
 		t.Errorf("created %+v\nwant    %+v", ann, want)
 	}
-	// The same email again: the same id, refused.
+	// The same email again: the same id, refused naming the email, the field the key derives
+	// from (the operator never typed the id).
 	res = h.Invoke(t, "resource.contacts.create", map[string]any{"email": "ANN@example.com", "name": "Ann B"})
-	if !res.Refusal() || res.Errors[0].Field != "id" || !strings.Contains(res.Errors[0].Message, "already has a record") {
+	if b, _ := json.Marshal(res.Errors); !res.Refusal() || string(b) != `[{"code":"input_invalid","message":"Contacts already has a record with email \"ann@example.com\"","field":"email"}]` {
 		t.Errorf("second create = %s", res.JSON)
 	}
 	res = h.Invoke(t, "resource.contacts.create", map[string]any{"email": "x@blocked.example"})
@@ -88,7 +94,7 @@ func TestServeResourceOptions(t *testing.T) {
 
 	res = h.Invoke(t, "resource.contacts.update", map[string]any{"id": ann.ID, "company": "Acme"})
 	upd := svztest.As[contact](t, res.Effects[0].Item)
-	if upd.Company != "Acme" || upd.UpdatedBy != "agent" || upd.ID != ann.ID || upd.Source != "import" {
+	if upd.Company != "Acme" || upd.UpdatedBy != "svztest-user via resource.contacts.update" || upd.ID != ann.ID || upd.Source != "import" {
 		t.Errorf("updated %+v", upd)
 	}
 	if res := h.Invoke(t, "resource.contacts.delete", map[string]any{"id": ann.ID}); !res.Refusal() || !strings.Contains(string(res.JSON), "archived") {
@@ -105,6 +111,11 @@ func TestServeResourceListSearchesAndCounts(t *testing.T) {
 		if res := h.Invoke(t, "resource.contacts.create", c); res.Status != contract.StatusOK {
 			t.Fatalf("create %s", res.JSON)
 		}
+	}
+	// Keyed by a field the operator types: a taken key is refused naming it.
+	res := h.Invoke(t, "resource.contacts.create", contact{Email: "a@x.io"})
+	if b, _ := json.Marshal(res.Errors); !res.Refusal() || string(b) != `[{"code":"input_invalid","message":"Contacts already has a record \"a@x.io\"","field":"email"}]` {
+		t.Errorf("duplicate = %s", res.JSON)
 	}
 	type page struct {
 		emails []string
@@ -146,16 +157,26 @@ func TestServeResourceListSearchesAndCounts(t *testing.T) {
 			t.Errorf("list %v = %q, want %q", tc.in, got, tc.want)
 		}
 	}
+	// A member list does not read ("query" for "search") is refused, not ignored: ignored, it
+	// would list every record.
+	res = h.Invoke(t, "resource.contacts.list", map[string]any{"query": "ann", "limit": 2, "Search": "x"})
+	if b, _ := json.Marshal(res.Errors); !res.Refusal() || string(b) != `[`+
+		`{"code":"input_unknown","message":"resource.contacts.list reads prefix, after, limit and search, not \"Search\"","field":"Search"},`+
+		`{"code":"input_unknown","message":"resource.contacts.list reads prefix, after, limit and search, not \"query\"","field":"query"}]` {
+		t.Errorf("list with unknown members = %s", res.JSON)
+	}
 }
 
 func TestServeResourceOptionMistakes(t *testing.T) {
 	a := contactsAgent(t)
 	core.ServeResource[contact](a, "contacts", "id",
-		core.WithKey(func(c map[string]any) string { return "x" }), // another record type
-		core.WithOperation("import", core.ActionFunc(nil)))         // not declared
+		core.WithKey("email", func(c map[string]any) string { return "x" }), // another record type
+		core.WithKey("mail", contactKey),                                    // no such field
+		core.WithOperation("import", core.ActionFunc(nil)))                  // not declared
 	_, err := core.New(core.Config{APIKey: testKey, Authorizer: grant.LocalBypass{}}, a)
 	for _, want := range []string{`ServeResource[core_test.contact] "contacts": option core.keyOption[map[string]interface {}] is for another record type`,
-		`ServeResource "contacts": WithOperation("import"): the resource declares no such operation`} {
+		`ServeResource "contacts": WithOperation("import"): the resource declares no such operation`,
+		`ServeResource "contacts": WithKey("mail"): the resource declares no such field (name the field the key derives from)`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New = %v\nwant %q", err, want)
 		}

@@ -66,11 +66,16 @@ func Result(ctx context.Context, surface string, doc any) (*contract.SurfaceResu
 }
 
 // Failed is the surface result of a surface that cannot be shown as asked, e.g. the review of a
-// step that does not exist: an empty document and the errors, for Studio to show instead.
-func Failed(ctx context.Context, surface string, errs ...contract.ResultError) *contract.SurfaceResult {
-	res, _ := Result(ctx, surface, struct{}{})
+// step that does not exist: an empty document and the errors, for Studio to show instead. It
+// returns as Result and a surface handler do (return a2ui.Failed(ctx, req.Surface, errs...));
+// without an error to show, it is an error itself.
+func Failed(ctx context.Context, surface string, errs ...contract.ResultError) (*contract.SurfaceResult, error) {
+	if len(errs) == 0 {
+		return nil, fmt.Errorf("a2ui: %s: Failed needs the errors to show", surface)
+	}
+	res, _ := Result(ctx, surface, struct{}{}) // an empty document always encodes
 	res.Errors = errs
-	return res
+	return res, nil
 }
 
 // Submit names the action a document submits to, with an optional button label.

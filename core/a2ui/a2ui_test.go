@@ -93,11 +93,15 @@ func TestDocumentsAreValidated(t *testing.T) {
 
 func TestFailed(t *testing.T) {
 	ctx := a2ui.NewContext(context.Background(), &a2ui.Versions{A2UI: "v0.8", Catalog: "c.1"})
-	res := a2ui.Failed(ctx, "case.step.awaiting", contract.ResultError{Code: "job_not_found", Message: "No job"})
+	res, err := a2ui.Failed(ctx, "case.step.awaiting", contract.ResultError{Code: "job_not_found", Message: "No job"})
 	b, _ := json.Marshal(res)
 	want := `{"surface":"case.step.awaiting","a2ui_version":"v0.8","a2ui_catalog_version":"c.1","document":{},"errors":[{"code":"job_not_found","message":"No job"}]}`
-	if string(b) != want || res.Validate() != nil {
-		t.Errorf("failed = %s\nwant %s", b, want)
+	if err != nil || string(b) != want || res.Validate() != nil {
+		t.Errorf("failed = %s, %v\nwant %s", b, err, want)
+	}
+	// A failure without an error to show is the handler's mistake.
+	if res, err := a2ui.Failed(ctx, "case.step.awaiting"); res != nil || err == nil || err.Error() != "a2ui: case.step.awaiting: Failed needs the errors to show" {
+		t.Errorf("no errors = %v, %v", res, err)
 	}
 }
 

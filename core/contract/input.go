@@ -32,6 +32,7 @@ const (
 	InputMaxItems  = "input_max_items"  // validation.max_items
 	InputFile      = "input_file"       // a file value that is malformed, too large or of a type accept refuses
 	InputInvalid   = "input_invalid"    // the agent's own check of a field (InvalidField)
+	InputUnknown   = "input_unknown"    // a member the action does not read (a typo, another action's)
 )
 
 // IsInputError reports whether code is one of the input validation codes (prefix "input_").

@@ -41,9 +41,11 @@ type JobInformation struct {
 	Extra Extra    `json:"-"`
 }
 
-// JobCost is the job's cost, in the unit the agent bills in (credits, USD...).
+// JobCost is the job's cost, in the unit the agent bills in: Currency names it (an ISO 4217
+// code such as "EUR", or the agent's own unit such as "credits"); omitted when empty.
 type JobCost struct {
 	TotalCost float64 `json:"total_cost"`
+	Currency  string  `json:"currency,omitzero"`
 	Extra     Extra   `json:"-"`
 }
 
@@ -51,6 +53,12 @@ type JobCost struct {
 // is written "information": {"cost": {"total_cost": 3}}.
 func Cost(total float64) *JobInformation {
 	return &JobInformation{Cost: &JobCost{TotalCost: total}}
+}
+
+// CostIn is Cost with the cost's currency: contract.CostIn(12.5, "EUR") is written
+// "information": {"cost": {"total_cost": 12.5, "currency": "EUR"}}.
+func CostIn(total float64, currency string) *JobInformation {
+	return &JobInformation{Cost: &JobCost{TotalCost: total, Currency: currency}}
 }
 
 // JobDisplay is the agent's vocabulary for job lists and the job title line; each text is at

@@ -157,6 +157,9 @@ func Stop(ctx context.Context, jobID string) (*contract.JobState, error) {
 	return s.project(ctx, sc.reg, r)
 }
 
+// ErrNoStep: an answer (Answer) for a step id the job does not have.
+var ErrNoStep = errors.New("jobs: the job has no step with this id")
+
 // Answer records the operator's answer (req.Input) to the awaiting step req.StepID of job
 // req.JobID (a step.awaiting.submit), and hands the task to the queue so the work continues:
 // its Await returns the answer. The answer is checked against the step's awaiting fields

@@ -80,8 +80,6 @@ var (
 	ErrOtherWork = errors.New("jobs: the job already runs other background work")
 	// ErrNotAwaiting: an answer for a step that does not wait for one.
 	ErrNotAwaiting = errors.New("jobs: the step is not awaiting an answer")
-	// ErrNoStep: an answer for a step the job does not have.
-	ErrNoStep = errors.New("jobs: the job has no such step")
 
 	errBadMessage = errors.New("jobs: a task message has agent, workspace, job, work (non-empty strings) and attempt (a whole number >= 0), and no other member")
 )

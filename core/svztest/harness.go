@@ -44,6 +44,8 @@ type Harness struct {
 	seq       atomic.Int64
 	since     string   // the effect stream's position when the harness started
 	defaults  []Option // New's options: their request members and headers apply to every call
+	pool      *jobs.Pool
+	ahead     atomic.Int64 // how far Advance moved the controller's clock, in nanoseconds
 }
 
 // WithStore serves the agent on s (e.g. PostgreSQL or DynamoDB in CI) instead of a fresh memory
@@ -82,22 +84,44 @@ func New(t testing.TB, agent *core.Agent, opts ...Option) *Harness {
 		t.Cleanup(func() { _ = mem.Close() })
 		s = mem
 	}
+	h := &Harness{agent: agent, store: s, workspace: cfg.workspace, mission: "mission-1", defaults: opts}
 	var queue jobs.Dispatcher
 	if agent.Works().Len() > 0 {
-		queue = jobs.NewPool() // as on a plain server: background work runs in process (WaitJob)
+		h.pool = jobs.NewPool() // as on a plain server: background work runs in process (WaitJob)
+		queue = h.pool
 	}
 	ctl, err := core.New(core.Config{
 		APIKey: LocalAPIKey, ServerID: "svztest-server", Authorizer: grant.LocalBypass{ServerID: "svztest-server"},
 		Store: s, Gate: idempotency.New(s, idempotency.WithLogger(cfg.logger)), Logger: cfg.logger, EventBuffer: 4096,
-		RuleCheckpoints: cfg.checkpoints, Jobs: queue,
+		RuleCheckpoints: cfg.checkpoints, Jobs: queue, Now: h.now,
 	}, agent)
 	if err != nil {
 		t.Fatalf("svztest.New: %v", err)
 	}
 	t.Cleanup(func() { _ = ctl.Close() })
-	h := &Harness{agent: agent, ctl: ctl, store: s, workspace: cfg.workspace, mission: "mission-1", defaults: opts}
+	h.ctl = ctl
 	h.since = h.eventsAfter(t, "")
 	return h
+}
+
+// now is the controller's clock: the time, moved on by Advance.
+func (h *Harness) now() time.Time { return time.Now().Add(time.Duration(h.ahead.Load())) }
+
+// Advance moves the controller's clock on by d, and has the background work that is due by then
+// run (a jobs.Sleep, a retry's backoff, a limit's turn): test a two-hour timer without waiting
+// two hours. Follow it with WaitJob.
+func (h *Harness) Advance(t testing.TB, d time.Duration) {
+	t.Helper()
+	if d < 0 {
+		t.Fatalf("svztest: Advance(%s): the clock only moves on", d)
+	}
+	h.ahead.Add(int64(d))
+	if h.pool == nil {
+		return
+	}
+	if err := h.pool.Scan(context.Background()); err != nil {
+		t.Fatalf("svztest: Advance: look for the work due: %v", err)
+	}
 }
 
 // Handler is the controller, for AssertConfirmIdempotent or an httptest.Server.
@@ -230,8 +254,14 @@ func (h *Harness) Invoke(t testing.TB, action string, input any, opts ...Option)
 	if resp.Error != nil || resp.Result == nil {
 		t.Fatalf("svztest: action %s answered %s; want a result", action, resp.Body)
 	}
-	res := &Result{JSON: resp.Result}
-	if err := json.Unmarshal(resp.Result, &res.ActionResult); err != nil {
+	return decodeResult(t, action, resp.Result)
+}
+
+// decodeResult decodes the result of action as Result.
+func decodeResult(t testing.TB, action string, raw json.RawMessage) *Result {
+	t.Helper()
+	res := &Result{JSON: raw}
+	if err := json.Unmarshal(raw, &res.ActionResult); err != nil {
 		t.Fatalf("svztest: action %s: decode the result: %v", action, err)
 	}
 	if res.ActionResult.SetupPlan != nil {
@@ -291,7 +321,9 @@ func (h *Harness) Request(t testing.TB, action string, input any, opts ...Option
 
 // AssertConfirmIdempotent runs the seeds' conformance check (AssertConfirmIdempotent) on action
 // with input; opts must include an IdempotencyKey, and may include WithState and WithHeader.
-func (h *Harness) AssertConfirmIdempotent(t testing.TB, action string, input any, opts ...Option) *contract.ActionResult {
+// Background work the call started is settled before each snapshot of WithState (it waits or
+// ends). It returns the result as Invoke does.
+func (h *Harness) AssertConfirmIdempotent(t testing.TB, action string, input any, opts ...Option) *Result {
 	t.Helper()
 	s := h.call(t, "AssertConfirmIdempotent", opts, true)
 	b, err := json.Marshal(h.params(action, true, input, s))

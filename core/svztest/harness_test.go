@@ -214,7 +214,7 @@ func reviewAgent(t *testing.T, readOnly bool) *core.Agent {
 	}))
 	a.HandleSurface(contract.SurfaceStepAwaiting, core.SurfaceFunc(func(ctx context.Context, req *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
 		if stopped || req.Job() != "svztest-check-job" || req.Case() != "c1" || req.Step() != "s1" {
-			return a2ui.Failed(ctx, req.Surface, contract.ResultError{Code: "step_not_found", Message: "no such awaiting step"}), nil
+			return a2ui.Failed(ctx, req.Surface, contract.ResultError{Code: "step_not_found", Message: "no such awaiting step"})
 		}
 		return a2ui.Result(ctx, req.Surface, a2ui.DocumentReview{
 			Document: a2ui.ReviewedDocument{Title: "Report", Field: "report", Value: "# Leads", ReadOnly: readOnly},

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -90,8 +91,14 @@ func WithState(state func() any) Option {
 //     publishes one per handler run, so a second run shows there);
 //   - the state given by WithState did not change during the second call.
 //
-// The first call must run the handler: use a fresh idempotency_key. It returns the result.
-func AssertConfirmIdempotent(t testing.TB, h http.Handler, apiKey string, req contract.ActionRequest, opts ...Option) *contract.ActionResult {
+// Background work the call started writes state of its own: before each snapshot of WithState,
+// the check waits (up to WaitJobTimeout) until the job of the call (the request's job_id, the
+// answer's job_state) waits or ends, following it with job.sync as Studio does; a controller that
+// answers no job state for it has none to wait for.
+//
+// The first call must run the handler: use a fresh idempotency_key. It returns the result, as
+// Harness.Invoke does.
+func AssertConfirmIdempotent(t testing.TB, h http.Handler, apiKey string, req contract.ActionRequest, opts ...Option) *Result {
 	t.Helper()
 	o := newSettings(opts)
 	o.onlyFor(t, "AssertConfirmIdempotent", false, true)
@@ -113,17 +120,18 @@ func AssertConfirmIdempotent(t testing.TB, h http.Handler, apiKey string, req co
 			"the handler did not run (was the idempotency_key used before?) or the controller publishes no effects",
 			req.RequestID, effectEvent, eventTimeout)
 	}
-	stateBefore := o.snapshot(t)
-
-	retry := req
-	retry.RequestID = req.RequestID + "-retry"
-	second := c.invoke("svztest-confirm-2", retry)
-	stateAfter := o.snapshot(t)
-
 	var firstRes contract.ActionResult
 	if err := json.Unmarshal(first, &firstRes); err != nil {
 		t.Fatalf("AssertConfirmIdempotent: decode the first result: %v", err)
 	}
+	jobs := jobsOf(req, &firstRes)
+	stateBefore := o.snapshot(t, func() { c.settle(req, jobs) })
+
+	retry := req
+	retry.RequestID = req.RequestID + "-retry"
+	second := c.invoke("svztest-confirm-2", retry)
+	stateAfter := o.snapshot(t, func() { c.settle(req, jobs) })
+
 	events := c.eventsAfter(event.id)
 	retryRan := false
 	for _, ev := range events {
@@ -137,10 +145,7 @@ func AssertConfirmIdempotent(t testing.TB, h http.Handler, apiKey string, req co
 	if !bytes.Equal(first, second) {
 		t.Errorf("AssertConfirmIdempotent: the retry answered another result\nfirst: %s\nretry: %s", first, second)
 	}
-	var res contract.ActionResult
-	if err := json.Unmarshal(second, &res); err != nil {
-		t.Fatalf("AssertConfirmIdempotent: decode the retry's result: %v", err)
-	}
+	res := decodeResult(t, req.Action, second)
 	if rs := res.ReplaySafety; rs == nil || rs.StrictlyIdempotentResponse == nil || !*rs.StrictlyIdempotentResponse {
 		t.Errorf("AssertConfirmIdempotent: the retry's result does not set replay_safety.strictly_idempotent_response = true: %s", second)
 	}
@@ -152,7 +157,47 @@ func AssertConfirmIdempotent(t testing.TB, h http.Handler, apiKey string, req co
 	if stateBefore != stateAfter {
 		t.Errorf("AssertConfirmIdempotent: the retry changed the agent's state\nbefore: %s\nafter:  %s", stateBefore, stateAfter)
 	}
-	return &res
+	return res
+}
+
+// jobsOf are the jobs a call names: its job_id and its answer's job_state.
+func jobsOf(req contract.ActionRequest, res *contract.ActionResult) []string {
+	var out []string
+	if req.Job() != "" {
+		out = append(out, req.Job())
+	}
+	if res.JobState != nil && res.JobState.Job.ID != "" && res.JobState.Job.ID != req.Job() {
+		out = append(out, res.JobState.Job.ID)
+	}
+	return out
+}
+
+// settle waits until each of jobs waits or ends (its job.sync status is neither active nor
+// pending, or it shows what it waits for: a timer, a retry, a limit's turn), so that the state
+// compared is not one its background work is still writing. A
+// job.sync answered with a JSON-RPC error (none served) or without job_state ends the wait.
+func (c client) settle(req contract.ActionRequest, jobs []string) {
+	c.t.Helper()
+	deadline := time.Now().Add(WaitJobTimeout)
+	for i, job := range jobs {
+		for n := 0; ; n++ {
+			sync := req
+			sync.RequestID = fmt.Sprintf("%s-settle-%d-%d", req.RequestID, i, n)
+			sync.Action, sync.JobID, sync.IdempotencyKey, sync.Input = contract.JobSyncAction, &job, nil, json.RawMessage(`{}`)
+			raw, ok := c.call("svztest-settle", sync)
+			var res contract.ActionResult
+			if !ok || json.Unmarshal(raw, &res) != nil || res.JobState == nil {
+				break
+			}
+			if st := res.JobState.Job.Status; st != contract.StateActive && st != contract.StatePending || res.JobState.Job.Extra["waiting"] != nil {
+				break // it ended, or waits: for an answer, a timer, a retry or a limit's turn
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("AssertConfirmIdempotent: the background work of job %s still runs after %s (job.sync: %s): the state is compared once it waits or ends", job, WaitJobTimeout, raw)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }
 
 // refusal lists the errors of a refused result: "input_required count, input_min budget".
@@ -170,11 +215,13 @@ func refusal(errs []contract.ResultError) string {
 	return strings.Join(parts, ", ")
 }
 
-func (o *settings) snapshot(t testing.TB) string {
+// snapshot is the WithState snapshot, taken once settle returned ("" without WithState).
+func (o *settings) snapshot(t testing.TB, settle func()) string {
 	t.Helper()
 	if o.state == nil {
 		return ""
 	}
+	settle()
 	b, err := json.Marshal(o.state())
 	if err != nil {
 		t.Fatalf("AssertConfirmIdempotent: encode the state snapshot: %v", err)
@@ -207,6 +254,17 @@ func (c client) request(ctx context.Context, method, path string, body []byte) *
 // invoke sends supervaizer/action.invoke and returns the JSON of its result.
 func (c client) invoke(id string, req contract.ActionRequest) json.RawMessage {
 	c.t.Helper()
+	res, ok := c.call(id, req)
+	if !ok {
+		c.t.Fatalf("AssertConfirmIdempotent: call %s answered %s; want a JSON-RPC result", id, res)
+	}
+	return res
+}
+
+// call sends supervaizer/action.invoke: the JSON of its result (true), or the answer's body when
+// it is not a JSON-RPC result (false).
+func (c client) call(id string, req contract.ActionRequest) (json.RawMessage, bool) {
+	c.t.Helper()
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "supervaizer/action.invoke", "params": req})
 	if err != nil {
 		c.t.Fatalf("AssertConfirmIdempotent: encode the request: %v", err)
@@ -218,9 +276,9 @@ func (c client) invoke(id string, req contract.ActionRequest) json.RawMessage {
 		Error  json.RawMessage `json:"error"`
 	}
 	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &resp) != nil || resp.Error != nil || resp.Result == nil {
-		c.t.Fatalf("AssertConfirmIdempotent: call %s: HTTP %d %s; want a JSON-RPC result", id, rec.Code, rec.Body.Bytes())
+		return fmt.Appendf(nil, "HTTP %d %s", rec.Code, rec.Body.Bytes()), false
 	}
-	return resp.Result
+	return resp.Result, true
 }
 
 const effectEvent = "supervaizer.effect"

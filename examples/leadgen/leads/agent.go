@@ -119,20 +119,20 @@ func NewAgent(findDelay time.Duration) (*core.Agent, error) {
 		return nil, err
 	}
 	a.DeclareInput(TestRun, Plan().InputFields()) // the dry run takes the job.start form as is
-	a.DeclareInput(contract.ArtifactGetAction, []contract.FieldDefinition{{ID: "artifact_id", Label: "Artifact", Type: contract.FieldResourceRef, Required: true}})
 	// The email is the contact's key (the import upserts by it): one contact per address, whatever its case.
-	core.ServeResource[Contact](a, Contacts, "email", core.BeforeCreate(func(_ context.Context, c *Contact) error {
+	core.ServeResource[Contact](a, Contacts, "email", core.BeforeCreate(func(_ context.Context, _ *contract.ActionRequest, c *Contact) error {
 		c.Email = strings.ToLower(c.Email)
 		return nil
 	}))
 	core.ServeDataset(a, Runs, runs)
+	core.ServeArtifacts(a, reportArtifact)                               // artifact.get: the report of a job
 	la := &leadAgent{findDelay: findDelay, imp: defineImport(a)}         // the guarded import of governed jobs
 	la.work = jobs.Define(a, "leads.search", la.search, jobs.View(view)) // svz serves job.sync, job.stop, step.awaiting.submit
 	a.HandleSurface(contract.SurfaceJobStart, core.SurfaceFunc(startForm))
 	a.HandleSurface(contract.SurfaceStepAwaiting, core.SurfaceFunc(jobSurface))
 	a.HandleSurface(contract.SurfaceStepDetail, core.SurfaceFunc(jobSurface))
 	for id, h := range map[string]core.ActionFunc{SuggestRegion: suggestRegion, contract.JobStartPreviewAction: preview, TestRun: testRun,
-		contract.JobStartAction: la.start, contract.ArtifactGetAction: getArtifact} {
+		contract.JobStartAction: la.start} {
 		a.HandleAction(id, h)
 	}
 	return a, nil
@@ -158,7 +158,7 @@ func startForm(ctx context.Context, req *contract.SurfaceRequest) (*contract.Sur
 func jobSurface(ctx context.Context, req *contract.SurfaceRequest) (*contract.SurfaceResult, error) {
 	job, err := records(ctx).Get(ctx, req.Job())
 	if err != nil {
-		return a2ui.Failed(ctx, req.Surface, notFound(req.Job())), nil
+		return a2ui.Failed(ctx, req.Surface, contract.ResultError{Code: "job_not_found", Message: fmt.Sprintf("No job %q in this workspace", req.Job())})
 	}
 	if req.Surface == contract.SurfaceStepAwaiting {
 		return a2ui.Result(ctx, req.Surface, a2ui.DocumentReview{

@@ -144,7 +144,7 @@ func TestGovernedImport(t *testing.T) {
 		}
 		// Only the review takes an answer from step.awaiting.submit, never a paused import.
 		if res := h1.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "# ok", "approved": true}, svztest.JobID("gov-1"),
-			svztest.StepID("gov-1-import.wait.before")); !res.Refusal() {
+			svztest.StepID("gov-1-import.wait.before")); len(res.Errors) != 1 || res.Errors[0].Code != "step_not_awaiting" {
 			t.Errorf("an answer to the import = %s", res.JSON)
 		}
 		if n := contactsOf(t, h1, "gov-1"); n != 0 {

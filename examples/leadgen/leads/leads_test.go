@@ -204,7 +204,7 @@ func run(t *testing.T, s store.Store) {
 			t.Errorf("imported contact = %+v, %v", c, err)
 		}
 		again := h.Invoke(t, contract.StepAwaitingSubmitAction, map[string]any{"report": "x", "approved": false}, svztest.JobID("job-1"), review)
-		if !again.Refusal() {
+		if len(again.Errors) != 1 || again.Errors[0].Code != "step_not_awaiting" {
 			t.Errorf("second review = %s", again.JSON)
 		}
 	})
@@ -215,7 +215,7 @@ func run(t *testing.T, s store.Store) {
 		if string(first.JSON) != string(second.JSON) || first.JobState.Job.Status != contract.StateCompleted {
 			t.Errorf("sync = %s\nthen %s", first.JSON, second.JSON)
 		}
-		if info := first.JobState.Job.Information; info == nil || info.Cost == nil || info.Cost.TotalCost != 3 {
+		if info := first.JobState.Job.Information; info == nil || info.Cost == nil || info.Cost.TotalCost != 3 || info.Cost.Currency != "credits" {
 			t.Errorf("information = %+v", info)
 		}
 	})
@@ -224,6 +224,9 @@ func run(t *testing.T, s store.Store) {
 		res := h.Invoke(t, contract.ArtifactGetAction, map[string]any{"artifact_id": "report:job-1"})
 		if res.Effects[0].Data["content"] != "# edited" {
 			t.Errorf("artifact = %s", res.JSON)
+		}
+		if res = h.Invoke(t, contract.ArtifactGetAction, map[string]any{"artifact_id": "report:job-404"}); errorsOf(res) != `artifact_not_found artifact_id: No artifact "report:job-404" in this workspace` {
+			t.Errorf("missing artifact = %s", res.JSON)
 		}
 		detail := h.Load(t, contract.SurfaceStepDetail, nil, svztest.JobID("job-1")).Doc
 		if detail["type"] != "Detail" || detail["summary"] != "3 saas leads in Western Europe" {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/jobs"
@@ -80,10 +81,6 @@ func report(s Setup, leads []Lead) string {
 }
 
 func records(ctx context.Context) state.Collection[Job] { return state.Of[Job](ctx, "jobs") }
-
-func notFound(id string) contract.ResultError {
-	return contract.ResultError{Code: "job_not_found", Message: fmt.Sprintf("No job %q in this workspace", id)}
-}
 
 func suggestRegion(_ context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
 	region := map[string]string{"saas": "North America", "retail": "Western Europe", "health": "DACH"}[req.HelpInput().Text("industry")]
@@ -233,7 +230,7 @@ func view(js *contract.JobState, r jobs.Results) {
 	var credits float64
 	r.Decode("report", &credits)
 	js.Job.Display = &contract.JobDisplay{EntityLabel: "Lead run", StateLabel: js.Job.Status}
-	js.Job.Information = contract.Cost(credits)
+	js.Job.Information = contract.CostIn(credits, "credits")
 }
 
 // importLeads adds the leads of job id to the contacts.
@@ -258,22 +255,11 @@ func statusOf(ctx context.Context, id string) (status string) {
 	return status
 }
 
-func getArtifact(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
-	var in struct {
-		ArtifactID string `json:"artifact_id"`
-	}
-	if err := req.DecodeInput(&in); err != nil {
-		return nil, err
-	}
-	id, _ := strings.CutPrefix(in.ArtifactID, "report:")
-	job, err := records(ctx).Get(ctx, id)
-	if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrInvalid) {
-		return contract.Fail(notFound(id).Code, notFound(id).Message), nil
-	} else if err != nil {
-		return nil, err // the store is down...
-	}
-	return contract.OK(contract.Effect{Type: contract.EffectArtifactLoaded, ArtifactID: in.ArtifactID,
-		Data: map[string]any{"media_type": "text/markdown", "content": job.Report}}), nil
+// reportArtifact is the report artifact ("report:<job>"): svz answers artifact.get with it, or
+// artifact_not_found when the job has none (state.ErrNotFound).
+func reportArtifact(ctx context.Context, id string) (core.Artifact, error) {
+	job, err := records(ctx).Get(ctx, strings.TrimPrefix(id, "report:"))
+	return core.Artifact{Title: "Lead report", MediaType: "text/markdown", Content: job.Report}, err
 }
 
 // runs are the lead_runs dataset's rows: one per job of the workspace.
