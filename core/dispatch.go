@@ -187,7 +187,7 @@ func (c *Controller) checkAndRun(ctx context.Context, agent *boundAgent, h Actio
 		return res, err
 	}
 	res, err := c.runAction(ctx, h, req)
-	if refused := jobRefusal(req, err); refused != nil {
+	if refused := refusal(req, err); refused != nil {
 		return refused, nil
 	}
 	return res, err

@@ -13,11 +13,14 @@ import (
 // the task after a restart). Nothing runs, and nothing is billed on serverless, meanwhile. Once
 // the time has come, Sleep returns nil and records the step (one write). job.sync shows the step
 // "pending" with its wake time and the job waiting until then. A sleep past the job's timeout
-// ends in the timeout.
+// ends in the timeout. A duration of 0 or less returns at once, with no step.
 func Sleep(ctx context.Context, name string, d time.Duration, opts ...StepOption) error {
 	t := taskOf(ctx)
 	if t == nil {
 		return ErrNotInWork
+	}
+	if d <= 0 {
+		return t.open(name) // nothing to wait for: no step (a configured pause set to 0)
 	}
 	return t.sleep(ctx, name, func(now time.Time) time.Time { return now.Add(d) }, opts)
 }

@@ -2,8 +2,10 @@
 // the protocol's minimal one). The operator sets a job up through a guided setup plan (target,
 // volume, review), previews its cost, may try a dry run, then starts it. job.start answers at
 // once: the search runs in the background (package jobs) in steps, in two cases in two lanes
-// (research in "work": find, score; the report in "deliverable": report, review, import), waits
-// for a human review of the report, and on approval adds the leads to the contacts resource.
+// (research in "work": find, then score, a fan-out of one model call per lead; the report in
+// "deliverable": report, review, import), waits for a human review of the report, and on approval
+// adds the leads to the contacts resource, at a rate the CRM allows; a job that fails for good has
+// its partial import undone.
 // Everything it keeps lives in the controller's store, per verified workspace, so it runs the
 // same on Lambda, Cloud Run or a plain server, and any instance continues a job.
 package leads
@@ -94,19 +96,27 @@ func Registration() (*contract.Registration, error) {
 	})
 }
 
-// FindDelay is the setting that slows the demo directory's search: each batch of ten leads takes
-// this long (a Go duration, default 0), so that a user sees a job run for a while.
-const FindDelay = "LEADGEN_FIND_DELAY"
+// The settings that slow the demo's stand-ins (Go durations, default 0), so that a user sees a job
+// run for a while: each batch of ten leads of the search, each lead's score (a model call), and
+// the wait before the import (a CRM's cool-down: a durable timer).
+const (
+	FindDelay  = "LEADGEN_FIND_DELAY"
+	ScoreDelay = "LEADGEN_SCORE_DELAY"
+	ImportWait = "LEADGEN_IMPORT_WAIT"
+)
+
+// Delays are the settings' values.
+type Delays struct{ Find, Score, Import time.Duration }
 
 // leadAgent is the agent's background work (the lead search) and its guarded import.
 type leadAgent struct {
-	findDelay time.Duration
-	work      *jobs.Work[Run]
-	imp       *checkpoint.Step[string, int]
+	delays Delays
+	work   *jobs.Work[Run]
+	imp    *checkpoint.Step[string, int]
 }
 
-// NewAgent returns the agent with its handlers; findDelay slows its search (FindDelay).
-func NewAgent(findDelay time.Duration) (*core.Agent, error) {
+// NewAgent returns the agent with its handlers, its stand-ins as slow as d says.
+func NewAgent(d Delays) (*core.Agent, error) {
 	reg, err := Registration()
 	if err != nil {
 		return nil, err
@@ -125,27 +135,31 @@ func NewAgent(findDelay time.Duration) (*core.Agent, error) {
 		return nil
 	}))
 	core.ServeDataset(a, Runs, runs)
-	core.ServeArtifacts(a, reportArtifact)                               // artifact.get: the report of a job
-	la := &leadAgent{findDelay: findDelay, imp: defineImport(a)}         // the guarded import of governed jobs
-	la.work = jobs.Define(a, "leads.search", la.search, jobs.View(view)) // svz serves job.sync, job.stop, step.awaiting.submit
+	core.ServeArtifacts(a, reportArtifact)            // artifact.get: the report of a job
+	la := &leadAgent{delays: d, imp: defineImport(a)} // the guarded import of governed jobs
+	// svz serves job.sync, job.stop and step.awaiting.submit; a job that fails for good is cleaned up.
+	la.work = jobs.Define(a, "leads.search", la.search, jobs.View(view), jobs.OnFailure(cleanUp))
 	a.HandleSurface(contract.SurfaceJobStart, core.SurfaceFunc(startForm))
 	a.HandleSurface(contract.SurfaceStepAwaiting, core.SurfaceFunc(jobSurface))
 	a.HandleSurface(contract.SurfaceStepDetail, core.SurfaceFunc(jobSurface))
-	for id, h := range map[string]core.ActionFunc{SuggestRegion: suggestRegion, contract.JobStartPreviewAction: preview, TestRun: testRun,
+	for id, h := range map[string]core.ActionFunc{SuggestRegion: suggestRegion, contract.JobStartPreviewAction: preview, TestRun: la.testRun,
 		contract.JobStartAction: la.start} {
 		a.HandleAction(id, h)
 	}
 	return a, nil
 }
 
-// Build is the controller configured from the environment (adapters/platform runs it); the find
-// delay is read here, so that a wrong value stops the start.
+// Build is the controller configured from the environment (adapters/platform runs it); the
+// delays are read here, so that a wrong value stops the start.
 func Build(ctx context.Context, getenv func(string) string, log *slog.Logger) (http.Handler, error) {
-	delay, err := envvar.Duration(getenv, FindDelay, 0, 0, time.Hour)
-	if err != nil {
-		return nil, err
+	var d Delays
+	for name, v := range map[string]*time.Duration{FindDelay: &d.Find, ScoreDelay: &d.Score, ImportWait: &d.Import} {
+		var err error
+		if *v, err = envvar.Duration(getenv, name, 0, 0, 24*time.Hour); err != nil {
+			return nil, err
+		}
 	}
-	return platform.Agents(func() (*core.Agent, error) { return NewAgent(delay) })(ctx, getenv, log)
+	return platform.Agents(func() (*core.Agent, error) { return NewAgent(d) })(ctx, getenv, log)
 }
 
 func startForm(ctx context.Context, req *contract.SurfaceRequest) (*contract.SurfaceResult, error) {

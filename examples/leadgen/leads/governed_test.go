@@ -121,7 +121,7 @@ func TestGovernedImport(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	controllers := make([]*svztest.Harness, 2) // two instances on one store
 	for k := range controllers {
-		a, err := leads.NewAgent(0)
+		a, err := leads.NewAgent(leads.Delays{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,7 +2,6 @@ package leads_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +64,7 @@ func errorsOf(res *svztest.Result) string {
 var setup = map[string]any{"industry": "saas", "region": "Western Europe", "leads": "3", "require_review": "true", "reviewer_email": "ann@example.com"}
 
 func run(t *testing.T, s store.Store) {
-	a, err := leads.NewAgent(0)
+	a, err := leads.NewAgent(leads.Delays{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +322,7 @@ func run(t *testing.T, s store.Store) {
 
 // A slow search (LEADGEN_FIND_DELAY) runs in the background: job.stop cancels its running step.
 func TestSlowSearchStops(t *testing.T) {
-	a, err := leads.NewAgent(time.Hour)
+	a, err := leads.NewAgent(leads.Delays{Find: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,18 +344,5 @@ func TestSlowSearchStops(t *testing.T) {
 	res := h.WaitJob(t, "slow-1", contract.StateCancelled)
 	if c := res.JobState.Cases[0]; c.ID != "slow-1-research" || len(c.Steps) != 1 || c.Steps[0].Status != contract.StateCancelled {
 		t.Errorf("job.sync = %s", res.JSON)
-	}
-}
-
-func TestFindDelaySetting(t *testing.T) {
-	for value, want := range map[string]string{
-		"soon": `LEADGEN_FIND_DELAY="soon": must be a duration such as 30s, 5m or 1h, from 0s to 1h0m0s`,
-		"-1s":  `LEADGEN_FIND_DELAY="-1s": must be a duration such as 30s, 5m or 1h, from 0s to 1h0m0s`,
-	} {
-		env := map[string]string{leads.FindDelay: value, "SUPERVAIZER_STORE": "memory"}
-		_, err := leads.Build(context.Background(), func(k string) string { return env[k] }, slog.New(slog.DiscardHandler))
-		if err == nil || err.Error() != want {
-			t.Errorf("%s: %v\nwant %s", value, err, want)
-		}
 	}
 }

@@ -62,7 +62,7 @@ func TestGovernedImportRecovers(t *testing.T) {
 	s := memory.New()
 	t.Cleanup(func() { _ = s.Close() })
 	instance := func(st store.Store) *svztest.Harness {
-		a, err := leads.NewAgent(0)
+		a, err := leads.NewAgent(leads.Delays{})
 		if err != nil {
 			t.Fatal(err)
 		}

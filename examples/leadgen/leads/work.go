@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"strings"
 	"time"
 
@@ -64,11 +65,15 @@ func find(s Setup, n int) []Lead {
 	return out
 }
 
-func score(leads []Lead) []Lead {
-	for i := range leads {
-		leads[i].Score = 100 - i%100
+// score is the model's call for one lead (LEADGEN_SCORE_DELAY long): a unit of the score fan-out.
+func (a *leadAgent) score(ctx context.Context, l Lead) (Lead, error) {
+	l.Score = 100 - int(crc32.ChecksumIEEE([]byte(l.Email))%50)
+	select {
+	case <-ctx.Done():
+		return l, ctx.Err()
+	case <-time.After(a.delays.Score):
+		return l, nil
 	}
-	return leads
 }
 
 func report(s Setup, leads []Lead) string {
@@ -111,14 +116,17 @@ func preview(_ context.Context, req *contract.ActionRequest) (*contract.ActionRe
 var planStatus = map[bool]string{true: contract.SetupDone, false: contract.SetupAwaiting}
 
 // testRun is the dry run: three sample leads, at their real cost, and nothing kept or sent.
-func testRun(_ context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+func (a *leadAgent) testRun(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
 	var s Setup
 	if err := req.DecodeInput(&s); err != nil {
 		return nil, err
 	}
-	n := 3 * rate(s.Mode)
+	sample, n := find(s, 3), 3*rate(s.Mode)
+	for i := range sample {
+		sample[i], _ = a.score(ctx, sample[i])
+	}
 	return &contract.ActionResult{Status: contract.StatusOK,
-		Effects: []contract.Effect{{Type: "job.tested", Items: score(find(s, 3)), Message: "3 sample leads"}},
+		Effects: []contract.Effect{{Type: "job.tested", Items: sample, Message: "3 sample leads"}},
 		DryRun:  &contract.DryRunOutcome{Deletable: true, CostIncurred: &contract.CostEstimate{Status: contract.CostEstimated, Unit: "credits", Min: &n, Max: &n, Basis: "3 sample leads"}}}, nil
 }
 
@@ -142,18 +150,11 @@ func (a *leadAgent) start(ctx context.Context, req *contract.ActionRequest) (*co
 	if err := req.DecodeInput(&s); err != nil {
 		return nil, err
 	}
-	if req.Job() == "" {
-		return contract.Refuse(contract.ResultError{Code: contract.InputRequired, Field: "job_id", Message: "job.start needs the job_id Studio assigns"}), nil
-	}
 	// A governed job.start carries Studio's rule_snapshot: its gate is kept for the job's import.
+	// svz answers the refusals (a snapshot it cannot take, no job_id) as such.
 	_, err := checkpoint.FromJobStart(ctx, req)
-	switch {
-	case errors.Is(err, checkpoint.ErrInvalidSnapshot):
-		return contract.Refuse(contract.InvalidField("rule_snapshot", err.Error())), nil
-	case errors.Is(err, checkpoint.ErrRetrySnapshot), errors.Is(err, checkpoint.ErrOtherAgent):
-		return contract.Fail("rule_snapshot_refused", err.Error()), nil
-	case err != nil && !errors.Is(err, checkpoint.ErrNoSnapshot):
-		return nil, err // no Studio connection, the store: -32603, the reason in the log; Studio retries
+	if err != nil && !errors.Is(err, checkpoint.ErrNoSnapshot) {
+		return nil, err
 	}
 	return a.work.Started(ctx, req, Run{JobID: req.Job(), Setup: s, Governed: err == nil})
 }
@@ -173,7 +174,7 @@ func (a *leadAgent) search(ctx context.Context, r Run) error {
 	if err != nil {
 		return err
 	}
-	leads, err := jobs.Step(ctx, "score", func(context.Context) ([]Lead, error) { return score(found), nil }, research, jobs.Title("Score the leads"))
+	leads, err := jobs.Map(ctx, "score", found, a.score, research, jobs.Concurrency(10), jobs.Title("Score the leads"))
 	if err != nil {
 		return err
 	}
@@ -191,24 +192,41 @@ func (a *leadAgent) search(ctx context.Context, r Run) error {
 		}
 		if job, err = jobs.Step(ctx, "decide", func(ctx context.Context) (Job, error) {
 			return records(ctx).Update(ctx, id, func(j *Job) error {
-				j.Report, j.Comment, j.Review = ans.Report, ans.Comment, verdict[ans.Approved]
+				j.Report, j.Comment, j.Review = ans.Report, ans.Comment, map[bool]string{true: "approved", false: "rejected"}[ans.Approved]
 				return nil
 			})
 		}, delivery, jobs.Title("Apply the review")); err != nil || job.Review != "approved" {
 			return err
 		}
 	}
-	imp := func(ctx context.Context) (int, error) { return importLeads(ctx, id) }
-	if r.Governed {
-		if imp, err = a.guardedImport(ctx, job); err != nil {
-			return err
-		}
+	// The CRM's cool-down (none by default): the job sleeps, and nothing runs meanwhile.
+	if err := jobs.Sleep(ctx, "cool-down", a.delays.Import, delivery, jobs.Title("Wait for the CRM's import window")); err != nil {
+		return err
 	}
-	_, err = jobs.Step(ctx, "import", imp, delivery, jobs.Title("Import the leads into contacts"))
+	importing := []jobs.StepOption{delivery, jobs.Under(crmImports), jobs.Title("Import the leads into contacts")}
+	if r.Governed {
+		_, err = jobs.Guarded(ctx, "import", a.imp, beforeImport(job), id, importLeads, importing...)
+	} else {
+		_, err = jobs.Step(ctx, "import", func(ctx context.Context) (int, error) { return importLeads(ctx, id) }, importing...)
+	}
 	return err
 }
 
-var verdict = map[bool]string{true: "approved", false: "rejected"}
+// crmImports bounds the imports into the CRM, across every instance and workspace (its API's quota).
+var crmImports = jobs.NewLimit("crm.import", jobs.Rate(30, time.Minute), jobs.Shared())
+
+// cleanUp undoes a failed job's partial import (jobs.OnFailure): its contacts are deleted.
+func cleanUp(ctx context.Context, r Run, _ jobs.Failure) (err error) {
+	for c, err := range state.Of[Contact](ctx, Contacts).All(ctx, "") {
+		if err == nil && c.Value.JobID == r.JobID {
+			err = state.Of[Contact](ctx, Contacts).Delete(ctx, c.ID)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // lookUp is the demo directory's search: batches of ten leads, each LEADGEN_FIND_DELAY long, so
 // that a job visibly runs a while.
@@ -218,7 +236,7 @@ func (a *leadAgent) lookUp(ctx context.Context, s Setup) ([]Lead, error) {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(a.findDelay):
+		case <-time.After(a.delays.Find):
 		}
 	}
 	_ = jobs.Progress(ctx, "research", s.Leads, s.Leads)
