@@ -3,12 +3,14 @@ package core_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"regexp"
 	"strconv"
 	"testing"
 
 	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/jobs"
@@ -41,6 +43,14 @@ func TestJobRefusals(t *testing.T) {
 		if err := req.DecodeInput(&in); err != nil {
 			return nil, err
 		}
+		switch in["snapshot"] { // what checkpoint.FromJobStart returns of a snapshot it cannot take
+		case "invalid":
+			return nil, fmt.Errorf("%w: input.rule_snapshot.hash must be a non-empty string", checkpoint.ErrInvalidSnapshot)
+		case "retried":
+			return nil, checkpoint.ErrRetrySnapshot
+		case "other agent":
+			return nil, checkpoint.ErrOtherAgent
+		}
 		return works[in["work"]].Started(ctx, req, in)
 	}))
 	q := &jobstest.Queue{}
@@ -63,6 +73,18 @@ func TestJobRefusals(t *testing.T) {
 	_, body = post(t, c, rpcBody(t, 3, "supervaizer/action.invoke", actionParams("job.start", "job-1", map[string]any{"work": "b"})), nil)
 	jsonEq(t, body, `{"jsonrpc":"2.0","id":3,"result":{"status":"error","effects":[],"errors":[{"code":"job_conflict",`+
 		`"message":"Job \"job-1\" already runs other background work: start this one as a job of its own"}]}}`)
+
+	_, body = post(t, c, rpcBody(t, 5, "supervaizer/action.invoke", actionParams("job.start", "job-1", map[string]any{"work": "a", "lead": "acme"})), nil)
+	jsonEq(t, body, `{"jsonrpc":"2.0","id":5,"result":{"status":"error","effects":[],"errors":[{"code":"job_conflict",`+
+		`"message":"Job \"job-1\" was started with another input: a job id starts one job, so start a new job for this input"}]}}`)
+	_, body = post(t, c, rpcBody(t, 6, "supervaizer/action.invoke", actionParams("job.start", "job-3", map[string]any{"snapshot": "invalid"})), nil)
+	jsonEq(t, body, `{"jsonrpc":"2.0","id":6,"result":{"status":"error","effects":[],"errors":[{"code":"input_invalid",`+
+		`"message":"governed job: invalid rule_snapshot: input.rule_snapshot.hash must be a non-empty string","field":"rule_snapshot"}]}}`)
+	for id, snapshot := range map[int]string{7: "retried", 8: "other agent"} {
+		_, body = post(t, c, rpcBody(t, id, "supervaizer/action.invoke", actionParams("job.start", "job-3", map[string]any{"snapshot": snapshot})), nil)
+		want := map[string]string{"retried": checkpoint.ErrRetrySnapshot.Error(), "other agent": checkpoint.ErrOtherAgent.Error()}[snapshot]
+		jsonEq(t, body, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"status":"error","effects":[],"errors":[{"code":"rule_snapshot_refused","message":%q}]}}`, id, want))
+	}
 
 	// An input that does not compress, larger than the store keeps.
 	r := rand.New(rand.NewPCG(1, 2))

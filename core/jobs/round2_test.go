@@ -16,6 +16,7 @@ import (
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/memory"
 )
 
 // suite2 runs the scenarios of jobs round two (fan-out, timers, limits, failure handlers, builds)
@@ -962,3 +963,32 @@ func noise(n int) []byte {
 }
 
 func hexNoise(n int) []byte { return []byte(hex.EncodeToString(noise(n / 2))) }
+
+// TestSleepZero: a sleep of 0 (a configured pause that is off) is no step and no write.
+func TestSleepZero(t *testing.T) {
+	cs := &counting{Store: memoryStore(t)}
+	o, c := newOwner(), &counter{}
+	w := jobs.Define(o, "no-pause", func(ctx context.Context, _ struct{}) error {
+		if err := jobs.Sleep(ctx, "pause", 0); err != nil {
+			return err
+		}
+		_, err := jobs.Step(ctx, "after", func(context.Context) (int, error) { c.inc("after"); return 1, nil })
+		return err
+	})
+	in := newInstance(t, cs, o, newClock(), &queue{})
+	job := start(t, in, w, struct{}{})
+	before := cs.writes.Load()
+	if n := in.deliverAll(t, 2, nil); n != 1 {
+		t.Fatalf("%d deliveries", n)
+	}
+	snap := stateOf(t, in, job)
+	if w := cs.writes.Load() - before; w != 3 || c.get("after") != 1 || len(snap.Cases[0].Steps) != 1 || snap.Job.Status != contract.StateCompleted {
+		t.Fatalf("%d writes (want 3: claim, step, end); state %s", w, mustJSON(t, snap))
+	}
+}
+
+func memoryStore(t *testing.T) store.Store {
+	s := memory.New()
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
