@@ -399,12 +399,10 @@ func (s *Service) deadlineTimer(ctx context.Context, r *record, h *handler) {
 // queue should deliver it again later (the store was down, another instance holds the task).
 func (s *Service) Deliver(ctx context.Context, m Message, d Delivery) error {
 	err := s.deliver(ctx, m, d)
-	if err != nil && d.MaxReceives > 0 && d.Receive >= d.MaxReceives {
-		// The queue dead-letters the message now: the job's state must say it failed, and why.
+	if err != nil && !errors.Is(err, ErrBusy) && d.MaxReceives > 0 && d.Receive >= d.MaxReceives {
+		// The queue dead-letters the message now: the job's state must say it failed, and why. (A
+		// busy task may be running: its dead letter decides, DeadLettered.)
 		msg := fmt.Sprintf("the task was delivered %d times without finishing (last error: %v)", d.Receive, err)
-		if errors.Is(err, ErrBusy) {
-			msg = fmt.Sprintf("the task was delivered %d times while another delivery held it: the queue's visibility timeout is shorter than the job's lease", d.Receive)
-		}
 		if ferr := s.failJob(context.WithoutCancel(ctx), m, CauseDelivery, msg); ferr != nil {
 			s.log.ErrorContext(ctx, "job not marked failed before its message is dead-lettered", "job_id", m.Job, "error", ferr)
 		}
