@@ -92,7 +92,9 @@ func TestOIDCStaleBoundary(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	v := newOIDC(t, srv.URL, func() time.Time { return now })
-	verify := func() error { return v.Verify(context.Background(), g.Token(granttest.IDClaims(now, oidcAud, oidcEmail))) }
+	verify := func() error {
+		return v.Verify(context.Background(), g.Token(granttest.IDClaims(now, oidcAud, oidcEmail)))
+	}
 	if err := verify(); err != nil {
 		t.Fatal(err)
 	}
