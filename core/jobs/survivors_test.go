@@ -3,6 +3,8 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -183,5 +185,43 @@ func TestDecodeMessageRefusesEachEmptyMember(t *testing.T) {
 	}
 	if _, err := jobs.DecodeMessage([]byte(`{"agent":"a","workspace":"w","job":"j","work":"x","attempt":0}`)); err != nil {
 		t.Fatalf("attempt 0 refused: %v", err)
+	}
+}
+
+// A step name is 1 to 200 printable characters: a bad one fails the job at once, naming it; a
+// name of exactly 200 runs.
+func TestStepNames(t *testing.T) {
+	s := memStore(t)
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{strings.Repeat("n", 200), true},
+		{"", false},
+		{"  ", false},
+		{strings.Repeat("n", 201), false},
+		{"a\nb", false},
+		{"\tstep", false}, // a control character first
+	} {
+		o := newOwner()
+		runs := 0
+		w := jobs.Define(o, "named", func(ctx context.Context, _ struct{}) error {
+			_, err := jobs.Step(ctx, tc.name, func(context.Context) (int, error) { runs++; return 1, nil })
+			return err
+		})
+		in := newInstance(t, s, o, newClock(), &queue{})
+		job := start(t, in, w, struct{}{})
+		in.deliverAll(t, 2, nil)
+		got := stateOf(t, in, job)
+		if tc.ok {
+			if got.Job.Status != contract.StateCompleted || runs != 1 {
+				t.Errorf("name of %d bytes: ran %d times, state %s", len(tc.name), runs, mustJSON(t, got))
+			}
+			continue
+		}
+		want := fmt.Sprintf(`"error":{"message":"jobs: a step name is 1 to 200 printable characters, got %s"}`, strings.TrimSuffix(strings.TrimPrefix(mustJSON(t, fmt.Sprintf("%q", tc.name)), `"`), `"`))
+		if js := mustJSON(t, got); got.Job.Status != contract.StateFailed || runs != 0 || !strings.Contains(js, want) {
+			t.Errorf("name %q: ran %d times, state %s; want failed with %s", tc.name, runs, js, want)
+		}
 	}
 }
