@@ -21,6 +21,7 @@ import (
 
 // TestOIDCTimeBoundaries: exp, iat and nbf are checked with the leeway included: a token exactly
 // the leeway past its exp, or issued exactly the leeway ahead, is accepted; one second more is not.
+// An empty kid is no kid.
 func TestOIDCTimeBoundaries(t *testing.T) {
 	g, _ := oidcKeys()
 	t0 := time.Unix(1_800_000_000, 0)
@@ -37,6 +38,7 @@ func TestOIDCTimeBoundaries(t *testing.T) {
 		{"nbf at the leeway", g.Token(good.With("nbf", t0.Add(l).Unix())), ""},
 		{"nbf past the leeway", g.Token(good.With("nbf", t0.Add(l+time.Second).Unix())), "oidc: not valid yet (nbf)"},
 		{"nbf not a number", g.Token(good.With("nbf", "soon")), "oidc: not valid yet (nbf)"},
+		{"empty kid", g.Sign(map[string]any{"alg": "RS256", "kid": ""}, good), "oidc: the token header has no kid"},
 	} {
 		v := newOIDC(t, srv.URL, func() time.Time { return t0 })
 		got := ""
