@@ -5,7 +5,7 @@ export GOTOOLCHAIN := local
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: help build run test lint unit bench fuzz bench-controller bench-http bench-grant bench-store bench-bill bench-adapters bench-jobs sizes example-lines workbench-screenshots
+.PHONY: help build run test lint unit bench fuzz bench-controller bench-http bench-grant bench-store bench-bill bench-adapters bench-jobs sizes example-lines workbench-screenshots mutate
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-24s %s\n", $$1, $$2}'
@@ -68,6 +68,11 @@ example-lines: ## non-test Go lines of examples/leadgen: all, then code only (do
 
 workbench-screenshots: ## the workbench's screenshots in docs/images (docs/workbench.md), from its browser tests
 	SVZ_TEST_CHROMIUM=$${SVZ_TEST_CHROMIUM:-$$(command -v chromium)} go test -count=1 -run '^TestBrowser' ./adapters/platform/workbench -args -screenshots '$(CURDIR)/docs/images'
+
+# Mutation testing, a tool for development (not part of test or CI): docs/development.md.
+PKGS ?=
+mutate: ## mutation-test PKGS (default: those changed since BASE, origin/main or main) on the lines changed since BASE (BASE=all: every line)
+	BASE='$(BASE)' RUN='$(RUN)' scripts/mutate $(PKGS)
 
 FUZZTIME ?= 30s
 fuzz: ## run every fuzz target for FUZZTIME each

@@ -2,7 +2,8 @@
 // svz calls (tasks.create; queues get, create, patch, delete, getIamPolicy, setIamPolicy), for
 // tests: no emulator exists for it. It checks what the real API checks where svz could get it
 // wrong (resource names, request members, an existing queue, a POST HTTP target with an OIDC
-// token of an existing account, the policy's etag), keeps the tasks it is given instead of
+// token of an existing account, the policy's etag), and that the token names its audience (the
+// API would default it; svz always names it), keeps the tasks it is given instead of
 // dispatching them, and answers errors in the API's JSON shape.
 package cloudtasksfake
 
@@ -231,6 +232,11 @@ func (f *Fake) createTask(w http.ResponseWriter, r *http.Request, queue string, 
 		return
 	case h.OIDCToken == nil || h.OIDCToken.ServiceAccountEmail == "":
 		apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "svz tasks carry an OIDC token")
+		return
+	case h.OIDCToken.Audience == "":
+		// The API would default it to the URL; svz names it (the service's public URL, which the
+		// delivery's verifier expects), so a task without it is svz's bug.
+		apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "svz tasks name their OIDC token's audience")
 		return
 	case f.AccountExists != nil && !f.AccountExists(h.OIDCToken.ServiceAccountEmail):
 		apiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "Service account "+h.OIDCToken.ServiceAccountEmail+" does not exist.")
