@@ -121,6 +121,9 @@ func reservedFor(m Message) string { return "job:" + m.Key() }
 func (s *Service) take(ctx context.Context, l *Limit, agent, workspace, holder string, m *Message) (ok bool, retryIn time.Duration, err error) {
 	key := l.key(agent, workspace)
 	for range maxWriteRounds {
+		// Each round decides afresh: a round whose write conflicted must not leave its grant to a
+		// round that found the limit full (the job would run without a slot).
+		ok, retryIn = false, 0
 		var rec limitRecord
 		var version uint64
 		got, err := s.cfg.Store.Get(ctx, key)
