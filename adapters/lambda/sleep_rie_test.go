@@ -83,9 +83,9 @@ func (r *sqsRecorder) take() []sentMessage {
 	return out
 }
 
-// sleepFunction is the timer test agent (testdata/sleepagent) under the emulator: its store a
-// DynamoDB table on moto_server behind the bill meter, its queue an SQS queue on moto_server
-// behind the recorder, its clock moved on by the test.
+// sleepFunction is the jobs test agent (testdata/jobsagent, its jobs "sleep-<seconds>") under the
+// emulator: its store a DynamoDB table on moto_server behind the bill meter, its queue an SQS queue
+// on moto_server behind the recorder, its clock moved on by the test.
 type sleepFunction struct {
 	*jobsFunction
 	sent  *sqsRecorder
@@ -114,7 +114,7 @@ func startSleepFunction(t *testing.T) *sleepFunction {
 	// a clock moved on from reading as an invocation at its end (which would hand the task on).
 	env = append(env, "AWS_ENDPOINT_URL_DYNAMODB="+metered.URL, "AWS_ENDPOINT_URL_SQS="+f.sent.url, EnvQueueURL+"="+f.queueURL,
 		"SVZ_TEST_CLOCK_FILE="+f.clock, "AWS_LAMBDA_FUNCTION_TIMEOUT=10800")
-	f.em = startEmulator(t, buildBootstrapOf(t, "./adapters/lambda/testdata/sleepagent"), env...)
+	f.em = startEmulator(t, buildBootstrapOf(t, "./adapters/lambda/testdata/jobsagent"), env...)
 	return f
 }
 
@@ -125,23 +125,6 @@ func (f *sleepFunction) advance(t *testing.T, d time.Duration) {
 	if err := os.WriteFile(f.clock, []byte(strconv.FormatInt(f.now.Milliseconds(), 10)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// call sends a JSON-RPC action.invoke to the sleep agent through a Function URL event.
-func (f *sleepFunction) call(t *testing.T, action, job string) map[string]any {
-	t.Helper()
-	body := `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"request_id":"req-` + action + `-` + job + `",` +
-		`"actor":{"user_id":"user-1"},"workspace":{"id":"workspace-1"},"mission_id":"mission-1","agent_slug":"sleep-test-agent",` +
-		`"surface":"` + action + `","action":"` + action + `","job_id":"` + job + `","input":{}}}`
-	ev := localFunctionURLEvent("POST", "/a2a", "", body)
-	ev.Headers["x-api-key"] = adaptertest.APIKey
-	status, out := f.em.invoke(t, payload(t, ev))
-	r, _ := decodeReply(t, out)
-	var rpc struct{ Result map[string]any }
-	if status != http.StatusOK || r.StatusCode != http.StatusOK || json.Unmarshal([]byte(r.Body), &rpc) != nil || rpc.Result == nil {
-		t.Fatalf("%s %s: %d %s", action, job, status, out)
-	}
-	return rpc.Result
 }
 
 // delivery is what one SQS invocation of the function did.

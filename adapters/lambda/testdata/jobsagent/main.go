@@ -1,12 +1,23 @@
 // Command jobsagent is the Lambda bootstrap of the SQS tests (adapters/lambda): an agent whose
 // job.start starts background work of three steps, each recording its result in the store. It is
 // built as sam build builds the function (mk/lambda.mk, the Lambda build tags).
+//
+// A job whose id is "sleep-<seconds>" runs the timer test's work instead (TestSleepUnderEmulator):
+// a step, a durable sleep of that many seconds (jobs.Sleep), another step. With
+// SVZ_TEST_CLOCK_FILE set, the controller's clock is the real time plus the offset in milliseconds
+// that file holds, read at every reading of the clock: the test plays SQS, which holds a message
+// back for its delay, by moving the clock on by that delay before it delivers the message.
 package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/supervaize/svz/adapters/platform"
 	"github.com/supervaize/svz/core"
@@ -43,8 +54,45 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (h
 		}
 		return nil
 	})
+	sleepy := jobs.Define(a, "sleepy", func(ctx context.Context, seconds int) error {
+		if _, err := jobs.Step(ctx, "before", func(context.Context) (string, error) { return "before done", nil }); err != nil {
+			return err
+		}
+		if err := jobs.Sleep(ctx, "wait", time.Duration(seconds)*time.Second); err != nil {
+			return err
+		}
+		_, err := jobs.Step(ctx, "after", func(context.Context) (string, error) { return "after done", nil })
+		return err
+	})
 	a.HandleAction("job.start", core.ActionFunc(func(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+		if secs, ok := strings.CutPrefix(req.Job(), "sleep-"); ok {
+			seconds, err := strconv.Atoi(secs)
+			if err != nil {
+				return nil, fmt.Errorf("jobsagent: job id %q is not sleep-<seconds>", req.Job())
+			}
+			return sleepy.Started(ctx, req, seconds)
+		}
 		return count.Started(ctx, req, struct{}{})
 	}))
-	return config.NewController(ctx, getenv, log, a)
+	clock := getenv("SVZ_TEST_CLOCK_FILE")
+	if clock == "" {
+		return config.NewController(ctx, getenv, log, a)
+	}
+	cfg, err := config.Load(ctx, getenv, log)
+	if err != nil {
+		return nil, err
+	}
+	queue := jobs.QueueFrom(ctx)
+	if queue == nil {
+		return nil, fmt.Errorf("jobsagent: SVZ_TEST_CLOCK_FILE runs only on Lambda (under the emulator), which gives the queue")
+	}
+	if cfg.Jobs, err = queue(); err != nil {
+		return nil, err
+	}
+	cfg.Now = func() time.Time {
+		b, _ := os.ReadFile(clock)
+		ms, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return time.Now().Add(time.Duration(ms) * time.Millisecond)
+	}
+	return core.New(cfg, a)
 }
