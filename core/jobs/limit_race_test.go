@@ -15,6 +15,19 @@ import (
 	"github.com/supervaize/svz/core/store/storeenv/storeenvtest"
 )
 
+// limitStores are the stores the races of limits run on: memory, and PostgreSQL under
+// scripts/with-services (skipped without it).
+func limitStores() map[string]func(t *testing.T) store.Store {
+	return map[string]func(t *testing.T) store.Store{
+		"memory": func(*testing.T) store.Store { return memory.New() },
+		"postgres": func(t *testing.T) store.Store {
+			s := storeenvtest.Open(t, storeenvtest.Postgres(t, "svz_jobs_limit_"))
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		},
+	}
+}
+
 // racingLimit is a store on which another instance takes the last slot of a limit first: right
 // before the first write of a limit record goes through, it writes the record itself with the
 // limit full, so that the first write conflicts and the taker reads again.
@@ -50,13 +63,7 @@ func (r *racingLimit) Update(ctx context.Context, key string, ver uint64, v []by
 // (it ran, slotless, beside the holder: 6 jobs at once under a limit of 5 in
 // BenchmarkLimitTwoInstances).
 func TestLimitTakenMeanwhile(t *testing.T) {
-	stores := map[string]func(t *testing.T) store.Store{"memory": func(*testing.T) store.Store { return memory.New() }}
-	stores["postgres"] = func(t *testing.T) store.Store {
-		s := storeenvtest.Open(t, storeenvtest.Postgres(t, "svz_jobs_limrace_"))
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
-	for name, open := range stores {
+	for name, open := range limitStores() {
 		t.Run(name, func(t *testing.T) {
 			o, c := newOwner(), &counter{}
 			lim := jobs.NewLimit("provider", jobs.MaxRunning(1), jobs.Shared())
@@ -120,13 +127,7 @@ func (l *inLine) Update(ctx context.Context, key string, ver uint64, v []byte, e
 // its minute of looking again, its slot reserved and idle meanwhile (a 70 s stall, 4 of 5 slots
 // used, in BenchmarkLimitTwoInstances).
 func TestLimitHandedWhileGettingInLine(t *testing.T) {
-	stores := map[string]func(t *testing.T) store.Store{"memory": func(*testing.T) store.Store { return memory.New() }}
-	stores["postgres"] = func(t *testing.T) store.Store {
-		s := storeenvtest.Open(t, storeenvtest.Postgres(t, "svz_jobs_limhand_"))
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
-	for name, open := range stores {
+	for name, open := range limitStores() {
 		t.Run(name, func(t *testing.T) {
 			o, c := newOwner(), &counter{}
 			lim := jobs.NewLimit("provider", jobs.MaxRunning(1), jobs.Shared())
