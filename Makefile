@@ -33,6 +33,7 @@ bench: ## benchmarks (compare runs with benchstat)
 
 # The figures of docs/: each is reproduced by one of these (see docs/performance.md).
 BENCH_COUNT ?= 8
+BENCH_ROUNDS ?= 5
 bench-controller: ## per-call cost in-process: ratios to a floor handler, first-seen token vs Ed25519 (docs/performance.md)
 	go test -run '^$$' -bench 'CallRatio' -count 6 ./examples/helloworld/hello | tee bench-controller.txt | go run ./scripts/benchratio
 
@@ -51,9 +52,8 @@ bench-bill: ## store requests, DynamoDB units and dollars per call kind, against
 bench-adapters: ## the Lambda adapter against aws-lambda-go-api-proxy (docs/platforms.md#measured-figures)
 	go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./adapters/lambda
 
-bench-jobs: ## background jobs: store writes per step, dispatch to step start, job.start with work vs synchronous (docs/performance.md)
-	scripts/with-services go test -run '^$$' -bench . -count $(BENCH_COUNT) ./core/jobs
-	go test -run '^$$' -bench 'JobStartRatio' -count $(BENCH_COUNT) ./core
+bench-jobs: ## background jobs: writes per step, fan-out, restarts, limits, timers on Lambda, beside DBOS Transact; PostgreSQL with fsync on (docs/performance.md)
+	SVZ_POSTGRES_FSYNC=on BENCH_COUNT=$(BENCH_COUNT) BENCH_ROUNDS=$(BENCH_ROUNDS) scripts/with-services scripts/bench-jobs
 
 bench-events-rss: ## resident memory of 100 non-reading replaying streams over 300 events of 130 KB (docs/events.md#memory)
 	go run ./internal/eventsrss

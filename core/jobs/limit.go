@@ -121,6 +121,9 @@ func reservedFor(m Message) string { return "job:" + m.Key() }
 func (s *Service) take(ctx context.Context, l *Limit, agent, workspace, holder string, m *Message) (ok bool, retryIn time.Duration, err error) {
 	key := l.key(agent, workspace)
 	for range maxWriteRounds {
+		// Each round decides afresh: a round whose write conflicted must not leave its grant to a
+		// round that found the limit full (the job would run without a slot).
+		ok, retryIn = false, 0
 		var rec limitRecord
 		var version uint64
 		got, err := s.cfg.Store.Get(ctx, key)
@@ -458,9 +461,28 @@ func (t *task) acquireJob(ctx context.Context) (bool, error) {
 		next := t.msg
 		next.Attempt++
 		next.At = until.UnixMilli()
+		if s.handed(ctx, l, t.msg.Agent, t.msg.Workspace, m) {
+			// A slot was handed to this job while it got in line: the delivery of that hand-over
+			// found the task still held here (busy), so this one dispatches it, at once.
+			d = 0
+		}
 		return false, s.dispatch(context.WithoutCancel(ctx), next, d)
 	}
 	return true, nil
+}
+
+// handed reports whether a slot of l is reserved for the job of m (handed to it, not taken yet).
+// A failed read says no: the job looks again later.
+func (s *Service) handed(ctx context.Context, l *Limit, agent, workspace string, m Message) bool {
+	got, err := s.cfg.Store.Get(ctx, l.key(agent, workspace))
+	if err != nil {
+		return false
+	}
+	var rec limitRecord
+	if decodeJSON(got.Value, &rec) != nil {
+		return false
+	}
+	return slices.ContainsFunc(rec.Slots, func(sl limitSlot) bool { return sl.Holder == reservedFor(m) })
 }
 
 // releaseJob frees the slots the job holds for this delivery (acquireJob).

@@ -1,10 +1,13 @@
 // Command benchratio reads `go test -bench` output on stdin and prints, for every benchmark, the
 // median of each ratio metric it reported (units starting with "x-", and first-token-us) over the
-// runs: the figures docs/performance.md quotes. `make bench-controller` pipes into it.
+// runs: the figures docs/performance.md quotes. `make bench-controller` pipes into it. With -all,
+// every metric but the time and allocations per operation (counts and ratios reported with
+// b.ReportMetric: `make bench-jobs`).
 package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -13,6 +16,8 @@ import (
 )
 
 func main() {
+	all := flag.Bool("all", false, "every reported metric, not only ratios")
+	flag.Parse()
 	type key struct{ bench, unit string }
 	values := map[key][]float64{}
 	var order []key
@@ -28,7 +33,8 @@ func main() {
 		}
 		for i := 2; i+1 < len(f); i += 2 {
 			unit := f[i+1]
-			if !strings.HasPrefix(unit, "x-") && unit != "first-token-us" {
+			ratio := strings.HasPrefix(unit, "x-") || unit == "first-token-us"
+			if !ratio && (!*all || unit == "ns/op" || unit == "B/op" || unit == "allocs/op") {
 				continue
 			}
 			v, err := strconv.ParseFloat(f[i], 64)
@@ -50,8 +56,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchratio: no ratio metrics in the input")
 		os.Exit(1)
 	}
-	fmt.Println("| benchmark | metric | median | runs |")
-	fmt.Println("|---|---|---|---|")
+	fmt.Println("| benchmark | metric | median | range | runs |")
+	fmt.Println("|---|---|---|---|---|")
 	for _, k := range order {
 		v := slices.Clone(values[k])
 		slices.Sort(v)
@@ -59,6 +65,6 @@ func main() {
 		if len(v)%2 == 0 {
 			m = (v[len(v)/2-1] + v[len(v)/2]) / 2
 		}
-		fmt.Printf("| %s | %s | %.3g | %d |\n", strings.TrimPrefix(k.bench, "Benchmark"), k.unit, m, len(v))
+		fmt.Printf("| %s | %s | %.3g | %.3g–%.3g | %d |\n", strings.TrimPrefix(k.bench, "Benchmark"), k.unit, m, v[0], v[len(v)-1], len(v))
 	}
 }

@@ -1,18 +1,23 @@
 // Command jobsagent is the Lambda bootstrap of the SQS tests (adapters/lambda): an agent whose
 // job.start starts background work of three steps, each recording its result in the store, or,
-// for a job whose id starts with "slow-", work whose one step takes 8 s. It is built as sam build
-// builds the function (mk/lambda.mk, the Lambda build tags).
+// for a job whose id starts with "slow-", work whose one step takes 8 s, or, for a job whose id is
+// "sleep-<seconds>", the timer test's work (TestSleepUnderEmulator): a step, a durable sleep of
+// that many seconds (jobs.Sleep), another step. It is built as sam build builds the function
+// (mk/lambda.mk, the Lambda build tags).
 //
 // With JOBSAGENT_CLOCK_FILE set, the controller's clock is the real one plus the duration that
-// file holds (Go syntax, e.g. 40s; none while it is empty): the test moves it forward past a
-// dead delivery's lease, the manual clock of a process it cannot reach otherwise.
+// file holds (Go syntax, e.g. 40s; none while it is empty), read at every reading of the clock: a
+// test moves it forward past a dead delivery's lease, or by the delay SQS would hold a message
+// back, the manual clock of a process it cannot reach otherwise.
 package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,7 +60,24 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (h
 		_, err := jobs.Step(ctx, "slow", func(context.Context) (int, error) { time.Sleep(8 * time.Second); return 8, nil })
 		return err
 	})
+	sleepy := jobs.Define(a, "sleepy", func(ctx context.Context, seconds int) error {
+		if _, err := jobs.Step(ctx, "before", func(context.Context) (string, error) { return "before done", nil }); err != nil {
+			return err
+		}
+		if err := jobs.Sleep(ctx, "wait", time.Duration(seconds)*time.Second); err != nil {
+			return err
+		}
+		_, err := jobs.Step(ctx, "after", func(context.Context) (string, error) { return "after done", nil })
+		return err
+	})
 	a.HandleAction("job.start", core.ActionFunc(func(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
+		if secs, ok := strings.CutPrefix(req.Job(), "sleep-"); ok {
+			seconds, err := strconv.Atoi(secs)
+			if err != nil {
+				return nil, fmt.Errorf("jobsagent: job id %q is not sleep-<seconds>", req.Job())
+			}
+			return sleepy.Started(ctx, req, seconds)
+		}
 		if strings.HasPrefix(req.Job(), "slow-") {
 			return slow.Started(ctx, req, struct{}{})
 		}
@@ -69,7 +91,11 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (h
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Jobs, err = jobs.QueueFrom(ctx)(); err != nil {
+	queue := jobs.QueueFrom(ctx)
+	if queue == nil {
+		return nil, fmt.Errorf("jobsagent: JOBSAGENT_CLOCK_FILE runs only on Lambda (under the emulator), which gives the queue")
+	}
+	if cfg.Jobs, err = queue(); err != nil {
 		return nil, err
 	}
 	cfg.Now = func() time.Time {
