@@ -7,7 +7,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -21,21 +20,15 @@ type callTelemetry struct {
 	p        telemetry.Providers
 	prop     propagation.TextMapPropagator
 	tracer   trace.Tracer
-	duration metric.Float64Histogram // nil when no meter provider is set
-	streams  metric.Int64UpDownCounter
+	duration telemetry.Histogram
+	streams  telemetry.UpDownCounter
 }
 
 func newCallTelemetry(p telemetry.Providers) *callTelemetry {
-	t := &callTelemetry{p: p, prop: p.Propagation(), tracer: p.Tracer()}
-	if p.Meters != nil {
-		m := p.Meter()
-		t.duration, _ = m.Float64Histogram(telemetry.CallDuration, metric.WithUnit("s"),
-			metric.WithDescription("Duration of the controller's JSON-RPC calls (POST /a2a)."),
-			metric.WithExplicitBucketBoundaries(telemetry.DurationBuckets()...))
-		t.streams, _ = m.Int64UpDownCounter(telemetry.EventStreams, metric.WithUnit("{stream}"),
-			metric.WithDescription("Open effect stream clients (GET /a2a/events) of this instance."))
+	return &callTelemetry{p: p, prop: p.Propagation(), tracer: p.Tracer(),
+		duration: p.Histogram(telemetry.CallDuration, "Duration of the controller's JSON-RPC calls (POST /a2a)."),
+		streams:  p.UpDownCounter(telemetry.EventStreams, "{stream}", "Open effect stream clients (GET /a2a/events) of this instance."),
 	}
-	return t
 }
 
 // call is what one /a2a call's telemetry learns as it goes; nil when nothing is recorded.
@@ -135,19 +128,19 @@ func (t *callTelemetry) end(ctx context.Context, c *call, resp rpcResponse, now 
 	}
 	c.span.SetAttributes(attribute.Int(telemetry.HTTPStatus, http.StatusOK))
 	c.span.End(trace.WithTimestamp(now))
-	if t.duration != nil {
+	if t.duration.On() {
 		attrs := []attribute.KeyValue{attribute.String(telemetry.RPCSystem, telemetry.JSONRPCSystem), attribute.String(telemetry.RPCMethod, c.method),
 			attribute.String(telemetry.Outcome, c.outcome)}
 		if c.kind != "" {
 			attrs = append(attrs, attribute.String(c.kind, c.target))
 		}
-		t.duration.Record(ctx, now.Sub(c.started).Seconds(), metric.WithAttributes(attrs...))
+		t.duration.Record(ctx, now.Sub(c.started).Seconds(), attrs...)
 	}
 }
 
 // streamOpened counts an open effect stream until the returned function is called.
 func (t *callTelemetry) streamOpened(ctx context.Context) func() {
-	if t.streams == nil {
+	if !t.streams.On() {
 		return func() {}
 	}
 	t.streams.Add(ctx, 1)

@@ -82,7 +82,9 @@ func propagator(kind platformKind, getenv func(string) string) (propagation.Text
 		case "tracecontext":
 			ps = append(ps, propagation.TraceContext{})
 		case "baggage":
-			ps = append(ps, propagation.Baggage{})
+			if b := baggage(); b != nil { // nil in a binary built without the SDK (svz_nootel)
+				ps = append(ps, b)
+			}
 		case "xray":
 			ps = append(ps, tracehdr.XRay{})
 		case "cloudtrace":

@@ -6,7 +6,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+
+	"go.opentelemetry.io/otel/propagation"
 )
+
+// baggage is nil: a binary without the SDK exports nothing, and reads and passes on trace
+// context only (OTEL_PROPAGATORS' baggage is left out).
+func baggage() propagation.TextMapPropagator { return nil }
 
 // exporters refuses: this binary was built without OpenTelemetry's SDK (the svz_nootel tag), so
 // the export a setting asks for cannot happen; starting anyway would drop it silently.

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -246,6 +247,9 @@ func otelResource(kind platformKind, getenv func(string) string) (*resource.Reso
 	add("service.name", strings.TrimSpace(getenv("OTEL_SERVICE_NAME")))
 	return resource.NewSchemaless(attrs...), nil
 }
+
+// baggage is W3C Baggage's propagator.
+func baggage() propagation.TextMapPropagator { return propagation.Baggage{} }
 
 func cmpOr(a, b string) string {
 	if a != "" {

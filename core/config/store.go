@@ -9,7 +9,6 @@ import (
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/idempotency"
 	"github.com/supervaize/svz/core/store/storeenv"
-	"github.com/supervaize/svz/core/store/traced"
 	"github.com/supervaize/svz/core/telemetry"
 )
 
@@ -21,7 +20,7 @@ func attachStore(ctx context.Context, getenv func(string) string, log *slog.Logg
 		return err
 	}
 	backend := strings.ToLower(strings.TrimSpace(getenv(storeenv.Kind)))
-	s = traced.Wrap(s, cmp.Or(backend, storeenv.DefaultKind), telemetry.FromContext(ctx))
+	s = measured(s, cmp.Or(backend, storeenv.DefaultKind), telemetry.FromContext(ctx))
 	cfg.Store = s
 	cfg.Gate = idempotency.New(s, idempotency.WithLogger(log))
 	cfg.OnClose = s.Close

@@ -9,7 +9,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/supervaize/svz/core/telemetry"
@@ -23,28 +22,21 @@ import (
 type jobsTelemetry struct {
 	p        telemetry.Providers
 	tracer   trace.Tracer
-	started  metric.Int64Counter // nil when no meter provider is set
-	finished metric.Int64Counter
-	stepDur  metric.Float64Histogram
-	retries  metric.Int64Counter
-	lag      metric.Float64Histogram
+	started  telemetry.Counter
+	finished telemetry.Counter
+	stepDur  telemetry.Histogram
+	retries  telemetry.Counter
+	lag      telemetry.Histogram
 }
 
 func newJobsTelemetry(p telemetry.Providers) *jobsTelemetry {
-	t := &jobsTelemetry{p: p, tracer: p.Tracer()}
-	if p.Meters == nil {
-		return t
+	return &jobsTelemetry{p: p, tracer: p.Tracer(),
+		started:  p.Counter(telemetry.JobsStarted, "{job}", "Background jobs started."),
+		finished: p.Counter(telemetry.JobsFinished, "{job}", "Background jobs finished, by outcome: completed, failed or stopped."),
+		stepDur:  p.Histogram(telemetry.StepDuration, "Duration of a step's run."),
+		retries:  p.Counter(telemetry.StepRetries, "{retry}", "Runs of a step after it failed."),
+		lag:      p.Histogram(telemetry.QueueLag, "Time from a job's start to its first delivery."),
 	}
-	m := p.Meter()
-	t.started, _ = m.Int64Counter(telemetry.JobsStarted, metric.WithUnit("{job}"), metric.WithDescription("Background jobs started."))
-	t.finished, _ = m.Int64Counter(telemetry.JobsFinished, metric.WithUnit("{job}"),
-		metric.WithDescription("Background jobs finished, by outcome: completed, failed or stopped."))
-	t.stepDur, _ = m.Float64Histogram(telemetry.StepDuration, metric.WithUnit("s"), metric.WithDescription("Duration of a step's run."),
-		metric.WithExplicitBucketBoundaries(telemetry.DurationBuckets()...))
-	t.retries, _ = m.Int64Counter(telemetry.StepRetries, metric.WithUnit("{retry}"), metric.WithDescription("Runs of a step after it failed."))
-	t.lag, _ = m.Float64Histogram(telemetry.QueueLag, metric.WithUnit("s"),
-		metric.WithDescription("Time from a job's start to its first delivery."), metric.WithExplicitBucketBoundaries(telemetry.DurationBuckets()...))
-	return t
 }
 
 // delivery is one delivery's span.
@@ -90,8 +82,8 @@ func (t *jobsTelemetry) claimed(ctx context.Context, r *record, now time.Time) {
 	if dl, _ := ctx.Value(deliveryKey{}).(*delivery); dl != nil {
 		dl.span.SetAttributes(attribute.Int(telemetry.Deliveries, r.Deliveries), attribute.Bool(telemetry.Continuation, r.Deliveries > 1))
 	}
-	if t.lag != nil && r.Deliveries == 1 {
-		t.lag.Record(ctx, now.Sub(r.Created).Seconds(), metric.WithAttributes(attribute.String(telemetry.Work, r.Work)))
+	if r.Deliveries == 1 {
+		t.lag.Record(ctx, now.Sub(r.Created).Seconds(), attribute.String(telemetry.Work, r.Work))
 	}
 }
 
@@ -125,16 +117,16 @@ func (t *jobsTelemetry) halted(ctx context.Context, h halt) {
 
 // jobStarted counts a job whose task was written and dispatched.
 func (t *jobsTelemetry) jobStarted(ctx context.Context, agent, work string) {
-	if t.started != nil {
-		t.started.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.Agent, agent), attribute.String(telemetry.Work, work)))
+	if t.started.On() {
+		t.started.Add(ctx, 1, attribute.String(telemetry.Agent, agent), attribute.String(telemetry.Work, work))
 	}
 }
 
 // jobEnded counts a job that finished (completed, failed or stopped).
 func (t *jobsTelemetry) jobEnded(ctx context.Context, r *record) {
-	if t.finished != nil && terminal(r.Status) {
-		t.finished.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.Agent, r.Agent), attribute.String(telemetry.Work, r.Work),
-			attribute.String(telemetry.JobOutcome, r.Status)))
+	if t.finished.On() && terminal(r.Status) {
+		t.finished.Add(ctx, 1, attribute.String(telemetry.Agent, r.Agent), attribute.String(telemetry.Work, r.Work),
+			attribute.String(telemetry.JobOutcome, r.Status))
 	}
 }
 
@@ -144,8 +136,8 @@ func (t *jobsTelemetry) stepStarted(ctx context.Context, work, name string, trie
 	if t.p.Tracers == nil && t.p.Meters == nil {
 		return ctx, func(error) {}
 	}
-	if tries > 0 && t.retries != nil {
-		t.retries.Add(ctx, 1, metric.WithAttributes(attribute.String(telemetry.Work, work)))
+	if tries > 0 && t.retries.On() {
+		t.retries.Add(ctx, 1, attribute.String(telemetry.Work, work))
 	}
 	began := time.Now()
 	ctx, span := t.tracer.Start(ctx, "step "+name, trace.WithAttributes(attribute.String(telemetry.Step, name),
@@ -161,9 +153,8 @@ func (t *jobsTelemetry) stepStarted(ctx context.Context, work, name string, trie
 		}
 		span.SetAttributes(attribute.String(telemetry.StepOutcome, outcome))
 		span.End()
-		if t.stepDur != nil {
-			t.stepDur.Record(ctx, time.Since(began).Seconds(), metric.WithAttributes(attribute.String(telemetry.Work, work),
-				attribute.String(telemetry.StepOutcome, outcome)))
+		if t.stepDur.On() {
+			t.stepDur.Record(ctx, time.Since(began).Seconds(), attribute.String(telemetry.Work, work), attribute.String(telemetry.StepOutcome, outcome))
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -22,17 +21,12 @@ import (
 type callTelemetry struct {
 	p        telemetry.Providers
 	tracer   trace.Tracer
-	duration metric.Float64Histogram // nil when no meter provider is set
+	duration telemetry.Histogram
 }
 
 func newCallTelemetry(p telemetry.Providers) *callTelemetry {
-	t := &callTelemetry{p: p, tracer: p.Tracer()}
-	if p.Meters != nil {
-		t.duration, _ = p.Meter().Float64Histogram(telemetry.StudioDuration, metric.WithUnit("s"),
-			metric.WithDescription("Duration of the controller's calls to Studio, retries included."),
-			metric.WithExplicitBucketBoundaries(telemetry.DurationBuckets()...))
-	}
-	return t
+	return &callTelemetry{p: p, tracer: p.Tracer(),
+		duration: p.Histogram(telemetry.StudioDuration, "Duration of the controller's calls to Studio, retries included.")}
 }
 
 // studioCall is one call's span.
@@ -75,9 +69,7 @@ func (c *studioCall) end(status, attempts int, began time.Time) {
 	}
 	c.span.SetAttributes(append(attrs, attribute.Int(telemetry.Attempts, attempts))...)
 	c.span.End()
-	if c.t.duration != nil {
-		c.t.duration.Record(c.ctx, time.Since(began).Seconds(), metric.WithAttributes(attrs...))
-	}
+	c.t.duration.Record(c.ctx, time.Since(began).Seconds(), attrs...)
 }
 
 // inject writes ctx's trace context into a request's headers.

@@ -15,7 +15,6 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/metric"
-	mnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	tnoop "go.opentelemetry.io/otel/trace/noop"
@@ -50,10 +49,11 @@ func (p Providers) Tracer() trace.Tracer {
 	return p.Tracers.Tracer(ScopeName)
 }
 
-// Meter is svz's meter, OpenTelemetry's no-op one when no provider is set.
+// Meter is svz's meter; nil when no provider is set (Histogram, Counter and UpDownCounter make
+// svz's instruments).
 func (p Providers) Meter() metric.Meter {
 	if p.Meters == nil {
-		return mnoop.Meter{}
+		return nil
 	}
 	return p.Meters.Meter(ScopeName)
 }

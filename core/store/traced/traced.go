@@ -12,7 +12,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/supervaize/svz/core/store"
@@ -32,7 +31,7 @@ type Store struct {
 	inner    full
 	backend  string
 	tracer   trace.Tracer // nil: no spans
-	duration metric.Float64Histogram
+	duration telemetry.Histogram
 }
 
 var (
@@ -51,11 +50,7 @@ func Wrap(s store.Store, backend string, p telemetry.Providers) store.Store {
 	if p.StoreSpans && p.Tracers != nil {
 		t.tracer = p.Tracer()
 	}
-	if p.Meters != nil {
-		t.duration, _ = p.Meter().Float64Histogram(telemetry.StoreDuration, metric.WithUnit("s"),
-			metric.WithDescription("Duration of the controller's store requests."),
-			metric.WithExplicitBucketBoundaries(telemetry.DurationBuckets()...))
-	}
+	t.duration = p.Histogram(telemetry.StoreDuration, "Duration of the controller's store requests.")
 	return t
 }
 
@@ -81,12 +76,12 @@ func (s *Store) op(ctx context.Context, operation string) (context.Context, func
 			}
 			span.End()
 		}
-		if s.duration != nil {
+		if s.duration.On() {
 			attrs := []attribute.KeyValue{attribute.String(telemetry.DBSystem, s.backend), attribute.String(telemetry.DBOperation, operation)}
 			if errType != "" {
 				attrs = append(attrs, attribute.String(telemetry.ErrorType, errType))
 			}
-			s.duration.Record(ctx, time.Since(began).Seconds(), metric.WithAttributes(attrs...))
+			s.duration.Record(ctx, time.Since(began).Seconds(), attrs...)
 		}
 	}
 }
