@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/telemetry"
 )
 
@@ -58,7 +59,7 @@ func (t *callTelemetry) start(r *http.Request, now time.Time) (context.Context, 
 	ctx, span := t.tracer.Start(ctx, "POST /a2a", trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithTimestamp(now),
 		trace.WithAttributes(attribute.String(telemetry.HTTPMethod, http.MethodPost), attribute.String(telemetry.HTTPRoute, "/a2a")))
-	c := &call{span: span, started: now}
+	c := &call{span: span, started: now, method: telemetry.OtherAttribute, outcome: "rpc_error"}
 	return context.WithValue(ctx, callKey{}, c), c
 }
 
@@ -67,7 +68,11 @@ func (c *call) envelope(method string, id []byte) {
 	if c == nil {
 		return
 	}
-	c.method = method
+	c.method = telemetry.OtherAttribute
+	if method == grant.MethodActionInvoke || method == grant.MethodSurfaceLoad {
+		c.method = method // a known method names the span; another, sent by the caller, would make names unbounded
+		c.span.SetName(method)
+	}
 	c.span.SetAttributes(attribute.String(telemetry.RPCSystem, telemetry.JSONRPCSystem), attribute.String(telemetry.RPCMethod, method),
 		attribute.String(telemetry.RPCJSONRPCVersion, telemetry.JSONRPCVersion2))
 	if len(id) > 0 {
@@ -78,7 +83,8 @@ func (c *call) envelope(method string, id []byte) {
 // request notes the call's target and identities (the workspace as the request names it; a
 // refused grant answers rpc error -32030, outcome "refused"): kind is telemetry.Action or telemetry.Surface;
 // registered says the agent serves target (else the span's name keeps the method only, and the
-// metric says telemetry.OtherAttribute: a caller cannot make either's names unbounded).
+// metric says telemetry.OtherAttribute: a caller cannot make a span name or a metric's series
+// unbounded; the span's attribute says what was asked).
 func (c *call) request(kind, target string, registered bool, agent, requestID string, job *string, workspace string) {
 	if c == nil {
 		return
