@@ -176,7 +176,7 @@ func TestCallSpans(t *testing.T) {
 		"rpc.method=supervaizer/action.invoke,rpc.system=jsonrpc,svz.action=job.start,svz.outcome=ok":     1,
 		"rpc.method=supervaizer/action.invoke,rpc.system=jsonrpc,svz.action=job.stop,svz.outcome=error":   1,
 		"rpc.method=supervaizer/action.invoke,rpc.system=jsonrpc,svz.action=_OTHER,svz.outcome=rpc_error": 1,
-		"rpc.method=,rpc.system=jsonrpc,svz.outcome=rpc_error":                                            1,
+		"rpc.method=_OTHER,rpc.system=jsonrpc,svz.outcome=rpc_error":                                      1,
 	}
 	if len(got) != len(wantPoints) {
 		t.Errorf("%s: %v", telemetry.CallDuration, got)
