@@ -97,7 +97,7 @@ func TestTraceToJaeger(t *testing.T) {
 	call := func(action string, traceparent string) string {
 		body := `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"request_id":"req-` + action + `",` +
 			`"actor":{"user_id":"user-1"},"workspace":{"id":"workspace-1"},"mission_id":"mission-1","agent_slug":"flaky",` +
-			`"action":"` + action + `","job_id":"job-1","input":{}}}`
+			`"surface":"job.start","action":"` + action + `","job_id":"job-1","input":{}}}`
 		req, _ := http.NewRequest(http.MethodPost, base+"/a2a", strings.NewReader(body))
 		req.Header.Set("X-API-Key", "local-dev")
 		req.Header.Set("Content-Type", "application/json")
@@ -113,7 +113,9 @@ func TestTraceToJaeger(t *testing.T) {
 		_, _ = b.ReadFrom(resp.Body)
 		return b.String()
 	}
-	call("job.start", "00-"+callerTrace+"-"+callerSpan+"-01")
+	if got := call("job.start", "00-"+callerTrace+"-"+callerSpan+"-01"); !strings.Contains(got, `"status":"ok"`) {
+		t.Fatalf("job.start: %s", got)
+	}
 	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(call("job.sync", ""), `"job":{"id":"job-1","agent_slug":"flaky","mission_id":"mission-1","status":"completed"`); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the job did not complete:\n%s", stderr.String())
