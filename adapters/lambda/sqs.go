@@ -190,8 +190,8 @@ type sqsRecord struct {
 		AWSTraceHeader          string `json:"AWSTraceHeader"`
 	} `json:"attributes"`
 	MessageAttributes map[string]attributeIn `json:"messageAttributes"`
-	EventSource    string `json:"eventSource"`
-	EventSourceARN string `json:"eventSourceARN"`
+	EventSource       string                 `json:"eventSource"`
+	EventSourceARN    string                 `json:"eventSourceARN"`
 }
 
 // batchResponse is the answer to an SQS event with ReportBatchItemFailures: the messages listed

@@ -57,7 +57,11 @@ type jobsFunction struct {
 	store    *switchProxy
 }
 
-func startJobsFunction(t *testing.T) *jobsFunction {
+func startJobsFunction(t *testing.T) *jobsFunction { t.Helper(); return startJobsFunctionWith(t, nil) }
+
+// startJobsFunctionWith is startJobsFunction with more environment, its bootstrap built with
+// make's vars (such as LAMBDA_OTEL=1).
+func startJobsFunctionWith(t *testing.T, extra []string, vars ...string) *jobsFunction {
 	t.Helper()
 	endpoint := testenv.Need(t, testenv.AWSEndpoint)
 	testenv.Need(t, testenv.RIE)
@@ -67,7 +71,7 @@ func startJobsFunction(t *testing.T) *jobsFunction {
 	f.queueURL, f.queueARN = f.sqs.create()
 	env := append(adaptertest.Environ(), dynamodbtest.Env(endpoint, table)...)
 	env = append(env, "AWS_ENDPOINT_URL_DYNAMODB="+f.store.url, EnvQueueURL+"="+f.queueURL, "AWS_LAMBDA_FUNCTION_TIMEOUT=8")
-	f.em = startEmulator(t, buildBootstrapOf(t, "./adapters/lambda/testdata/jobsagent"), env...)
+	f.em = startEmulator(t, buildBootstrapOf(t, "./adapters/lambda/testdata/jobsagent", vars...), append(env, extra...)...)
 	return f
 }
 
@@ -93,6 +97,10 @@ func (f *jobsFunction) call(t *testing.T, action, job string) map[string]any {
 func (f *jobsFunction) lambdaSQSEvent(msgs ...sqsMessage) []byte {
 	var records []map[string]any
 	for _, m := range msgs {
+		attrs := map[string]any{}
+		for k, v := range m.MessageAttributes {
+			attrs[k] = map[string]any{"stringValue": v.StringValue, "stringListValues": []string{}, "binaryListValues": []string{}, "dataType": v.DataType}
+		}
 		records = append(records, map[string]any{
 			"messageId": m.MessageID, "receiptHandle": m.ReceiptHandle, "body": m.Body,
 			"attributes": map[string]string{
@@ -101,7 +109,7 @@ func (f *jobsFunction) lambdaSQSEvent(msgs ...sqsMessage) []byte {
 				"SenderId":                         m.Attributes["SenderId"],
 				"ApproximateFirstReceiveTimestamp": m.Attributes["ApproximateFirstReceiveTimestamp"],
 			},
-			"messageAttributes": map[string]any{}, "md5OfBody": m.MD5OfBody,
+			"messageAttributes": attrs, "md5OfBody": m.MD5OfBody,
 			"eventSource": "aws:sqs", "eventSourceARN": f.queueARN, "awsRegion": "us-east-1",
 		})
 	}

@@ -36,13 +36,13 @@ func TestParseXRay(t *testing.T) {
 		{"Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0", true, false},
 		{"Parent=53995c3f42cd8ad8;Root=1-5759e988-bd862e3fe1be46a994272793;Lineage=a87bd80c:1|68fd508a:5", true, false},
 		{"Root=1-5759e988-bd862e3fe1be46a994272793; Parent=53995c3f42cd8ad8; Sampled=?", true, false},
-		{"Root=1-5759e988-bd862e3fe1be46a994272793", false, false},                                // no parent
-		{"Parent=53995c3f42cd8ad8;Sampled=1", false, false},                                        // no root
-		{"Root=2-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8", false, false},         // version
-		{"Root=1-5759e98-8bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8", false, false},         // split
-		{"Root=1-5759E988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8", false, false},         // upper case
-		{"Root=1-5759e988-bd862e3fe1be46a99427279;Parent=53995c3f42cd8ad8", false, false},          // short
-		{"Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad", false, false},          // short parent
+		{"Root=1-5759e988-bd862e3fe1be46a994272793", false, false},                         // no parent
+		{"Parent=53995c3f42cd8ad8;Sampled=1", false, false},                                // no root
+		{"Root=2-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8", false, false}, // version
+		{"Root=1-5759e98-8bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8", false, false}, // split
+		{"Root=1-5759E988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8", false, false}, // upper case
+		{"Root=1-5759e988-bd862e3fe1be46a99427279;Parent=53995c3f42cd8ad8", false, false},  // short
+		{"Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad", false, false},  // short parent
 		{"Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=2", false, false},
 		{"Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1;Sampled=0", false, false},
 		{"Root=1-5759e988-bd862e3fe1be46a994272793;Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8", false, false},

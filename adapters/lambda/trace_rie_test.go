@@ -1,0 +1,93 @@
+package lambda
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/supervaize/svz/adapters/adaptertest"
+	"github.com/supervaize/svz/internal/testenv"
+)
+
+// TestJobTraceUnderEmulator: on Lambda (the real bootstrap, built with LAMBDA_OTEL=1, under the
+// emulator; its queue moto's SQS; Jaeger the OTLP receiver), the trace context of a job.start
+// travels in the SQS message's attributes, so that its three deliveries join the call's trace,
+// each the child of the one that handed it on; the call's log line carries its trace and span
+// ids, the trace id in X-Ray's form too.
+func TestJobTraceUnderEmulator(t *testing.T) {
+	otlp, query := testenv.Need(t, testenv.OTLP), testenv.Need(t, testenv.JaegerQuery)
+	const trace, caller = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	service := testenv.UniqueName("svz-lambda-")
+	f := startJobsFunctionWith(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp, "OTEL_SERVICE_NAME=" + service, "OTEL_METRICS_EXPORTER=none"},
+		"LAMBDA_OTEL=1")
+	body := `{"jsonrpc":"2.0","id":1,"method":"supervaizer/action.invoke","params":{"request_id":"req-1",` +
+		`"actor":{"user_id":"user-1"},"workspace":{"id":"workspace-1"},"mission_id":"mission-1","agent_slug":"jobs-test-agent",` +
+		`"surface":"job.start","action":"job.start","job_id":"job-t","input":{}}}`
+	ev := localFunctionURLEvent("POST", "/a2a", "", body)
+	ev.Headers["x-api-key"] = adaptertest.APIKey
+	ev.Headers["traceparent"] = "00-" + trace + "-" + caller + "-01"
+	if status, out := f.em.invoke(t, payload(t, ev)); status != http.StatusOK || !strings.Contains(string(out), `\"status\":\"ok\"`) {
+		t.Fatalf("job.start: %d %s", status, out)
+	}
+	msg := f.next(t)
+	if tp := msg.MessageAttributes["traceparent"]; tp.DataType != "String" || !strings.HasPrefix(tp.StringValue, "00-"+trace+"-") {
+		t.Fatalf("the message's trace context: %+v", msg.MessageAttributes)
+	}
+	for i := range 3 {
+		if got := f.deliver(t, msg); got != `{"batchItemFailures":[]}` {
+			t.Fatalf("delivery %d: %s", i, got)
+		}
+		f.ack(t, msg)
+		if i < 2 {
+			msg = f.next(t)
+		}
+	}
+
+	spans := testenv.JaegerTrace(t, query, trace, 7)
+	var call testenv.Span
+	var deliveries, steps []testenv.Span
+	for _, s := range spans {
+		switch {
+		case s.Service != service:
+			t.Errorf("span %v of service %q", s, s.Service)
+		case s.Name == "supervaizer/action.invoke job.start":
+			call = s
+		case s.Name == "deliver count":
+			deliveries = append(deliveries, s)
+		case strings.HasPrefix(s.Name, "step "):
+			steps = append(steps, s)
+		}
+	}
+	if call.Parent != caller || len(deliveries) != 3 || len(steps) != 3 {
+		t.Fatalf("call %v (want the child of %s), %d deliveries, %d steps: %v", call, caller, len(deliveries), len(steps), spans)
+	}
+	parent := call.SpanID
+	for i, d := range deliveries {
+		if d.Parent != parent || d.Tags["svz.job.attempt"] != itoa(i) || d.Tags["svz.job.receive"] != "1" || d.Tags["span.kind"] != "consumer" {
+			t.Errorf("delivery %d %v: parent %s, want %s; tags %v", i, d, d.Parent, parent, d.Tags)
+		}
+		if s := steps[i]; s.Parent != d.SpanID || s.Name != "step "+[]string{"one", "two", "three"}[i] {
+			t.Errorf("step %d %v: want the child of delivery %v", i, s, d)
+		}
+		parent = d.SpanID
+	}
+	if s := call.Tags; s["svz.job.id"] != "job-t" || s["svz.outcome"] != "ok" {
+		t.Errorf("call tags %v", s)
+	}
+
+	var found bool
+	for line := range strings.SplitSeq(f.em.logs.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "action" || rec["action"] != "job.start" {
+			continue
+		}
+		found = true
+		if rec["trace_id"] != trace || rec["span_id"] != call.SpanID || rec["xray_trace_id"] != "1-4bf92f35-77b34da6a3ce929d0e0e4736" {
+			t.Errorf("job.start's log line: %s, want trace %s, span %s", line, trace, call.SpanID)
+		}
+	}
+	if !found {
+		t.Errorf("no log line of job.start:\n%s", f.em.logs.String())
+	}
+}
