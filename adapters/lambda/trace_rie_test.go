@@ -1,9 +1,18 @@
 package lambda
 
 import (
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/supervaize/svz/adapters/adaptertest"
@@ -90,4 +99,101 @@ func TestJobTraceUnderEmulator(t *testing.T) {
 	if !found {
 		t.Errorf("no log line of job.start:\n%s", f.em.logs.String())
 	}
+}
+
+// TestNoExportWithoutSettings: a bootstrap that links the OpenTelemetry SDK (LAMBDA_OTEL=1)
+// holds no socket but its Runtime API's after a call when no OTEL_* setting is given (observed in
+// /proc), and sends nothing to an OTLP receiver on the default endpoint (localhost:4318, when
+// free); the same bootstrap given OTEL_EXPORTER_OTLP_ENDPOINT exports the call's span to it (so
+// the receivers' observation can fail).
+func TestNoExportWithoutSettings(t *testing.T) {
+	testenv.Need(t, testenv.RIE)
+	bootstrap := buildBootstrapOf(t, "", "LAMBDA_OTEL=1")
+	// An OTLP receiver that accepts everything: the exporter keeps its connection open, so that
+	// /proc shows it. Another listens on the default endpoint (localhost:4318) when that is free.
+	var exports atomic.Int32
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		exports.Add(1)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer collector.Close()
+	if l, err := net.Listen("tcp", "127.0.0.1:4318"); err == nil {
+		def := &httptest.Server{Listener: l, Config: &http.Server{Handler: collector.Config.Handler}}
+		def.Start()
+		defer def.Close()
+	}
+	for _, export := range []bool{false, true} {
+		env := adaptertest.Environ()
+		if export {
+			env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL, "OTEL_METRICS_EXPORTER=none")
+		}
+		em := startEmulator(t, bootstrap, env...)
+		ev := localFunctionURLEvent("POST", "/a2a", "", `{"jsonrpc":`) // a call (a parse error): one span
+		ev.Headers["x-api-key"] = adaptertest.APIKey
+		if status, out := em.invoke(t, payload(t, ev)); status != http.StatusOK || !strings.Contains(string(out), "-32700") {
+			t.Fatalf("call: %d %s", status, out)
+		}
+		remote := sockets(t, pidOf(t, bootstrap))
+		if !export && len(remote) != 1 {
+			t.Errorf("without OTEL_*: the bootstrap holds sockets to %v, want its Runtime API's alone", remote)
+		}
+		if got := exports.Load() > 0; got != export {
+			t.Errorf("export %v: %d exports reached the receivers", export, exports.Load())
+		}
+	}
+}
+
+// pidOf is the pid of the one process running the executable at path.
+func pidOf(t *testing.T, path string) int {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/exe")
+	for _, p := range procs {
+		if exe, err := os.Readlink(p); err == nil && exe == path {
+			pid, _ := strconv.Atoi(strings.Split(p, "/")[2])
+			return pid
+		}
+	}
+	t.Fatalf("no process runs %s", path)
+	return 0
+}
+
+// sockets are the remote addresses (ip:port) of the TCP sockets process pid holds open, from
+// /proc: its descriptors' socket inodes, looked up in the TCP tables.
+func sockets(t *testing.T, pid int) []string {
+	t.Helper()
+	inodes := map[string]bool{}
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+	for _, fd := range fds {
+		if l, err := os.Readlink(fd); err == nil && strings.HasPrefix(l, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	var out []string
+	for _, table := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || !inodes[f[9]] {
+				continue
+			}
+			host, port, _ := strings.Cut(f[2], ":")
+			p, _ := strconv.ParseUint(port, 16, 16)
+			if p == 0 {
+				continue // a listener
+			}
+			raw, _ := hex.DecodeString(host)
+			ip := make(net.IP, len(raw))
+			for i := 0; i < len(raw); i += 4 { // each 32-bit word is in host (little-endian) order
+				for j := range 4 {
+					ip[i+j] = raw[i+3-j]
+				}
+			}
+			out = append(out, net.JoinHostPort(ip.String(), strconv.FormatUint(p, 10)))
+		}
+	}
+	return out
 }
