@@ -167,6 +167,8 @@ func TestTraceToJaeger(t *testing.T) {
 		}
 	}
 
+	t.Logf("the trace in Jaeger (docs/observability.md prints it):\n%s", tree(spans, callerSpan, ""))
+
 	// The log lines written during the call and the deliveries carry their spans' ids.
 	logged := map[string]string{} // message → span id
 	for line := range strings.SplitSeq(stderr.String(), "\n") {
@@ -194,4 +196,22 @@ func tags(t *testing.T, s testenv.Span, want map[string]string) {
 			t.Errorf("%v: %s = %q, want %q (tags %v)", s, k, s.Tags[k], v, s.Tags)
 		}
 	}
+}
+
+// tree prints the spans under parent, indented, with the tags that tell them apart.
+func tree(spans []testenv.Span, parent, indent string) string {
+	var b strings.Builder
+	for _, s := range spans {
+		if s.Parent != parent {
+			continue
+		}
+		fmt.Fprintf(&b, "%s%s  span %s", indent, s.Name, s.SpanID)
+		for _, k := range []string{"svz.job.deliveries", "svz.job.outcome", "svz.step.try", "svz.step.outcome", "svz.outcome"} {
+			if v, ok := s.Tags[k]; ok {
+				fmt.Fprintf(&b, "  %s=%s", k, v)
+			}
+		}
+		b.WriteString("\n" + tree(spans, s.SpanID, indent+"  "))
+	}
+	return b.String()
 }
