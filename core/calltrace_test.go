@@ -48,7 +48,7 @@ func newRecorded() *recorded {
 func attrs(kvs []attribute.KeyValue) map[string]string {
 	m := map[string]string{}
 	for _, kv := range kvs {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }
@@ -77,7 +77,7 @@ func (r *recorded) points(t *testing.T, name string) map[string]int64 {
 	key := func(s attribute.Set) string {
 		var parts []string
 		for _, kv := range s.ToSlice() {
-			parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+			parts = append(parts, string(kv.Key)+"="+kv.Value.String())
 		}
 		sort.Strings(parts)
 		return strings.Join(parts, ",")
@@ -332,4 +332,4 @@ func TestJobTrace(t *testing.T) {
 	}
 }
 
-func itoa(i int) string { return attribute.IntValue(i).Emit() }
+func itoa(i int) string { return attribute.IntValue(i).String() }
