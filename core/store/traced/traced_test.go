@@ -3,7 +3,6 @@ package traced_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
-	"github.com/supervaize/svz/core/store/storetest"
 	"github.com/supervaize/svz/core/store/traced"
 	"github.com/supervaize/svz/core/telemetry"
 )
@@ -21,17 +19,6 @@ func providers(spans bool) (telemetry.Providers, *tracetest.SpanRecorder, *sdkme
 	rec, reader := tracetest.NewSpanRecorder(), sdkmetric.NewManualReader()
 	return telemetry.Providers{Tracers: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)),
 		Meters: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), StoreSpans: spans}, rec, reader
-}
-
-// TestConformance: a measured store is still a store, every promise of the conformance suite kept.
-func TestConformance(t *testing.T) {
-	p, _, _ := providers(true)
-	open := func(t testing.TB, now func() time.Time) store.Store {
-		return traced.Wrap(memory.New(memory.WithClock(now)), "memory", p)
-	}
-	storetest.Run(t, open)
-	storetest.RunLog(t, open)
-	storetest.RunUpdateAppend(t, open)
 }
 
 // TestMeasured: each request is measured by backend, operation and error type, a span per request
