@@ -24,10 +24,7 @@ import (
 	"github.com/supervaize/svz/internal/testenv"
 )
 
-const (
-	callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
-	callerSpan  = "00f067aa0ba902b7"
-)
+const callerSpan = "00f067aa0ba902b7"
 
 // flakyAgent's job.start starts work of two steps whose second fails twice, retried at once:
 // the job runs over three deliveries.
@@ -73,6 +70,7 @@ var urlRE = regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
 func TestTraceToJaeger(t *testing.T) {
 	otlp, query := testenv.Need(t, testenv.OTLP), testenv.Need(t, testenv.JaegerQuery)
 	service := testenv.UniqueName("svz-test-")
+	callerTrace := testenv.UniqueName("4bf92f3577b34da6a3ce") // this run's: other packages' tests share the receiver
 	env := map[string]string{"SUPERVAIZER_LOCAL_MODE": "true", "PORT": "0", "SUPERVAIZER_STORE": "memory",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": otlp, "OTEL_SERVICE_NAME": service, "OTEL_METRICS_EXPORTER": "none"}
 	var stdout, stderr testkit.LogBuffer
