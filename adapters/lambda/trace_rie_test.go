@@ -27,7 +27,7 @@ import (
 func TestJobTraceUnderEmulator(t *testing.T) {
 	otlp, query := testenv.Need(t, testenv.OTLP), testenv.Need(t, testenv.JaegerQuery)
 	// A trace id of this run: the tests of other packages share the receiver.
-	trace, caller := strings.TrimPrefix(testenv.UniqueName("4bf92f3577b34da6a3ce"), ""), "00f067aa0ba902b7"
+	trace, caller := testenv.UniqueName("4bf92f3577b34da6a3ce"), "00f067aa0ba902b7"
 	service := testenv.UniqueName("svz-lambda-")
 	f := startJobsFunctionWith(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp, "OTEL_SERVICE_NAME=" + service, "OTEL_METRICS_EXPORTER=none"},
 		"LAMBDA_OTEL=1")
