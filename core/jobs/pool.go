@@ -51,6 +51,7 @@ type Pool struct {
 	// orphans: tasks the first scan of an exclusive store found held by an ended process.
 	orphans map[string]bool
 	timers  map[*time.Timer]bool
+	traces  traceMemo // the trace context of each task's latest dispatch (trace.go)
 }
 
 var _ Dispatcher = (*Pool)(nil)
@@ -74,9 +75,10 @@ func (p *Pool) Dispatch(ctx context.Context, m Message, delay time.Duration) err
 	if p.svc == nil {
 		return errors.New("jobs: the pool is not attached to a controller")
 	}
-	if _, err := p.svc.cfg.Store.Create(ctx, indexKey(m), m.Encode(), store.Never); err != nil && !errors.Is(err, store.ErrExists) {
+	if _, err := p.svc.cfg.Store.Create(ctx, indexKey(m), p.svc.tel.indexEntry(ctx, m), store.Never); err != nil && !errors.Is(err, store.ErrExists) {
 		return err
 	}
+	p.traces.keep(m.Key(), p.svc.tel.p.Inject(ctx), true)
 	if delay <= 0 {
 		p.enqueue(m)
 		return nil
@@ -140,7 +142,7 @@ func (p *Pool) work() {
 		case <-p.ctx.Done():
 			return
 		case m := <-p.queue:
-			ctx, d := p.ctx, Delivery{}
+			ctx, d := p.traces.take(p.ctx, m.Key(), p.svc.tel), Delivery{}
 			cancel := context.CancelFunc(func() {})
 			p.mu.Lock()
 			d.takeOver = p.orphans[m.Key()]
@@ -205,7 +207,7 @@ func (p *Pool) scan(ctx context.Context, takeOver bool) error {
 			return err
 		}
 		for _, it := range page.Items {
-			m, err := DecodeMessage(it.Value)
+			m, tc, err := decodeIndexEntry(it.Value)
 			if err != nil {
 				continue
 			}
@@ -222,8 +224,10 @@ func (p *Pool) scan(ctx context.Context, takeOver bool) error {
 				p.mu.Lock()
 				p.orphans[m.Key()] = true
 				p.mu.Unlock()
+				p.traces.keep(m.Key(), tc, false)
 				p.enqueue(m)
 			default:
+				p.traces.keep(m.Key(), tc, false)
 				p.enqueue(m)
 			}
 		}

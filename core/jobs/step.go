@@ -182,7 +182,9 @@ func (t *task) step(ctx context.Context, name string, opts []StepOption, fn func
 	t.current = &current{name: name, opts: o}
 	t.mu.Unlock()
 
-	res, err := runStep(ctx, fn)
+	sctx, stepDone := t.svc.tel.stepStarted(ctx, t.msg.Work, name, tries)
+	res, err := runStep(sctx, fn)
+	stepDone(err)
 	if err == nil {
 		werr := t.durableWrite(ctx, func(r *record) bool {
 			t.apply(r)

@@ -236,6 +236,7 @@ func (t *task) finish(ctx context.Context, workErr, cause error) error {
 			h, failMsg = failHalt, workErr.Error()
 		}
 	}
+	s.tel.halted(ctx, h)
 	var status, errMsg string
 	switch h {
 	case lostHalt:
