@@ -33,6 +33,7 @@ import (
 	"github.com/supervaize/svz/core/idempotency"
 	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/telemetry"
 )
 
 // ActionGate guards the run of a mutating action that carries an idempotency_key (package
@@ -93,6 +94,9 @@ type Config struct {
 	OnClose func() error
 	// Logger receives the controller's logs; slog.Default() when nil.
 	Logger *slog.Logger
+	// Telemetry is where the controller records its spans and measurements (package telemetry;
+	// adapters/platform wires them from the OTEL_* settings). The zero value records nothing.
+	Telemetry telemetry.Providers
 	// MaxBodyBytes bounds a POST /a2a body (DefaultMaxBodyBytes when 0).
 	MaxBodyBytes int64
 	// HeartbeatInterval is the idle time after which the effect stream sends a heartbeat.
@@ -141,6 +145,7 @@ type Controller struct {
 	checkpoints *checkpoint.Service
 	// jobs runs background work; nil when no agent defines any.
 	jobs *jobs.Service
+	tel  *callTelemetry
 }
 
 var (
@@ -174,6 +179,7 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 		bySlug:  map[string]*boundAgent{},
 		closing: make(chan struct{}),
 		calls:   newCalls(),
+		tel:     newCallTelemetry(cfg.Telemetry),
 	}
 	if c.log == nil {
 		c.log = slog.Default()

@@ -14,6 +14,7 @@ import (
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/internal/wirejson"
+	"github.com/supervaize/svz/core/telemetry"
 )
 
 // GrantHeader carries Studio's workspace-grant token.
@@ -51,13 +52,16 @@ func (c *Controller) serveRPC(w http.ResponseWriter, r *http.Request) {
 		writeDetail(w, http.StatusBadRequest, "Could not read the request body")
 		return
 	}
-	resp := c.handleRPC(r.Context(), *in, r.Header.Get(GrantHeader), res)
+	ctx, call := c.tel.start(r, c.now())
+	resp := c.handleRPC(ctx, *in, r.Header.Get(GrantHeader), res)
 	*out, err = resp.appendTo(*out)
 	if err != nil {
 		// Results were validated; an encoding failure is a bug, answered as an internal error.
-		c.log.ErrorContext(r.Context(), "encode JSON-RPC answer", "error", err)
-		*out, _ = errorResponse(resp.ID, CodeInternalError, "Internal error", nil).appendTo((*out)[:0])
+		c.log.ErrorContext(ctx, "encode JSON-RPC answer", "error", err)
+		resp = errorResponse(resp.ID, CodeInternalError, "Internal error", nil)
+		*out, _ = resp.appendTo((*out)[:0])
 	}
+	c.tel.end(ctx, call, resp, c.now())
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(*out)
@@ -88,6 +92,7 @@ func (c *Controller) handleRPC(ctx context.Context, body []byte, token string, s
 	env, errs := decodeEnvelope(body)
 	env.token = token
 	env.scratch = scratch
+	callOf(ctx).envelope(env.method, env.id)
 	if len(errs) > 0 {
 		return errorResponse(env.id, CodeInvalidParams, "Invalid JSON-RPC request", map[string]any{"errors": errs})
 	}
@@ -118,6 +123,7 @@ func (c *Controller) invokeAction(ctx context.Context, env envelope) rpcResponse
 		return errorResponse(env.id, CodeInvalidParams, "Invalid Supervaizer v2 action request", map[string]any{"errors": fieldErrors(err)})
 	}
 	agent := c.bySlug[req.AgentSlug]
+	callOf(ctx).request(telemetry.Action, req.Action, agent != nil && agent.actions[req.Action] != nil, req.AgentSlug, req.RequestID, req.JobID, req.Workspace.ID)
 	req.WorkspaceAuthorization = nil
 	if req.Action != bindingOptionsAction && req.Action != bindingCreateAction {
 		vctx, resp, ok := c.authorizeCall(ctx, env, grant.MethodActionInvoke, req.Action, req.AgentSlug, agent, req.Workspace)
@@ -151,6 +157,7 @@ func (c *Controller) invokeAction(ctx context.Context, env envelope) rpcResponse
 			"request_id", req.RequestID, "error", err, "duration", c.now().Sub(started))
 		return errorResponse(env.id, CodeInternalError, "Action handler failed", failData())
 	}
+	callOf(ctx).result(res.Status, res.Errors, !ran)
 	if ran {
 		c.events.appendEffects(ctx, req, verifiedWorkspace(req), res.Effects)
 	}
@@ -200,6 +207,7 @@ func (c *Controller) loadSurface(ctx context.Context, env envelope) rpcResponse 
 		return errorResponse(env.id, CodeInvalidParams, "Invalid Supervaizer v2 surface request", map[string]any{"errors": fieldErrors(err)})
 	}
 	agent := c.bySlug[req.AgentSlug]
+	callOf(ctx).request(telemetry.Surface, req.Surface, agent != nil && agent.surfaces[req.Surface] != nil, req.AgentSlug, req.RequestID, req.JobID, req.Workspace.ID)
 	req.WorkspaceAuthorization = nil
 	if req.Surface != bindingCreateSurface {
 		vctx, resp, ok := c.authorizeCall(ctx, env, grant.MethodSurfaceLoad, req.Surface, req.AgentSlug, agent, req.Workspace)

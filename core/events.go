@@ -596,6 +596,7 @@ func (c *Controller) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer e.streams.Add(-1)
+	defer c.tel.streamOpened(r.Context())()
 	s := &eventStream{e: e, w: w, rc: http.NewResponseController(w), budget: c.cfg.EventCatchUp, filtered: filtered, workspace: workspace}
 	defer s.releasePage()
 	// The end of the response is written after the handler returns, within this deadline; net/http

@@ -44,7 +44,7 @@ func (c *Controller) bindJobs(b *boundAgent) error {
 		}
 	}
 	if c.jobs == nil {
-		c.jobs = jobs.NewService(jobs.Config{Store: c.cfg.Store, Dispatcher: c.cfg.Jobs, Logger: c.log, Now: c.now,
+		c.jobs = jobs.NewService(jobs.Config{Store: c.cfg.Store, Dispatcher: c.cfg.Jobs, Logger: c.log, Now: c.now, Telemetry: c.cfg.Telemetry,
 			Works: func(slug string) (*jobs.Registry, time.Duration, bool) {
 				a := c.bySlug[slug]
 				if a == nil {

@@ -77,6 +77,9 @@ func TestPlainEnv(t *testing.T) {
 		"SUPERVAIZER_API_KEY":                 "secret-must-not-be-forwarded-as-plain",
 		"SUPERVAIZE_API_KEY":                  "secret-too",
 		"HOME":                                "/root",
+		"OTEL_EXPORTER_OTLP_ENDPOINT":         "http://localhost:4318",
+		"OTEL_SERVICE_NAME":                   "my-agent",
+		"OTEL_EXPORTER_OTLP_HEADERS":          "x-honeycomb-team=secret-key",
 	}
 	cfg := Config{Env: "prod"}
 	got := plainEnv(&cfg, func(k string) string { return host[k] }, "srv", "https://x.example")
@@ -87,6 +90,8 @@ func TestPlainEnv(t *testing.T) {
 		"SUPERVAIZER_WORKSPACE_AUTH_REQUIRED": "true",
 		"SUPERVAIZER_WORKSPACE_AUTH_ISSUER":   "https://studio.supervaize.com",
 		"SUPERVAIZE_WORKSPACE_ID":             "ws-1",
+		"OTEL_EXPORTER_OTLP_ENDPOINT":         "http://localhost:4318",
+		"OTEL_SERVICE_NAME":                   "my-agent",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v\nwant %v", got, want)

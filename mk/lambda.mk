@@ -14,8 +14,14 @@ LAMBDA_MAIN ?= ./examples/helloworld
 # store backends other than DynamoDB and memory (a bbolt file does not survive an instance;
 # PostgreSQL and Redis are for servers), the AWS SDK's default credential chain (Lambda always
 # gives static credentials), and the Studio client (the template gives the function no Studio
-# account; svz deploy builds its Lambda images with it).
-LAMBDA_TAGS ?= lambda.norpc,svz_nocloudrun,svz_nolocal,svz_nobolt,svz_nopostgres,svz_noredis,svz_noawschain,svz_nostudio
+# account; svz deploy builds its Lambda images with it). OpenTelemetry's SDK and OTLP exporters
+# (about 8 MB) are left out too (svz_nootel) unless LAMBDA_OTEL=1: a function that exports
+# traces and metrics (OTEL_* settings, docs/observability.md) is built with LAMBDA_OTEL=1.
+LAMBDA_TAGS ?= lambda.norpc,svz_nocloudrun,svz_nolocal,svz_nobolt,svz_nopostgres,svz_noredis,svz_noawschain,svz_nostudio,svz_nootel
+comma := ,
+ifneq ($(LAMBDA_OTEL),)
+LAMBDA_TAGS := $(subst $(comma)svz_nootel,,$(LAMBDA_TAGS))
+endif
 LAMBDA_ARCH ?= $(or $(GOARCH),arm64)
 include mk/stamp.mk
 LAMBDA_GO_BUILD = CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) go build -trimpath -tags '$(LAMBDA_TAGS)' -ldflags='-s -w $(SVZ_STAMP)'

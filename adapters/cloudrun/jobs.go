@@ -14,8 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/core/telemetry"
 	"github.com/supervaize/svz/internal/cloudtasks"
 	"github.com/supervaize/svz/internal/envvar"
 )
@@ -68,6 +71,15 @@ type Jobs struct {
 	verifier            *grant.OIDCVerifier // nil without the URL: every delivery is refused
 	log                 *slog.Logger
 	now                 func() time.Time
+	tel                 telemetry.Providers
+}
+
+// WithTelemetry sends each task with the trace context of its dispatch in its headers
+// (traceparent and tracestate by default, written by p's propagator), read back when Cloud Tasks
+// delivers it so that the delivery joins the job's trace; it returns j.
+func (j *Jobs) WithTelemetry(p telemetry.Providers) *Jobs {
+	j.tel = p
+	return j
 }
 
 var _ jobs.Dispatcher = (*Jobs)(nil)
@@ -163,7 +175,11 @@ func (j *Jobs) Dispatch(ctx context.Context, m jobs.Message, delay time.Duration
 	if j.url == "" {
 		return fmt.Errorf("cloudrun: %s is not set: the task's target is unknown (svz deploy sets it; or set it to the service's URL)", EnvPublicURL)
 	}
-	t := cloudtasks.Task{URL: j.url + TaskPath, Body: m.Encode(), Headers: map[string]string{"Content-Type": "application/json"},
+	headers := map[string]string{"Content-Type": "application/json"}
+	for k, v := range j.tel.Inject(ctx) {
+		headers[k] = v
+	}
+	t := cloudtasks.Task{URL: j.url + TaskPath, Body: m.Encode(), Headers: headers,
 		OIDCAccount: j.invoker, Audience: j.url, Deadline: TaskDeadline}
 	if delay > 0 {
 		t.Schedule = j.now().Add(delay)
@@ -238,7 +254,7 @@ func (j *Jobs) Handler(next http.Handler, svc Deliverer) http.Handler {
 		if n, err := strconv.Atoi(r.Header.Get("X-CloudTasks-TaskRetryCount")); err == nil && n >= 0 {
 			d.Receive = n + 1
 		}
-		if err := svc.Deliver(ctx, m, d); err != nil {
+		if err := svc.Deliver(j.tel.Propagation().Extract(ctx, propagation.HeaderCarrier(r.Header)), m, d); err != nil {
 			level := slog.LevelWarn
 			if errors.Is(err, jobs.ErrBusy) {
 				level = slog.LevelInfo

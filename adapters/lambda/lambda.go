@@ -37,6 +37,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	awslambda "github.com/aws/aws-lambda-go/lambda"
 	"github.com/supervaize/svz/adapters/internal/httpkit"
+	"github.com/supervaize/svz/core/telemetry"
 )
 
 type config struct {
@@ -48,6 +49,8 @@ type config struct {
 	// deadLetter fails the jobs of the records from the queue deadLetterARN (WithDeadLetters).
 	deadLetter    DeadLetterFunc
 	deadLetterARN string
+	tel           telemetry.Providers
+	flush         func(context.Context)
 }
 
 // Option configures NewHandler and Start.
@@ -66,6 +69,13 @@ func WithLoopbackOnly() Option { return func(c *config) { c.loopback = true } }
 
 // WithLogger sets the logger (slog.Default() otherwise).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithTelemetry reads the trace context of SQS messages with p's propagator (trace.go).
+func WithTelemetry(p telemetry.Providers) Option { return func(c *config) { c.tel = p } }
+
+// WithFlush calls flush at the end of every invocation, before its answer: Lambda freezes the
+// sandbox afterwards, so spans and measurements still buffered would leave late or never.
+func WithFlush(flush func(context.Context)) Option { return func(c *config) { c.flush = flush } }
 
 type adapter struct {
 	h http.Handler
@@ -91,6 +101,9 @@ func Start(h http.Handler, opts ...Option) {
 // invoke serves one event. Its result is the buffered payload (encoded by aws-lambda-go) or, for
 // a streamed response, a reader of the streaming framing.
 func (a *adapter) invoke(ctx context.Context, ev *event) (any, error) {
+	if a.flush != nil {
+		defer a.flush(ctx)
+	}
 	k, err := ev.detect()
 	if err != nil {
 		return nil, err
@@ -99,6 +112,9 @@ func (a *adapter) invoke(ctx context.Context, ev *event) (any, error) {
 		return a.serveSQS(ctx, ev.Records)
 	}
 	r, hosts, err := ev.request(ctx, k)
+	if err == nil {
+		invocationTrace(ctx, r.Header)
+	}
 	var bad *badRequest
 	switch {
 	case errors.As(err, &bad):

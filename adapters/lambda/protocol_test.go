@@ -68,7 +68,7 @@ func buildBootstrap(t *testing.T) string {
 
 // buildBootstrapOf builds the bootstrap of the main package main (a path from the repository
 // root, "" for the template's) as sam build does.
-func buildBootstrapOf(t *testing.T, main string) string {
+func buildBootstrapOf(t *testing.T, main string, vars ...string) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
@@ -77,6 +77,7 @@ func buildBootstrapOf(t *testing.T, main string) string {
 	if main != "" {
 		args = append(args, "LAMBDA_MAIN="+main)
 	}
+	args = append(args, vars...)
 	cmd := exec.Command("make", args...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {

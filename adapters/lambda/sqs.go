@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/core/telemetry"
 	"github.com/supervaize/svz/internal/awsapi"
 	"github.com/supervaize/svz/internal/envvar"
 )
@@ -49,6 +50,7 @@ var sqsService = awsapi.Service{ID: "sqs", Name: "SQS", Target: "AmazonSQS", JSO
 type Queue struct {
 	api *awsapi.Client
 	url string
+	tel telemetry.Providers
 }
 
 var _ jobs.Dispatcher = (*Queue)(nil)
@@ -75,6 +77,13 @@ func NewQueue(getenv func(string) string, opts ...awsapi.Option) (*Queue, error)
 
 // URL is the queue's URL.
 func (q *Queue) URL() string { return q.url }
+
+// WithTelemetry sends each message with the trace context of its dispatch, written by p's
+// propagator into message attributes (trace.go), and returns q.
+func (q *Queue) WithTelemetry(p telemetry.Providers) *Queue {
+	q.tel = p
+	return q
+}
 
 // ParseQueueURL checks the value of SUPERVAIZER_JOBS_QUEUE_URL: the http(s) URL of a standard SQS
 // queue, .../ACCOUNT/NAME with a 12-digit account and a queue name (1 to 80 letters, digits,
@@ -128,9 +137,11 @@ func queueName(s string) bool {
 
 // sendMessage is SQS's SendMessage request.
 type sendMessage struct {
-	QueueURL     string `json:"QueueUrl"`
-	MessageBody  string `json:"MessageBody"`
-	DelaySeconds int    `json:"DelaySeconds"`
+	QueueURL          string                  `json:"QueueUrl"`
+	MessageBody       string                  `json:"MessageBody"`
+	DelaySeconds      int                     `json:"DelaySeconds"`
+	MessageAttributes map[string]attributeOut `json:"MessageAttributes,omitempty"`
+	SystemAttributes  map[string]attributeOut `json:"MessageSystemAttributes,omitempty"`
 }
 
 // MaxDelay implements jobs.DelayLimit: core/jobs hands a longer delay (a Sleep) on in steps of
@@ -148,6 +159,7 @@ func (q *Queue) Dispatch(ctx context.Context, m jobs.Message, delay time.Duratio
 	}
 	secs := int(max(delay+time.Second-1, 0) / time.Second)
 	in := sendMessage{QueueURL: q.url, MessageBody: string(m.Encode()), DelaySeconds: secs}
+	in.MessageAttributes, in.SystemAttributes = traceAttributes(q.tel.Inject(ctx))
 	if err := q.api.Call(ctx, "SendMessage", in, nil); err != nil {
 		return fmt.Errorf("lambda: send the task of job %q to the SQS queue %s: %w", m.Job, q.url, err)
 	}
@@ -212,9 +224,11 @@ type sqsRecord struct {
 	Body          string `json:"body"`
 	Attributes    struct {
 		ApproximateReceiveCount string `json:"ApproximateReceiveCount"`
+		AWSTraceHeader          string `json:"AWSTraceHeader"`
 	} `json:"attributes"`
-	EventSource    string `json:"eventSource"`
-	EventSourceARN string `json:"eventSourceARN"`
+	MessageAttributes map[string]attributeIn `json:"messageAttributes"`
+	EventSource       string                 `json:"eventSource"`
+	EventSourceARN    string                 `json:"eventSourceARN"`
 }
 
 // batchResponse is the answer to an SQS event with ReportBatchItemFailures: the messages listed
@@ -265,23 +279,23 @@ func (a *adapter) deliverRecord(ctx context.Context, r sqsRecord, deadline time.
 	log := a.log.With("message_id", r.MessageID, "receive", receive)
 	m, err := jobs.ReadMessage([]byte(r.Body))
 	if err != nil {
-		log.Warn("SQS message is not a task message: acknowledged, dropped", jobs.Unreadable([]byte(r.Body), err)...)
+		log.WarnContext(ctx, "SQS message is not a task message: acknowledged, dropped", jobs.Unreadable([]byte(r.Body), err)...)
 		return true
 	}
 	what := "task"
 	if a.deadLetter != nil && r.EventSourceARN == a.deadLetterARN {
 		what = "dead-lettered task" // its job fails, saying why, unless a delivery still holds it
-		err = a.deadLetter(ctx, m, jobs.DeadLetter{Receives: a.maxReceives, Limit: limit})
+		err = a.deadLetter(a.messageTrace(ctx, r), m, jobs.DeadLetter{Receives: a.maxReceives, Limit: limit})
 	} else {
-		err = a.deliver(ctx, m, jobs.Delivery{Deadline: deadline, Receive: receive, MaxReceives: a.maxReceives})
+		err = a.deliver(a.messageTrace(ctx, r), m, jobs.Delivery{Deadline: deadline, Receive: receive, MaxReceives: a.maxReceives})
 	}
 	switch {
 	case err == nil:
 		return true
 	case errors.Is(err, jobs.ErrBusy):
-		log.Info(what+" runs on another instance: delivered again later", "job_id", m.Job)
+		log.InfoContext(ctx, what+" runs on another instance: delivered again later", "job_id", m.Job)
 	default:
-		log.Warn(what+" delivery failed: delivered again later", "job_id", m.Job, "error", err)
+		log.WarnContext(ctx, what+" delivery failed: delivered again later", "job_id", m.Job, "error", err)
 	}
 	return false
 }

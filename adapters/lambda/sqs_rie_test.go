@@ -59,15 +59,22 @@ type jobsFunction struct {
 
 func startJobsFunction(t *testing.T, env ...string) *jobsFunction {
 	t.Helper()
+	return startJobsFunctionWith(t, env)
+}
+
+// startJobsFunctionWith is startJobsFunction with more environment, its bootstrap built with
+// make's vars (such as LAMBDA_OTEL=1).
+func startJobsFunctionWith(t *testing.T, extra []string, vars ...string) *jobsFunction {
+	t.Helper()
 	endpoint := testenv.Need(t, testenv.AWSEndpoint)
 	testenv.Need(t, testenv.RIE)
 	motoWrites := testenv.MotoProxy(t, endpoint)
 	_, table := dynamodbtest.Table(t, motoWrites, "svz-lambda-jobs-")
 	f := &jobsFunction{sqs: newMotoSQS(t, endpoint), store: newSwitchProxy(t, motoWrites)}
 	f.queueURL, f.queueARN = f.sqs.create()
-	all := append(adaptertest.Environ(), dynamodbtest.Env(endpoint, table)...)
-	all = append(all, "AWS_ENDPOINT_URL_DYNAMODB="+f.store.url, EnvQueueURL+"="+f.queueURL, "AWS_LAMBDA_FUNCTION_TIMEOUT=8")
-	f.em = startEmulator(t, buildBootstrapOf(t, "./adapters/lambda/testdata/jobsagent"), append(all, env...)...)
+	env := append(adaptertest.Environ(), dynamodbtest.Env(endpoint, table)...)
+	env = append(env, "AWS_ENDPOINT_URL_DYNAMODB="+f.store.url, EnvQueueURL+"="+f.queueURL, "AWS_LAMBDA_FUNCTION_TIMEOUT=8")
+	f.em = startEmulator(t, buildBootstrapOf(t, "./adapters/lambda/testdata/jobsagent", vars...), append(env, extra...)...)
 	return f
 }
 
@@ -93,6 +100,10 @@ func (f *jobsFunction) call(t *testing.T, action, job string) map[string]any {
 func (f *jobsFunction) lambdaSQSEvent(msgs ...sqsMessage) []byte {
 	var records []map[string]any
 	for _, m := range msgs {
+		attrs := map[string]any{}
+		for k, v := range m.MessageAttributes {
+			attrs[k] = map[string]any{"stringValue": v.StringValue, "stringListValues": []string{}, "binaryListValues": []string{}, "dataType": v.DataType}
+		}
 		records = append(records, map[string]any{
 			"messageId": m.MessageID, "receiptHandle": m.ReceiptHandle, "body": m.Body,
 			"attributes": map[string]string{
@@ -101,7 +112,7 @@ func (f *jobsFunction) lambdaSQSEvent(msgs ...sqsMessage) []byte {
 				"SenderId":                         m.Attributes["SenderId"],
 				"ApproximateFirstReceiveTimestamp": m.Attributes["ApproximateFirstReceiveTimestamp"],
 			},
-			"messageAttributes": map[string]any{}, "md5OfBody": m.MD5OfBody,
+			"messageAttributes": attrs, "md5OfBody": m.MD5OfBody,
 			"eventSource": "aws:sqs", "eventSourceARN": f.queueARN, "awsRegion": "us-east-1",
 		})
 	}

@@ -207,6 +207,8 @@ type sqsMessage struct {
 	MD5OfBody     string            `json:"MD5OfBody"`
 	Body          string            `json:"Body"`
 	Attributes    map[string]string `json:"Attributes"`
+	// MessageAttributes: the trace context a dispatch sent with the message.
+	MessageAttributes map[string]struct{ DataType, StringValue string } `json:"MessageAttributes"`
 }
 
 // receive returns the messages visible now (at most 10), with all their attributes.
@@ -214,7 +216,7 @@ func (s *motoSQS) receive(url string) []sqsMessage {
 	s.t.Helper()
 	var out struct{ Messages []sqsMessage }
 	if err := s.api.Call(context.Background(), "ReceiveMessage", map[string]any{"QueueUrl": url, "MaxNumberOfMessages": 10,
-		"MessageSystemAttributeNames": []string{"All"}, "VisibilityTimeout": 0}, &out); err != nil {
+		"MessageSystemAttributeNames": []string{"All"}, "MessageAttributeNames": []string{"All"}, "VisibilityTimeout": 0}, &out); err != nil {
 		s.t.Fatal(err)
 	}
 	return out.Messages

@@ -13,6 +13,7 @@ import (
 	"github.com/supervaize/svz/adapters/internal/httpkit"
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/core/telemetry"
 	"github.com/supervaize/svz/internal/envvar"
 	"github.com/supervaize/svz/internal/localmode"
 )
@@ -51,8 +52,8 @@ func cloudRunJobs(ctx context.Context, getenv func(string) string, log *slog.Log
 		if err != nil {
 			return nil, fmt.Errorf("cloud run: %w", err)
 		}
-		queue = q
-		return q, nil
+		queue = q.WithTelemetry(telemetry.FromContext(ctx))
+		return queue, nil
 	})
 	return ctx, func(h http.Handler) http.Handler {
 		if queue == nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/supervaize/svz/adapters/lambda"
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/core/telemetry"
 )
 
 // JobsHandler is a handler that runs background work: *core.Controller is one. A BuildFunc that
@@ -28,5 +29,12 @@ func lambdaJobs(ctx context.Context, getenv func(string) string) (context.Contex
 	if err != nil {
 		return ctx, 0, fmt.Errorf("platform: %w", err)
 	}
-	return jobs.WithQueue(ctx, func() (jobs.Dispatcher, error) { return lambda.NewQueue(getenv) }), n, nil
+	tel := telemetry.FromContext(ctx)
+	return jobs.WithQueue(ctx, func() (jobs.Dispatcher, error) {
+		q, err := lambda.NewQueue(getenv)
+		if err != nil {
+			return nil, err
+		}
+		return q.WithTelemetry(tel), nil
+	}), n, nil
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/supervaize/svz/internal/envvar"
 )
@@ -22,13 +23,18 @@ func newLogger(kind platformKind, getenv func(string) string, w io.Writer) (*slo
 		"ERROR": slog.LevelError, "CRITICAL": slog.LevelError,
 	}[level]
 	opts := &slog.HandlerOptions{Level: lvl}
+	var h slog.Handler
 	switch {
 	case kind == onCloudRun:
 		opts.ReplaceAttr = cloudLogging
 	case kind == onHTTP && isTerminal(w):
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(slog.NewJSONHandler(w, opts)), nil
+	if h == nil {
+		h = slog.NewJSONHandler(w, opts)
+	}
+	// Every record written with a context carries the trace and span ids of its call or delivery.
+	return slog.New(traceHandler{Handler: h, kind: kind, project: strings.TrimSpace(getenv("GOOGLE_CLOUD_PROJECT"))}), nil
 }
 
 // cloudLogging renames the level and message keys to Cloud Logging's severity and message.

@@ -37,6 +37,7 @@ import (
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/config"
 	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/core/telemetry"
 	"github.com/supervaize/svz/internal/buildinfo"
 	"github.com/supervaize/svz/internal/envvar"
 	"github.com/supervaize/svz/internal/localmode"
@@ -189,6 +190,12 @@ func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(
 	if err != nil {
 		return fmt.Errorf("platform: %w", err)
 	}
+	tel, err := setupTelemetry(ctx, kind, getenv, log)
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry(tel, log)
+	ctx = telemetry.WithProviders(ctx, tel.providers)
 	var lambdaOpts []lambda.Option
 	var httpOpts []httpserver.Option
 	var serveCloudRun func(context.Context, http.Handler) error
@@ -241,12 +248,25 @@ func serve(ctx context.Context, kind platformKind, build BuildFunc, getenv func(
 				lambdaOpts = append(lambdaOpts, lambda.WithDeadLetters(c.Jobs().DeadLettered, deadLetters))
 			}
 		}
+		lambdaOpts = append(lambdaOpts, lambda.WithTelemetry(tel.providers))
+		if tel.flush != nil {
+			lambdaOpts = append(lambdaOpts, lambda.WithFlush(tel.flush))
+		}
 		lambda.Start(h, append(lambdaOpts, lambda.WithLogger(log))...)
 		return closeHandler(nil) // unreachable: the runtime exits the process
 	case onCloudRun:
 		return closeHandler(serveCloudRun(ctx, h))
 	}
 	return closeHandler(httpserver.Serve(ctx, h, append(httpOpts, httpserver.WithLogger(log))...))
+}
+
+// stopTelemetry flushes and stops the exporters, for at most 5 seconds.
+func stopTelemetry(tel telemetrySetup, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tel.shutdown(ctx); err != nil {
+		log.Warn("telemetry not flushed on shutdown", "error", err)
+	}
 }
 
 // logReady logs that the controller serves, with the version and revision the build stamped

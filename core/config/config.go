@@ -19,6 +19,7 @@ import (
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/core/telemetry"
 	"github.com/supervaize/svz/internal/envvar"
 	"github.com/supervaize/svz/internal/fingerprint"
 	"github.com/supervaize/svz/internal/localmode"
@@ -176,6 +177,7 @@ func NewController(ctx context.Context, getenv func(string) string, log *slog.Lo
 	}
 	cfg.Parameters = params
 	cfg.RuleCheckpoints = checkpoints
+	cfg.Telemetry = telemetry.FromContext(ctx)
 	if cfg.Jobs, err = queue(ctx, getenv, agents); err != nil {
 		if cfg.OnClose != nil {
 			err = errors.Join(err, cfg.OnClose())

@@ -16,6 +16,7 @@ import (
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/studio"
+	"github.com/supervaize/svz/core/telemetry"
 	"github.com/supervaize/svz/internal/fingerprint"
 	"github.com/supervaize/svz/internal/localmode"
 )
@@ -72,7 +73,7 @@ func connectStudioClient(ctx context.Context, getenv func(string) string, log *s
 		// Checked here too so that Studio is not called by a controller that cannot start.
 		return nil, nil, nil, fmt.Errorf("%s", grant.StudioRequiresAuthMessage)
 	}
-	client, err := studio.New(settings, studio.WithLogger(log))
+	client, err := studio.New(settings, studio.WithLogger(log), studio.WithTelemetry(telemetry.FromContext(ctx)))
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -111,9 +111,11 @@ func (t *task) handleFailure(ctx context.Context) error {
 	fr := *t.rec.Failure
 	t.mu.Unlock()
 	f := Failure{Job: t.msg.Job, Cause: fr.Cause, Reason: fr.Reason, Step: fr.Step}
-	_, err := runStep(context.WithValue(ctx, unitKey{}, onFailureStep), func(ctx context.Context) (json.RawMessage, error) {
+	hctx, handlerDone := t.svc.tel.stepStarted(context.WithValue(ctx, unitKey{}, onFailureStep), t.msg.Work, onFailureStep, fr.Tries)
+	_, err := runStep(hctx, func(ctx context.Context) (json.RawMessage, error) {
 		return nil, h.run(ctx, t.recNow().Input, f)
 	})
+	handlerDone(err)
 	if err == nil {
 		_, err := t.record(ctx, &stepRecord{Name: onFailureStep, Status: stepCompleted, Hidden: true})
 		return err

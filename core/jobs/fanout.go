@@ -122,6 +122,12 @@ type fanout struct {
 	tries map[int]int // failed attempts, by item, in this delivery and before
 }
 
+func (f *fanout) triesOf(i int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tries[i]
+}
+
 func (f *fanout) doneCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -224,8 +230,9 @@ func (t *task) fanout(ctx context.Context, name string, hashes []string, run fun
 		wg.Go(func() {
 			defer func() { <-sem }()
 			defer t.releaseLimits(ctx, unit, o.limits)
-			ictx := context.WithValue(context.WithValue(ctx, itemCtx{}, true), unitKey{}, unit)
+			ictx, itemDone := t.svc.tel.stepStarted(context.WithValue(context.WithValue(ctx, itemCtx{}, true), unitKey{}, unit), t.msg.Work, unit, f.triesOf(i))
 			res, err := runStep(ictx, func(ctx context.Context) (json.RawMessage, error) { return run(ctx, i) })
+			itemDone(err)
 			if err != nil {
 				if !t.ended(ctx, err) {
 					t.itemFailed(ctx, name, o, f, i, err)

@@ -60,6 +60,7 @@ type Pool struct {
 	// this instance's name): true for the former, false for the latter.
 	orphans map[string]bool
 	timers  map[*time.Timer]bool
+	traces  traceMemo // the trace context of each task's latest dispatch (trace.go)
 }
 
 var _ Dispatcher = (*Pool)(nil)
@@ -84,19 +85,20 @@ func (p *Pool) Dispatch(ctx context.Context, m Message, delay time.Duration) err
 	if p.svc == nil {
 		return errors.New("jobs: the pool is not attached to a controller")
 	}
-	entry := Message{Agent: m.Agent, Workspace: m.Workspace, Job: m.Job, Work: m.Work, At: m.At}
-	rec, err := p.svc.cfg.Store.Create(ctx, indexKey(m), entry.Encode(), store.Never)
+	entry := p.svc.tel.indexEntry(ctx, Message{Agent: m.Agent, Workspace: m.Workspace, Job: m.Job, Work: m.Work, At: m.At})
+	rec, err := p.svc.cfg.Store.Create(ctx, indexKey(m), entry, store.Never)
 	switch {
 	case errors.Is(err, store.ErrExists):
-		if old, derr := DecodeMessage(rec.Value); derr != nil || old.At != entry.At {
+		if old, _, derr := decodeIndexEntry(rec.Value); derr != nil || old.At != m.At {
 			// A conflict means another dispatch wrote the entry meanwhile: the scan reads the task.
-			if _, err := p.svc.cfg.Store.Update(ctx, indexKey(m), rec.Version, entry.Encode(), store.Never); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+			if _, err := p.svc.cfg.Store.Update(ctx, indexKey(m), rec.Version, entry, store.Never); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
 		}
 	case err != nil:
 		return err
 	}
+	p.traces.keep(m.Key(), p.svc.tel.p.Inject(ctx), true)
 	if delay <= 0 {
 		p.enqueue(m)
 		return nil
@@ -161,7 +163,7 @@ func (p *Pool) work() {
 		case <-p.ctx.Done():
 			return
 		case m := <-p.queue:
-			ctx, d := p.ctx, Delivery{}
+			ctx, d := p.traces.take(p.ctx, m.Key(), p.svc.tel), Delivery{}
 			cancel := context.CancelFunc(func() {})
 			p.mu.Lock()
 			exclusive, orphan := p.orphans[m.Key()]
@@ -228,7 +230,7 @@ func (p *Pool) scan(ctx context.Context, first bool) error {
 			return err
 		}
 		for _, it := range page.Items {
-			m, err := DecodeMessage(it.Value)
+			m, tc, err := decodeIndexEntry(it.Value)
 			if err != nil {
 				continue
 			}
@@ -249,12 +251,14 @@ func (p *Pool) scan(ctx context.Context, first bool) error {
 				p.mu.Lock()
 				p.orphans[m.Key()] = exclusive
 				p.mu.Unlock()
+				p.traces.keep(m.Key(), tc, false)
 				p.enqueue(m)
 			default:
 				m.At = 0
 				if !r.NotBefore.IsZero() {
 					m.At = r.NotBefore.UnixMilli()
 				}
+				p.traces.keep(m.Key(), tc, false)
 				p.enqueue(m)
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/internal/packed"
 	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/telemetry"
 )
 
 // Dispatcher hands a task's reference to the platform's queue, for a delivery after delay (0: at
@@ -106,6 +107,8 @@ type Config struct {
 	// Info returns what a task records and shows of an agent beyond its works: the build that
 	// runs it, the lane of its default case. Optional.
 	Info func(agent string) AgentInfo
+	// Telemetry records the deliveries' and steps' spans and the jobs' measurements (trace.go).
+	Telemetry telemetry.Providers
 }
 
 // AgentInfo is what the service knows of an agent beyond its works.
@@ -136,11 +139,12 @@ type Service struct {
 	// packer stores task records deflated (core/internal/packed): a record is rewritten once per
 	// step, and DynamoDB bills each write by the started KB of the record.
 	packer packed.Packer
+	tel    *jobsTelemetry
 }
 
 // NewService returns a Service for cfg.
 func NewService(cfg Config) *Service {
-	s := &Service{cfg: cfg, log: cfg.Logger}
+	s := &Service{cfg: cfg, log: cfg.Logger, tel: newJobsTelemetry(cfg.Telemetry)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -359,6 +363,7 @@ func (s *Service) start(ctx context.Context, sc *scope, work string, req *contra
 	if err := s.dispatch(ctx, m, 0); err != nil {
 		return nil, fmt.Errorf("jobs: dispatch the task of job %q: %w", job, err)
 	}
+	s.tel.jobStarted(ctx, sc.agent, work)
 	return r, nil
 }
 
@@ -397,8 +402,10 @@ func (s *Service) deadlineTimer(ctx context.Context, r *record, h *handler) {
 // replayed from the store, until it finishes, waits for an answer, is stopped, fails, or hands
 // itself on. A nil error means the message is done with (acknowledge it); an error means the
 // queue should deliver it again later (the store was down, another instance holds the task).
-func (s *Service) Deliver(ctx context.Context, m Message, d Delivery) error {
-	err := s.deliver(ctx, m, d)
+func (s *Service) Deliver(ctx context.Context, m Message, d Delivery) (err error) {
+	ctx, done := s.tel.deliveryStarted(ctx, m, d)
+	defer func() { done(err) }()
+	err = s.deliver(ctx, m, d)
 	if err != nil && !errors.Is(err, ErrBusy) && d.MaxReceives > 0 && d.Receive >= d.MaxReceives {
 		// The queue dead-letters the message now: the job's state must say it failed, and why. (A
 		// busy task may be running: its dead letter decides, DeadLettered.)
@@ -534,6 +541,7 @@ func (s *Service) deliver(ctx context.Context, m Message, d Delivery) error {
 	if r.Holder != holder {
 		return errors.New("jobs: the task record keeps changing under concurrent claims")
 	}
+	s.tel.claimed(ctx, r, s.now())
 	t := &task{svc: s, key: key, rec: r, version: version, holder: holder, msg: m, log: log, settings: w.options(),
 		leaseUntil: r.LeaseUntil, steps: map[string]*stepRecord{}, replay: map[string]bool{}}
 	t.deadline = d.Deadline
@@ -569,6 +577,7 @@ func timeoutMessage(r *record) string {
 
 // published tells the effect stream that a job finished or waits.
 func (s *Service) published(ctx context.Context, r *record) {
+	s.tel.jobEnded(ctx, r)
 	if s.cfg.Publish == nil {
 		return
 	}

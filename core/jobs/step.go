@@ -272,7 +272,9 @@ func (t *task) step(ctx context.Context, name string, opts []StepOption, fn func
 		t.mu.Unlock()
 	}
 
-	res, err := runStep(context.WithValue(ctx, unitKey{}, name), fn)
+	sctx, stepDone := t.svc.tel.stepStarted(context.WithValue(ctx, unitKey{}, name), t.msg.Work, name, tries)
+	res, err := runStep(sctx, fn)
+	stepDone(err)
 	if err == nil {
 		defer done()
 		st := &stepRecord{Name: name, Status: stepCompleted, Result: res, Tries: tries + 1, Outputs: artifactRecords(o.outputs)}

@@ -377,6 +377,7 @@ func (t *task) finish(ctx context.Context, workErr, cause error) error {
 			h, fail = failHalt, failureRecord{Cause: CauseWork, Reason: workErr.Error()}
 		}
 	}
+	s.tel.halted(ctx, h)
 	var status, errMsg string
 	switch h {
 	case lostHalt:

@@ -26,6 +26,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/supervaize/svz/core/telemetry"
 	"github.com/supervaize/svz/internal/envvar"
 	"github.com/supervaize/svz/internal/redact"
 )
@@ -181,6 +182,7 @@ type Client struct {
 	log  *slog.Logger
 	// secrets are scrubbed from anything Studio sends back before it reaches an error.
 	secrets []string
+	tel     *callTelemetry
 }
 
 // Option configures a Client.
@@ -191,6 +193,12 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = 
 
 // WithLogger logs calls (step, endpoint, status, duration; never headers or bodies) to log.
 func WithLogger(log *slog.Logger) Option { return func(c *Client) { c.log = log } }
+
+// WithTelemetry records a client span and a duration per call (trace.go) and sends the call's
+// trace context to Studio (traceparent).
+func WithTelemetry(p telemetry.Providers) Option {
+	return func(c *Client) { c.tel = newCallTelemetry(p) }
+}
 
 // New returns a client for s.
 func New(s Settings, opts ...Option) (*Client, error) {
@@ -216,6 +224,9 @@ func New(s Settings, opts ...Option) (*Client, error) {
 		c.log = slog.Default()
 	}
 	c.secrets = []string{s.APIKey}
+	if c.tel == nil {
+		c.tel = newCallTelemetry(telemetry.Providers{})
+	}
 	return c, nil
 }
 
@@ -281,9 +292,14 @@ func (c *Client) do(ctx context.Context, k call) (*response, error) {
 	}
 	secrets := append(append([]string(nil), c.secrets...), k.secrets...)
 	start := time.Now()
+	ctx, span := c.tel.start(ctx, k)
+	var status, attempts int
+	defer func() { span.end(status, attempts, start) }()
 	for attempt := 0; ; attempt++ {
 		resp, err := c.attempt(ctx, k, payload)
+		attempts = attempt + 1
 		if err == nil {
+			status = resp.status
 			c.log.DebugContext(ctx, "studio call", "step", k.step, "method", k.method, "url", redact.URL(k.url),
 				"status", resp.status, "attempts", attempt+1, "duration", time.Since(start))
 			if resp.status < 200 || resp.status > 299 {
@@ -323,6 +339,7 @@ func (c *Client) attempt(ctx context.Context, k call, payload []byte) (*response
 	if err != nil {
 		return nil, err
 	}
+	c.tel.inject(ctx, req.Header)
 	req.Header.Set("Authorization", "Api-Key "+c.s.APIKey)
 	req.Header.Set("accept", "application/json")
 	req.Header.Set("workspace", c.s.WorkspaceID)

@@ -1,5 +1,5 @@
 // Package testenv points tests at the real servers they need (PostgreSQL, Redis, moto_server, the
-// Lambda Runtime Interface Emulator, an OCI registry, a headless Chromium) through SVZ_TEST_*
+// Lambda Runtime Interface Emulator, an OCI registry, a headless Chromium, Jaeger) through SVZ_TEST_*
 // environment variables.
 //
 // scripts/with-services starts those servers on 127.0.0.1 and sets the variables; `make test` and
@@ -22,12 +22,14 @@ import (
 
 // Variables set by scripts/with-services.
 const (
-	PostgresURL = "SVZ_TEST_POSTGRES_URL" // postgres://user@127.0.0.1:port/db?sslmode=disable
-	RedisURL    = "SVZ_TEST_REDIS_URL"    // redis://127.0.0.1:port/0
-	AWSEndpoint = "SVZ_TEST_AWS_ENDPOINT" // http://127.0.0.1:port of a moto_server
-	RIE         = "SVZ_TEST_RIE"          // path of the aws-lambda-rie binary
-	OCIRegistry = "SVZ_TEST_OCI_REGISTRY" // host:port of a plain-HTTP OCI registry on loopback
-	Chromium    = "SVZ_TEST_CHROMIUM"     // path of a Chromium binary (Debian's chromium package)
+	PostgresURL = "SVZ_TEST_POSTGRES_URL"  // postgres://user@127.0.0.1:port/db?sslmode=disable
+	RedisURL    = "SVZ_TEST_REDIS_URL"     // redis://127.0.0.1:port/0
+	AWSEndpoint = "SVZ_TEST_AWS_ENDPOINT"  // http://127.0.0.1:port of a moto_server
+	RIE         = "SVZ_TEST_RIE"           // path of the aws-lambda-rie binary
+	OCIRegistry = "SVZ_TEST_OCI_REGISTRY"  // host:port of a plain-HTTP OCI registry on loopback
+	Chromium    = "SVZ_TEST_CHROMIUM"      // path of a Chromium binary (Debian's chromium package)
+	OTLP        = "SVZ_TEST_OTLP_ENDPOINT" // http://127.0.0.1:port: Jaeger's OTLP/HTTP receiver
+	JaegerQuery = "SVZ_TEST_JAEGER_QUERY"  // http://127.0.0.1:port: that Jaeger's query API
 )
 
 // Need returns the value of the environment variable name. When it is empty the test is skipped,

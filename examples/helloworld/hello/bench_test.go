@@ -3,11 +3,18 @@ package hello_test
 import (
 	"context"
 	"crypto/ed25519"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/supervaize/svz/core/telemetry"
 	"github.com/supervaize/svz/internal/callbench"
 )
 
@@ -136,4 +143,66 @@ func BenchmarkCallRatio(b *testing.B) {
 		b.ReportMetric(float64(first-seen)/float64(i)/1e3, "first-token-us")
 		b.ReportMetric(float64(first-seen)/float64(verify), "x-verify")
 	})
+}
+
+// BenchmarkCallRatioExporting measures what telemetry export adds to a call: the same calls to a
+// controller whose traces and metrics are exported (the SDK's batch span processor and periodic
+// reader, OTLP/HTTP to a receiver on loopback that accepts everything), interleaved with calls to
+// one that exports nothing, as make bench-controller reports:
+//
+//	x-untraced   time of the exporting controller's call / time of the other's
+func BenchmarkCallRatioExporting(b *testing.B) {
+	ctx := context.Background()
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	b.Cleanup(receiver.Close)
+	texp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(receiver.URL+"/v1/traces"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	mexp, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(receiver.URL+"/v1/metrics"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(texp))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp, sdkmetric.WithInterval(time.Second))))
+	b.Cleanup(func() { _ = tp.Shutdown(ctx); _ = mp.Shutdown(ctx) })
+	plain, err := callbench.New(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = plain.Controller.Close() })
+	traced, err := callbench.New(telemetry.WithProviders(ctx, telemetry.Providers{Tracers: tp, Meters: mp}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = traced.Controller.Close() })
+	call := func(b *testing.B, cb *callbench.Bench, body []byte) time.Duration {
+		rec := httptest.NewRecorder()
+		req := cb.Request(body, cb.Token)
+		start := time.Now()
+		cb.Controller.ServeHTTP(rec, req)
+		d := time.Since(start)
+		if rec.Code != http.StatusOK || rec.Body.Len() < 200 {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+		return d
+	}
+	for _, name := range []string{"surface.load", "job.start"} {
+		b.Run(name, func(b *testing.B) {
+			var off, on time.Duration
+			for b.Loop() {
+				if name == "job.start" {
+					off += call(b, plain, plain.JobStartBody)
+					on += call(b, traced, traced.JobStartBody)
+				} else {
+					off += call(b, plain, plain.SurfaceLoadBody)
+					on += call(b, traced, traced.SurfaceLoadBody)
+				}
+			}
+			b.ReportMetric(float64(on)/float64(off), "x-untraced")
+		})
+	}
 }
