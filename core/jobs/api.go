@@ -100,7 +100,7 @@ func State(ctx context.Context, jobID string) (*contract.JobState, error) {
 
 // project reads the task's step records and projects it as job_state.
 func (s *Service) project(ctx context.Context, reg *Registry, r *record) (*contract.JobState, error) {
-	steps, err := loadSteps(ctx, s.cfg.Store, taskKey(r.Agent, r.Workspace, r.Job), r.Seq)
+	steps, err := stepsOf(ctx, s.cfg.Store, taskKey(r.Agent, r.Workspace, r.Job), r)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +194,7 @@ func Answer(ctx context.Context, req *contract.ActionRequest) (*contract.JobStat
 			// Answered and recorded already, or no such step: the step records tell which.
 			if steps == nil {
 				var err error
-				if steps, err = loadSteps(ctx, s.cfg.Store, key, r.Seq); err != nil {
+				if steps, err = stepsOf(ctx, s.cfg.Store, key, r); err != nil {
 					return false, err
 				}
 			}

@@ -17,10 +17,15 @@ import (
 	"github.com/supervaize/svz/internal/testenv"
 )
 
-// counting is a store that counts its writes.
+// counting is a store that counts its writes and reads.
 type counting struct {
 	store.Store
-	writes atomic.Int64
+	writes, reads atomic.Int64
+}
+
+func (c *counting) Get(ctx context.Context, key string) (store.Record, error) {
+	c.reads.Add(1)
+	return c.Store.Get(ctx, key)
 }
 
 func (c *counting) Create(ctx context.Context, key string, v []byte, exp time.Time) (store.Record, error) {
@@ -147,4 +152,32 @@ type dispatchFunc func(ctx context.Context, m jobs.Message, delay time.Duration)
 
 func (f dispatchFunc) Dispatch(ctx context.Context, m jobs.Message, delay time.Duration) error {
 	return f(ctx, m, delay)
+}
+
+// TestStoreReadsPerJob: a job's first delivery reads its task only (no step record can exist
+// yet), and job.sync of the finished job reads the task and exactly its step records.
+func TestStoreReadsPerJob(t *testing.T) {
+	cs := &counting{Store: memory.New()}
+	o := newOwner()
+	w := jobs.Define(o, "four", func(ctx context.Context, _ struct{}) error {
+		for i := range 4 {
+			if _, err := jobs.Step(ctx, fmt.Sprint(i), func(context.Context) (int, error) { return i, nil }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	in := newInstance(t, cs, o, newClock(), &queue{})
+	job := start(t, in, w, struct{}{})
+	before := cs.reads.Load()
+	if n := in.deliverAll(t, 2, nil); n != 1 {
+		t.Fatalf("%d deliveries", n)
+	}
+	delivered := cs.reads.Load() - before
+	if st := stateOf(t, in, job); st.Job.Status != contract.StateCompleted || len(st.Cases[0].Steps) != 4 {
+		t.Fatalf("state %s", mustJSON(t, st))
+	}
+	if synced := cs.reads.Load() - before - delivered; delivered != 1 || synced != 5 {
+		t.Fatalf("reads: %d by the delivery (want 1: the task), %d by job.sync (want 5: the task and its 4 steps)", delivered, synced)
+	}
 }

@@ -79,7 +79,7 @@ func (s *Service) DeadLettered(ctx context.Context, m Message, d DeadLetter) err
 	case s.now().Before(r.LeaseUntil.Add(SkewMargin)):
 		return ErrBusy
 	}
-	steps, err := loadSteps(ctx, s.cfg.Store, key, r.Seq)
+	steps, err := stepsOf(ctx, s.cfg.Store, key, r)
 	if err != nil {
 		return fmt.Errorf("jobs: read the steps of dead-lettered job %q: %w", m.Job, err)
 	}

@@ -33,8 +33,7 @@ func ScanEvery(d time.Duration) PoolOption { return func(p *Pool) { p.every = d 
 func Slice(d time.Duration) PoolOption { return func(p *Pool) { p.slice = d } }
 
 // Identity names this process among those that share the store, stable across its restarts
-// (SUPERVAIZER_INSTANCE_ID; on a plain server, by default, the host name and the port it listens
-// on, which no two live processes share): the leases it takes carry the name, and when the
+// (SUPERVAIZER_INSTANCE_ID; none by default): the leases it takes carry the name, and when the
 // process restarts, its first scan takes back the tasks its previous run held at once, instead of
 // waiting their lease out as other instances do. Two live processes must never share a name.
 func Identity(name string) PoolOption { return func(p *Pool) { p.identity = name } }

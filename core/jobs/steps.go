@@ -53,13 +53,29 @@ func getAll(ctx context.Context, s store.Store, keys []string) (vals [][]byte, f
 	return vals, found, nil
 }
 
-// loadSteps reads the step records of the task under key: records 1 to hint at once, then on,
-// a few at a time, until one is missing. The records come in number order.
-func loadSteps(ctx context.Context, s store.Store, key string, hint int) ([]*stepRecord, error) {
+// stepsOf reads the step records of the task r (under key). A task no delivery ran has none;
+// a finished one has as many as it says (its last write counted them); a running one may have a
+// few more than its last write counted, which are looked for.
+func stepsOf(ctx context.Context, s store.Store, key string, r *record) ([]*stepRecord, error) {
+	switch {
+	case r.Deliveries == 0:
+		return nil, nil
+	case terminal(r.Status):
+		return loadSteps(ctx, s, key, r.Seq, false)
+	}
+	return loadSteps(ctx, s, key, r.Seq, true)
+}
+
+// loadSteps reads the step records of the task under key: records 1 to hint at once, then, when
+// probe says, on, a few at a time, until one is missing. The records come in number order.
+func loadSteps(ctx context.Context, s store.Store, key string, hint int, probe bool) ([]*stepRecord, error) {
 	var out []*stepRecord
 	from, n := 1, max(hint, 0)
 	for {
 		if n == 0 {
+			if !probe {
+				return out, nil
+			}
 			n = 4 // past the hint: usually none, or the few written since the task's last write
 		}
 		keys := make([]string, n)
@@ -95,7 +111,11 @@ func decodeStep(key string, value []byte) (*stepRecord, error) {
 
 // loadRecorded reads the task's step records into the delivery: the steps it replays.
 func (t *task) loadRecorded(ctx context.Context) error {
-	steps, err := loadSteps(ctx, t.svc.cfg.Store, t.key, t.rec.Seq)
+	var steps []*stepRecord
+	var err error
+	if t.rec.Deliveries > 1 || t.rec.Seq > 0 { // the first delivery finds none
+		steps, err = loadSteps(ctx, t.svc.cfg.Store, t.key, t.rec.Seq, true)
+	}
 	if err != nil {
 		return err
 	}
