@@ -84,17 +84,7 @@ func (p *Pool) Dispatch(ctx context.Context, m Message, delay time.Duration) err
 	if p.svc == nil {
 		return errors.New("jobs: the pool is not attached to a controller")
 	}
-	entry := Message{Agent: m.Agent, Workspace: m.Workspace, Job: m.Job, Work: m.Work, At: m.At}
-	rec, err := p.svc.cfg.Store.Create(ctx, indexKey(m), entry.Encode(), store.Never)
-	switch {
-	case errors.Is(err, store.ErrExists):
-		if old, derr := DecodeMessage(rec.Value); derr != nil || old.At != entry.At {
-			// A conflict means another dispatch wrote the entry meanwhile: the scan reads the task.
-			if _, err := p.svc.cfg.Store.Update(ctx, indexKey(m), rec.Version, entry.Encode(), store.Never); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-		}
-	case err != nil:
+	if err := indexTask(ctx, p.svc.cfg.Store, m); err != nil {
 		return err
 	}
 	if delay <= 0 {
@@ -114,6 +104,24 @@ func (p *Pool) Dispatch(ctx context.Context, m Message, delay time.Duration) err
 		p.enqueue(m)
 	})
 	p.timers[t] = true
+	return nil
+}
+
+// indexTask writes m's entry in the pool's index, due at m.At (0: at once).
+func indexTask(ctx context.Context, s store.Store, m Message) error {
+	entry := Message{Agent: m.Agent, Workspace: m.Workspace, Job: m.Job, Work: m.Work, At: m.At}
+	rec, err := s.Create(ctx, indexKey(m), entry.Encode(), store.Never)
+	switch {
+	case errors.Is(err, store.ErrExists):
+		if old, derr := DecodeMessage(rec.Value); derr != nil || old.At != entry.At {
+			// A conflict means another dispatch wrote the entry meanwhile: the scan reads the task.
+			if _, err := s.Update(ctx, indexKey(m), rec.Version, entry.Encode(), store.Never); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+	case err != nil:
+		return err
+	}
 	return nil
 }
 
