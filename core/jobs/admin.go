@@ -99,8 +99,8 @@ type Detail struct {
 	// Builds are the builds that ran the job, the first its start (see Build).
 	Builds []string `json:"builds"`
 	// Steps: the step records in the order they were recorded, then the open steps.
-	Steps   []StepDetail      `json:"steps"`
-	Failure *FailureDetail    `json:"failure_handler,omitempty"`
+	Steps   []StepDetail       `json:"steps"`
+	Failure *FailureDetail     `json:"failure_handler,omitempty"`
 	State   *contract.JobState `json:"job_state"`
 }
 
