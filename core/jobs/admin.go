@@ -136,13 +136,14 @@ type StepDetail struct {
 	AnsweredAt time.Time `json:"answered_at,omitzero"`
 }
 
-// ItemCount is how far a fan-out is: Done of Total items have a result; Retrying are the failed
-// attempts of the items waiting for their retry, by item index. An open fan-out's counts are as
-// of the task's last write (its delivery writes them at each lease renewal).
+// ItemCount is how far a fan-out is: Done of Total items have a result; Failed counts the failed
+// attempts of the items without one, by item index (retried while the job runs). An open
+// fan-out's counts are as of the task's last write (its delivery writes them at each lease
+// renewal).
 type ItemCount struct {
-	Done     int         `json:"done"`
-	Total    int         `json:"total"`
-	Retrying map[int]int `json:"retrying,omitempty"`
+	Done   int         `json:"done"`
+	Total  int         `json:"total"`
+	Failed map[int]int `json:"failed,omitempty"`
 }
 
 // States of a failure handler.
@@ -215,7 +216,7 @@ func (s *Service) eachTask(ctx context.Context, f Ref, fn func(r *record)) error
 	}
 	l, listed := s.cfg.Store.(store.Lister)
 	if listed {
-		err := listTasks(ctx, l, prefix, match, take)
+		err := listTasks(ctx, l, prefix, store.MaxListLimit, match, take)
 		if !errors.Is(err, store.ErrInvalid) {
 			return err
 		}
@@ -251,10 +252,10 @@ func (s *Service) eachTask(ctx context.Context, f Ref, fn func(r *record)) error
 // (<task key>/s/<n>, <task key>/i/...): a page that ends inside a job's records resumes after all
 // of them, so a job of many records costs at most one page more than a small one. ErrInvalid, as
 // is, when the store refuses the prefix (DynamoDB's, which keeps task records out of its index).
-func listTasks(ctx context.Context, l store.Lister, prefix string, match func(string) bool, take func(key string, value []byte) error) error {
+func listTasks(ctx context.Context, l store.Lister, prefix string, limit int, match func(string) bool, take func(key string, value []byte) error) error {
 	after := ""
 	for {
-		page, err := l.List(ctx, prefix, after, store.MaxListLimit)
+		page, err := l.List(ctx, prefix, after, limit)
 		if err != nil {
 			if errors.Is(err, store.ErrInvalid) {
 				return err
@@ -326,11 +327,8 @@ func (s *Service) Show(ctx context.Context, ref Ref) (*Detail, error) {
 func (s *Service) detail(r *record, steps []*stepRecord) *Detail {
 	reg, _ := s.works(r.Agent)
 	d := &Detail{Summary: s.summary(r), Mission: r.Mission, Deadline: r.Deadline, Deliveries: r.Deliveries,
-		StopRequested: r.Stop && !terminal(r.Status), Builds: []string{}, Steps: []StepDetail{}, State: s.snapshot(reg, r, steps)}
+		StopRequested: r.Stop && !terminal(r.Status), Cancelled: r.Cancel, Builds: []string{}, Steps: []StepDetail{}, State: s.snapshot(reg, r, steps)}
 	d.Holder, d.LeaseUntil = r.Holder, r.LeaseUntil // a lapsed lease too: its holder may have died
-	if r.Status == taskStopped {
-		d.Cancelled = r.Cancel
-	}
 	if rt := r.Retry; rt != nil {
 		d.Retries, d.Retried = rt.Count, rt.At
 	}
@@ -381,8 +379,8 @@ func (s *Service) stepDetail(r *record, st *stepRecord) StepDetail {
 			done = st.Items
 		}
 		d.Items = &ItemCount{Done: done, Total: st.Items}
-		if len(st.ItemTries) > 0 && st.Status != stepCompleted {
-			d.Items.Retrying = st.ItemTries
+		if len(st.ItemTries) > 0 {
+			d.Items.Failed = st.ItemTries
 		}
 	}
 	if st.seq > 0 && len(r.Builds) > 1 {
@@ -488,8 +486,7 @@ func (s *Service) retried(ctx context.Context, ref Ref, r *record) (*Detail, err
 // redispatch reports whether r was retried and never delivered since: its dispatch may have been
 // lost, and Retry sends it again.
 func (s *Service) redispatch(r *record) bool {
-	return r.Status == taskPending && r.Retry != nil && r.Deliveries == r.Retry.Deliveries && r.Holder == "" &&
-		r.NotBefore.IsZero() && s.now().Before(r.Deadline)
+	return r.Status == taskPending && r.Retry != nil && r.Deliveries == r.Retry.Deliveries && r.Holder == "" && s.now().Before(r.Deadline)
 }
 
 // retryable says why r cannot be retried, nil when it can: it failed (or timed out while nobody
@@ -497,11 +494,7 @@ func (s *Service) redispatch(r *record) bool {
 func (s *Service) retryable(r *record) error {
 	sum := s.summary(r)
 	switch sum.Status {
-	case taskFailed, taskStopped:
-		if r.Holder != "" && s.now().Before(r.LeaseUntil.Add(SkewMargin)) {
-			return fmt.Errorf("%w: job %q is ending on another instance (its lease lasts until %s): try again then",
-				ErrNotRetryable, r.Job, r.LeaseUntil.Format(time.RFC3339))
-		}
+	case taskFailed, taskStopped: // a held task is running (summary)
 		return nil
 	case taskFailing:
 		return fmt.Errorf("%w: job %q has failed and its failure handler is still to run: retry it once the job has failed", ErrNotRetryable, r.Job)
@@ -556,7 +549,7 @@ func (s *Service) keepRecords(ctx context.Context, key string, r *record, steps 
 		return err
 	}
 	for _, st := range append(slices.Clone(steps), r.Open...) {
-		if st.Items == 0 || st.Hidden {
+		if st.Hidden {
 			continue
 		}
 		items := make([]string, st.Items)
