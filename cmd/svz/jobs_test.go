@@ -342,7 +342,9 @@ func TestJobsRetrySQS(t *testing.T) {
 	if err := sqs.Call(context.Background(), "CreateQueue", map[string]any{"QueueName": testenv.UniqueName("svz-cli-jobs-")}, &created); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = sqs.Call(context.Background(), "DeleteQueue", map[string]any{"QueueUrl": created.QueueUrl}, nil) })
+	t.Cleanup(func() {
+		_ = sqs.Call(context.Background(), "DeleteQueue", map[string]any{"QueueUrl": created.QueueUrl}, nil)
+	})
 	jobsEnv(t, env)
 	for k, v := range aws {
 		t.Setenv(k, v)
