@@ -31,9 +31,15 @@ func (r *recordingJobs) List(_ context.Context, f jobs.Ref) ([]jobs.Summary, err
 	r.calls = append(r.calls, fmt.Sprintf("list %s/%s/%s", f.Agent, f.Workspace, f.Job))
 	return nil, r.err
 }
-func (r *recordingJobs) Show(_ context.Context, ref jobs.Ref) (*jobs.Detail, error)   { return r.call("show", ref) }
-func (r *recordingJobs) Retry(_ context.Context, ref jobs.Ref) (*jobs.Detail, error)  { return r.call("retry", ref) }
-func (r *recordingJobs) Cancel(_ context.Context, ref jobs.Ref) (*jobs.Detail, error) { return r.call("cancel", ref) }
+func (r *recordingJobs) Show(_ context.Context, ref jobs.Ref) (*jobs.Detail, error) {
+	return r.call("show", ref)
+}
+func (r *recordingJobs) Retry(_ context.Context, ref jobs.Ref) (*jobs.Detail, error) {
+	return r.call("retry", ref)
+}
+func (r *recordingJobs) Cancel(_ context.Context, ref jobs.Ref) (*jobs.Detail, error) {
+	return r.call("cancel", ref)
+}
 
 // TestJobsRoutes: what the jobs routes answer: the key first, then the method, the job named,
 // and each control's outcome; a controller without background work has none.
