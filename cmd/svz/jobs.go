@@ -98,7 +98,9 @@ request per MB, half a read unit per 4 KB (see docs/jobs.md, "Operator controls"
 		Use:   "show JOB",
 		Short: "Show a job: its status, steps with tries and errors, fan-out items, failure handler, builds, lease",
 		Args:  cobra.ExactArgs(1),
-		RunE:  run(func(ctx context.Context, op *operatorCLI, args []string) error { return op.show(ctx, args[0]) }),
+		RunE: run(func(ctx context.Context, op *operatorCLI, args []string) error {
+			return op.control(ctx, args[0], op.svc.Show, nil)
+		}),
 	}
 	retry := &cobra.Command{
 		Use:   "retry JOB",
@@ -108,7 +110,9 @@ records and are not run again, its failed step gets its attempts again, and the 
 timeout again from now. The job is handed to the platform's queue (--queue). A job that has not
 ended is refused (cancel it first); so is one whose completed steps' records expired.`,
 		Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, op *operatorCLI, args []string) error { return op.retry(ctx, args[0]) }),
+		RunE: run(func(ctx context.Context, op *operatorCLI, args []string) error {
+			return op.control(ctx, args[0], op.svc.Retry, op.retried)
+		}),
 	}
 	cancelCmd := &cobra.Command{
 		Use:   "cancel JOB",
@@ -118,7 +122,9 @@ ended is refused (cancel it first); so is one whose completed steps' records exp
 declared with AlsoWhenStopped); a job that runs stops at its next lease renewal (within 10 s). A
 job that has ended is refused.`,
 		Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, op *operatorCLI, args []string) error { return op.cancel(ctx, args[0]) }),
+		RunE: run(func(ctx context.Context, op *operatorCLI, args []string) error {
+			return op.control(ctx, args[0], op.svc.Cancel, op.cancelled)
+		}),
 	}
 	for _, c := range []*cobra.Command{retry, cancelCmd} {
 		c.Flags().StringVar(&f.queue, "queue", queueAuto, "where the job is handed: auto, sqs, cloud-tasks or pool (auto: sqs when SUPERVAIZER_JOBS_QUEUE_URL is set, cloud-tasks when SUPERVAIZER_JOBS_QUEUE is, else pool)")
@@ -327,44 +333,33 @@ func note(j jobs.Summary) string {
 	return ""
 }
 
-func (op *operatorCLI) show(ctx context.Context, id string) error {
+// control runs an operator control on the job id names, and prints the job after what said (nil:
+// nothing) says of it.
+func (op *operatorCLI) control(ctx context.Context, id string, do func(context.Context, jobs.Ref) (*jobs.Detail, error), said func(*jobs.Detail) string) error {
 	ref, err := op.resolve(ctx, id)
 	if err != nil {
 		return err
 	}
-	d, err := op.svc.Show(ctx, ref)
+	d, err := do(ctx, ref)
 	if err != nil {
 		return err
 	}
-	return op.detail(d, "")
-}
-
-func (op *operatorCLI) retry(ctx context.Context, id string) error {
-	ref, err := op.resolve(ctx, id)
-	if err != nil {
-		return err
-	}
-	d, err := op.svc.Retry(ctx, ref)
-	if err != nil {
-		return err
-	}
-	return op.detail(d, fmt.Sprintf("Job %s is pending again (retry %d), handed to %s: it runs from its first unfinished step.", d.Job, d.Retries, op.queue))
-}
-
-func (op *operatorCLI) cancel(ctx context.Context, id string) error {
-	ref, err := op.resolve(ctx, id)
-	if err != nil {
-		return err
-	}
-	d, err := op.svc.Cancel(ctx, ref)
-	if err != nil {
-		return err
-	}
-	msg := fmt.Sprintf("Job %s is asked to stop and handed to %s: its delivery stops it.", d.Job, op.queue)
-	if d.Status == jobs.StatusRunning {
-		msg = fmt.Sprintf("Job %s is asked to stop: the instance that runs it stops it at its next lease renewal (within %s).", d.Job, jobs.DefaultLease/3)
+	msg := ""
+	if said != nil {
+		msg = said(d)
 	}
 	return op.detail(d, msg)
+}
+
+func (op *operatorCLI) retried(d *jobs.Detail) string {
+	return fmt.Sprintf("Job %s is pending again (retry %d), handed to %s: it runs from its first unfinished step.", d.Job, d.Retries, op.queue)
+}
+
+func (op *operatorCLI) cancelled(d *jobs.Detail) string {
+	if d.Status == jobs.StatusRunning {
+		return fmt.Sprintf("Job %s is asked to stop: the instance that runs it stops it at its next lease renewal (within %s).", d.Job, jobs.DefaultLease/3)
+	}
+	return fmt.Sprintf("Job %s is asked to stop and handed to %s: its delivery stops it.", d.Job, op.queue)
 }
 
 // detail prints a job, after a line saying what was done (text only).

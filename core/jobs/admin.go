@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/supervaize/svz/core/contract"
@@ -310,10 +309,7 @@ func (s *Service) summary(r *record) Summary {
 // Show is the operator's view of a job: its job_state and the details job.sync does not show.
 // ErrNoJob when it has no task.
 func (s *Service) Show(ctx context.Context, ref Ref) (*Detail, error) {
-	r, _, err := s.load(ctx, ref.key())
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("%w: job %q of agent %q in workspace %q", ErrNoJob, ref.Job, ref.Agent, ref.Workspace)
-	}
+	r, err := s.loadRef(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -322,6 +318,15 @@ func (s *Service) Show(ctx context.Context, ref Ref) (*Detail, error) {
 		return nil, err
 	}
 	return s.detail(r, steps), nil
+}
+
+// loadRef reads the task of ref; ErrNoJob, naming it, when it has none.
+func (s *Service) loadRef(ctx context.Context, ref Ref) (*record, error) {
+	r, _, err := s.load(ctx, ref.key())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%w: job %q of agent %q in workspace %q", ErrNoJob, ref.Job, ref.Agent, ref.Workspace)
+	}
+	return r, err
 }
 
 func (s *Service) detail(r *record, steps []*stepRecord) *Detail {
@@ -430,10 +435,7 @@ func (s *Service) Retry(ctx context.Context, ref Ref) (*Detail, error) {
 		return nil, ErrNoDispatcher
 	}
 	key := ref.key()
-	r, _, err := s.load(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("%w: job %q of agent %q in workspace %q", ErrNoJob, ref.Job, ref.Agent, ref.Workspace)
-	}
+	r, err := s.loadRef(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -572,29 +574,15 @@ func (s *Service) keepRecords(ctx context.Context, key string, r *record, steps 
 // under keys[i].
 func (s *Service) extend(ctx context.Context, keys []string, until time.Time, rewrite func(key string, value []byte) ([]byte, error)) (found []bool, err error) {
 	found = make([]bool, len(keys))
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sem := make(chan struct{}, readConcurrency)
-	var wg sync.WaitGroup
-	for i, k := range keys {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
+	err = concurrently(ctx, len(keys), func(ctx context.Context, i int) error {
+		ok, err := s.extendOne(ctx, keys[i], until, rewrite)
+		if err != nil {
+			return fmt.Errorf("jobs: keep record %s for the retry: %w", keys[i], err)
 		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			ok, err := s.extendOne(ctx, k, until, rewrite)
-			found[i] = ok
-			if err != nil {
-				cancel(fmt.Errorf("jobs: keep record %s for the retry: %w", k, err))
-			}
-		})
-	}
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
+		found[i] = ok
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return found, nil
@@ -646,10 +634,7 @@ func (s *Service) extendOne(ctx context.Context, key string, until time.Time, re
 // ended or is failing.
 func (s *Service) Cancel(ctx context.Context, ref Ref) (*Detail, error) {
 	key := ref.key()
-	r, _, err := s.load(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("%w: job %q of agent %q in workspace %q", ErrNoJob, ref.Job, ref.Agent, ref.Workspace)
-	}
+	r, err := s.loadRef(ctx, ref)
 	if err != nil {
 		return nil, err
 	}

@@ -24,39 +24,31 @@ import (
 // DynamoDB through storeenv, which keeps the task records out of the listing index, so List
 // scans the table.
 
-func TestOperatorMemory(t *testing.T) {
-	s := memory.New()
-	t.Cleanup(func() { _ = s.Close() })
-	operatorSuite(t, s)
-}
-
-func TestOperatorBolt(t *testing.T) {
-	s := storeenvtest.Open(t, storeenvtest.Bolt(t))
-	t.Cleanup(func() { _ = s.Close() })
-	operatorSuite(t, s)
-}
-
-func TestOperatorPostgres(t *testing.T) {
-	s := storeenvtest.Open(t, storeenvtest.Postgres(t, "svz_jobsop_"))
-	t.Cleanup(func() { _ = s.Close() })
-	operatorSuite(t, s)
-}
-
-func TestOperatorRedis(t *testing.T) {
-	s := storeenvtest.Open(t, storeenvtest.Redis(t))
-	t.Cleanup(func() { _ = s.Close() })
-	operatorSuite(t, s)
-}
-
-func TestOperatorDynamoDB(t *testing.T) {
-	endpoint := testenv.Need(t, testenv.AWSEndpoint)
-	_, table := dynamodbtest.Table(t, endpoint, "svz-jobsop-", awsapi.WithHTTPClient(&testenv.MotoWrites{}))
-	s := storeenvtest.Open(t, dynamodbtest.Env(endpoint, table))
-	t.Cleanup(func() { _ = s.Close() })
-	if _, err := s.(store.Lister).List(context.Background(), jobs.TaskKeyPrefix, "", 1); !errors.Is(err, store.ErrInvalid) {
-		t.Fatalf("the DynamoDB store of storeenv lists task records (%v): this test means to scan for them", err)
+func TestOperator(t *testing.T) {
+	for _, b := range []struct {
+		name string
+		open func(t *testing.T) store.Store
+	}{
+		{"Memory", func(*testing.T) store.Store { return memory.New() }},
+		{"Bolt", func(t *testing.T) store.Store { return storeenvtest.Open(t, storeenvtest.Bolt(t)) }},
+		{"Postgres", func(t *testing.T) store.Store { return storeenvtest.Open(t, storeenvtest.Postgres(t, "svz_jobsop_")) }},
+		{"Redis", func(t *testing.T) store.Store { return storeenvtest.Open(t, storeenvtest.Redis(t)) }},
+		{"DynamoDB", func(t *testing.T) store.Store {
+			endpoint := testenv.Need(t, testenv.AWSEndpoint)
+			_, table := dynamodbtest.Table(t, endpoint, "svz-jobsop-", awsapi.WithHTTPClient(&testenv.MotoWrites{}))
+			s := storeenvtest.Open(t, dynamodbtest.Env(endpoint, table))
+			if _, err := s.(store.Lister).List(context.Background(), jobs.TaskKeyPrefix, "", 1); !errors.Is(err, store.ErrInvalid) {
+				t.Fatalf("the DynamoDB store of storeenv lists task records (%v): this test means to scan for them", err)
+			}
+			return s
+		}},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t)
+			t.Cleanup(func() { _ = s.Close() })
+			operatorSuite(t, s)
+		})
 	}
-	operatorSuite(t, s)
 }
 
 func operatorSuite(t *testing.T, s store.Store) {
