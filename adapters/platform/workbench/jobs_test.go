@@ -2,6 +2,7 @@ package workbench_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http/httptest"
@@ -138,4 +139,36 @@ func matches(got, want string) bool {
 		return strings.HasPrefix(got, p)
 	}
 	return got == want
+}
+
+// FuzzJobsBody: whatever body a retry or a cancel gets, the route answers 200 with the control
+// run on exactly the job the body names, or 400 with nothing run; it never fails otherwise.
+func FuzzJobsBody(f *testing.F) {
+	for _, s := range []string{`{"agent":"a","job":"j"}`, `{"agent":"a"}`, `{"agent":"a","job":"j","x":1}`, `[]`, `{"agent":"a","job":"j"} {}`, `{"agent":1,"job":"j"}`, ``, `{"agent":"\u0000","job":"%2F"}`} {
+		f.Add([]byte(s))
+	}
+	const key = "local-dev"
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rj := &recordingJobs{}
+		h := workbench.New(controllerStub, workbench.Config{APIKey: key, Log: quiet, Jobs: rj, APIKeyCheck: workbench.KeyCheck(key)})
+		req := httptest.NewRequest("POST", "http://127.0.0.1:8000/manage/api/jobs/cancel", strings.NewReader(string(body)))
+		req.RemoteAddr = "127.0.0.1:50000"
+		req.Header.Set("X-API-Key", key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		switch w.Code {
+		case 200:
+			var in struct{ Agent, Job string }
+			dec := json.NewDecoder(strings.NewReader(string(body)))
+			if err := dec.Decode(&in); err != nil || len(rj.calls) != 1 || rj.calls[0] != "cancel "+in.Agent+"/local/"+in.Job {
+				t.Fatalf("200 for %q: calls %q (decoded %+v, %v)", body, rj.calls, in, err)
+			}
+		case 400:
+			if len(rj.calls) != 0 {
+				t.Fatalf("400 for %q, yet it ran %q", body, rj.calls)
+			}
+		default:
+			t.Fatalf("%d for %q: %s", w.Code, body, w.Body)
+		}
+	})
 }
