@@ -85,6 +85,19 @@ func (in *instance) inWorkspace(slug, ws string) context.Context {
 
 func ref(job string) jobs.Ref { return jobs.Ref{Agent: agentSlug, Workspace: wsID, Job: job} }
 
+// failedJob starts a job of failOnce's work (with opts) on s and delivers it until it failed;
+// setting fail to false lets a retry complete it.
+func failedJob(t *testing.T, s store.Store, opts ...jobs.Option) (in *instance, c *counter, fail *atomic.Bool, job string) {
+	o := newOwner()
+	c, fail = &counter{}, &atomic.Bool{}
+	fail.Store(true)
+	w := failOnce(o, c, fail, opts...)
+	in = newInstance(t, s, o, newClock(), &queue{})
+	job = start(t, in, w, struct{}{})
+	in.deliverAll(t, 5, nil)
+	return in, c, fail, job
+}
+
 // failOnce defines work of three steps whose second fails while *fail is set (MaxAttempts 2).
 func failOnce(o owner, c *counter, fail *atomic.Bool, opts ...jobs.Option) *jobs.Work[struct{}] {
 	return jobs.Define(o, "fails", func(ctx context.Context, _ struct{}) error {
@@ -285,13 +298,7 @@ func testOperatorShow(t *testing.T, s store.Store) {
 }
 
 func testOperatorRetry(t *testing.T, s store.Store) {
-	o, c := newOwner(), &counter{}
-	var fail atomic.Bool
-	fail.Store(true)
-	w := failOnce(o, c, &fail, jobs.Timeout(2*time.Hour))
-	in := newInstance(t, s, o, newClock(), &queue{})
-	job := start(t, in, w, struct{}{})
-	in.deliverAll(t, 5, nil)
+	in, c, fail, job := failedJob(t, s, jobs.Timeout(2*time.Hour))
 	key := jobs.TaskKeyPrefix + agentSlug + "/" + wsID + "/" + job
 	before, err := s.Get(context.Background(), key+"/s/1")
 	if err != nil {
@@ -421,13 +428,7 @@ func testRetryRefusals(t *testing.T, s store.Store) {
 // testRetryRecordsGone: a retry of a job whose completed steps' records are gone (expired) is
 // refused, the job left as it was.
 func testRetryRecordsGone(t *testing.T, s store.Store) {
-	o, c := newOwner(), &counter{}
-	var fail atomic.Bool
-	fail.Store(true)
-	w := failOnce(o, c, &fail)
-	in := newInstance(t, s, o, newClock(), &queue{})
-	job := start(t, in, w, struct{}{})
-	in.deliverAll(t, 5, nil)
+	in, _, _, job := failedJob(t, s)
 	key := jobs.TaskKeyPrefix + agentSlug + "/" + wsID + "/" + job + "/s/1"
 	rec, err := s.Get(context.Background(), key)
 	if err != nil {
@@ -445,7 +446,7 @@ func testRetryRecordsGone(t *testing.T, s store.Store) {
 		t.Fatalf("after the refusal: %v %+v", err, d)
 	}
 	// A completed fan-out that lost an item's result.
-	w2 := jobs.Define(o, "fan-then-fail", func(ctx context.Context, _ struct{}) error {
+	w2 := jobs.Define(in.o, "fan-then-fail", func(ctx context.Context, _ struct{}) error {
 		if _, err := jobs.Map(ctx, "m", []int{0, 1, 2}, func(_ context.Context, i int) (int, error) { return i, nil }); err != nil {
 			return err
 		}
@@ -469,13 +470,7 @@ func testRetryRecordsGone(t *testing.T, s store.Store) {
 // testRetryDispatchLost: a retry whose message could not be sent leaves the job pending; asked
 // again, it sends it (once), without a second retry.
 func testRetryDispatchLost(t *testing.T, s store.Store) {
-	o, c := newOwner(), &counter{}
-	var fail atomic.Bool
-	fail.Store(true)
-	w := failOnce(o, c, &fail)
-	in := newInstance(t, s, o, newClock(), &queue{})
-	job := start(t, in, w, struct{}{})
-	in.deliverAll(t, 5, nil)
+	in, c, fail, job := failedJob(t, s)
 	q := &queue{fail: errors.New("queue down")}
 	cs := &countUpdates{Store: s}
 	ops := operator(t, cs, in.clock, q)
@@ -518,13 +513,7 @@ func testRetryDispatchLost(t *testing.T, s store.Store) {
 // testRetryKeepsRecords: a retry at the instant the job failed gives it the same deadline: its
 // step records live long enough, and only the task record is written.
 func testRetryKeepsRecords(t *testing.T, s store.Store) {
-	o, c := newOwner(), &counter{}
-	var fail atomic.Bool
-	fail.Store(true)
-	w := failOnce(o, c, &fail, jobs.MaxAttempts(1))
-	in := newInstance(t, s, o, newClock(), &queue{})
-	job := start(t, in, w, struct{}{})
-	in.deliverAll(t, 5, nil)
+	in, _, _, job := failedJob(t, s, jobs.MaxAttempts(1))
 	cs := &countUpdates{Store: s}
 	if _, err := operator(t, cs, in.clock, &queue{}).Retry(context.Background(), ref(job)); err != nil {
 		t.Fatal(err)
@@ -882,20 +871,14 @@ func testRetryPoolIndex(t *testing.T, s store.Store) {
 	if _, ok := s.(store.Lister); !ok {
 		t.Skip("the store cannot list")
 	}
-	o, c := newOwner(), &counter{}
-	var fail atomic.Bool
-	fail.Store(true)
-	w := failOnce(o, c, &fail)
-	in := newInstance(t, s, o, newClock(), &queue{})
-	job := start(t, in, w, struct{}{})
-	in.deliverAll(t, 5, nil)
+	in, c, fail, job := failedJob(t, s)
 	ops := operator(t, s, in.clock, jobs.PoolIndex{Store: s})
 	if _, err := ops.Retry(context.Background(), ref(job)); err != nil {
 		t.Fatal(err)
 	}
 	fail.Store(false)
 	pool := jobs.NewPool(jobs.ScanEvery(0))
-	svc := jobs.NewService(jobs.Config{Store: s, Dispatcher: pool, Logger: quiet, Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
+	svc := jobs.NewService(jobs.Config{Store: s, Dispatcher: pool, Logger: quiet, Works: func(string) (*jobs.Registry, time.Duration, bool) { return in.o.reg, 0, true }})
 	t.Cleanup(svc.Close)
 	if err := pool.Scan(context.Background()); err != nil {
 		t.Fatal(err)
