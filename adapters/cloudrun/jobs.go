@@ -190,6 +190,10 @@ func (j *Jobs) Dispatch(ctx context.Context, m jobs.Message, delay time.Duration
 	return nil
 }
 
+// UseToken makes the queue's Cloud Tasks calls with the access tokens of token instead of the
+// metadata server's: on an operator's machine (svz jobs retry), Application Default Credentials.
+func (j *Jobs) UseToken(token func(ctx context.Context) (string, error)) { j.client.Token = token }
+
 // Deliverer runs a task's delivery: the controller's *jobs.Service.
 type Deliverer interface {
 	Deliver(ctx context.Context, m jobs.Message, d jobs.Delivery) error

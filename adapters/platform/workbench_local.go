@@ -21,6 +21,9 @@ func mountWorkbench(h http.Handler, info LocalInfo) http.Handler {
 		cfg.KeyFingerprint = fingerprint.Of(info.APIKey)
 	}
 	if info.Controller != nil {
+		if svc := info.Controller.Jobs(); svc != nil {
+			cfg.Jobs, cfg.APIKeyCheck = svc, workbench.KeyCheck(info.APIKey)
+		}
 		switch info.Controller.Authorizer().(type) {
 		case grant.LocalBypass:
 		case grant.NotConfigured:

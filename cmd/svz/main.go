@@ -1,8 +1,9 @@
 // Command svz is the svz command-line tool: `svz init` writes a new agent module, `svz deploy`
 // builds, deploys and checks a controller on Lambda, App Runner or Cloud Run, `svz studio register`
-// links a controller to Studio, `svz dev` holds local development tools (workspace-grant keys and
-// tokens, a local Studio stand-in), `svz version` says which svz this is and `svz completion`
-// writes shell completion scripts.
+// links a controller to Studio, `svz jobs` lists, inspects, retries and cancels background jobs,
+// `svz dev` holds local development tools (workspace-grant keys and tokens, a local Studio
+// stand-in), `svz version` says which svz this is and `svz completion` writes shell completion
+// scripts.
 //
 //	go install github.com/supervaize/svz/cmd/svz@latest
 package main
@@ -34,6 +35,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDeployCmd(), newDevCmd(), newInitCmd(), newVersionCmd(), newStudioCmd())
+	root.AddCommand(newDeployCmd(), newDevCmd(), newInitCmd(), newVersionCmd(), newStudioCmd(), newJobsCmd(os.Getenv))
 	return root
 }

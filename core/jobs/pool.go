@@ -84,17 +84,8 @@ func (p *Pool) Dispatch(ctx context.Context, m Message, delay time.Duration) err
 	if p.svc == nil {
 		return errors.New("jobs: the pool is not attached to a controller")
 	}
-	entry := p.svc.tel.indexEntry(ctx, Message{Agent: m.Agent, Workspace: m.Workspace, Job: m.Job, Work: m.Work, At: m.At})
-	rec, err := p.svc.cfg.Store.Create(ctx, indexKey(m), entry, store.Never)
-	switch {
-	case errors.Is(err, store.ErrExists):
-		if old, _, derr := decodeIndexEntry(rec.Value); derr != nil || old.At != m.At {
-			// A conflict means another dispatch wrote the entry meanwhile: the scan reads the task.
-			if _, err := p.svc.cfg.Store.Update(ctx, indexKey(m), rec.Version, entry, store.Never); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-		}
-	case err != nil:
+	entry := Message{Agent: m.Agent, Workspace: m.Workspace, Job: m.Job, Work: m.Work, At: m.At}
+	if err := indexTask(ctx, p.svc.cfg.Store, m, p.svc.tel.indexEntry(ctx, entry)); err != nil {
 		return err
 	}
 	p.traces.keep(m.Key(), p.svc.tel.p.Inject(ctx), true)
@@ -115,6 +106,23 @@ func (p *Pool) Dispatch(ctx context.Context, m Message, delay time.Duration) err
 		p.enqueue(m)
 	})
 	p.timers[t] = true
+	return nil
+}
+
+// indexTask writes m's entry in the pool's index, due at m.At (0: at once).
+func indexTask(ctx context.Context, s store.Store, m Message, entry []byte) error {
+	rec, err := s.Create(ctx, indexKey(m), entry, store.Never)
+	switch {
+	case errors.Is(err, store.ErrExists):
+		if old, _, derr := decodeIndexEntry(rec.Value); derr != nil || old.At != m.At {
+			// A conflict means another dispatch wrote the entry meanwhile: the scan reads the task.
+			if _, err := s.Update(ctx, indexKey(m), rec.Version, entry, store.Never); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+	case err != nil:
+		return err
+	}
 	return nil
 }
 

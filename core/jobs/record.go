@@ -91,6 +91,8 @@ type record struct {
 	Failure *failureRecord `json:"failure,omitempty"`
 	// Cancel is the label of a job the work ended as cancelled (jobs.Cancel).
 	Cancel string `json:"cancel,omitempty"`
+	// Retry: an operator retried the job after it failed or was stopped (Service.Retry).
+	Retry *retryRecord `json:"retry,omitempty"`
 }
 
 // grantRef is what a delivery needs of the verified workspace grant of the call that started the

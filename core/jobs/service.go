@@ -568,7 +568,7 @@ func (s *Service) deliver(ctx context.Context, m Message, d Delivery) error {
 }
 
 func timeoutMessage(r *record) string {
-	d := r.Deadline.Sub(r.Created)
+	d := r.Deadline.Sub(r.began())
 	if d >= time.Second {
 		d = d.Round(time.Second)
 	}

@@ -22,11 +22,30 @@ var errPermanentWrite = errors.New("jobs: write refused")
 // live record is; the first other error ends the reads.
 func getAll(ctx context.Context, s store.Store, keys []string) (vals [][]byte, found []bool, err error) {
 	vals, found = make([][]byte, len(keys)), make([]bool, len(keys))
+	err = concurrently(ctx, len(keys), func(ctx context.Context, i int) error {
+		rec, err := s.Get(ctx, keys[i])
+		switch {
+		case err == nil:
+			vals[i], found[i] = rec.Value, true
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return vals, found, nil
+}
+
+// concurrently runs fn for 0 to n-1, readConcurrency at a time; the first error cancels the
+// context of the others, stops starting new ones, and is returned.
+func concurrently(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	sem := make(chan struct{}, readConcurrency)
 	var wg sync.WaitGroup
-	for i, k := range keys {
+	for i := range n {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -34,23 +53,15 @@ func getAll(ctx context.Context, s store.Store, keys []string) (vals [][]byte, f
 		if ctx.Err() != nil {
 			break
 		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			rec, err := s.Get(ctx, k)
-			switch {
-			case err == nil:
-				vals[i], found[i] = rec.Value, true
-			case !errors.Is(err, store.ErrNotFound):
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := fn(ctx, i); err != nil {
 				cancel(err)
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
-		return nil, nil, err
-	}
-	return vals, found, nil
+	return context.Cause(ctx)
 }
 
 // stepsOf reads the step records of the task r (under key). A task no delivery ran has none;

@@ -4,9 +4,10 @@
 // The page talks to the controller only through its public protocol (discovery, the Agent Card,
 // the agent info route, POST /a2a and GET /a2a/events) with the controller's API key, so a call
 // that works in the workbench works from Studio, and every call it makes can be copied as a curl
-// command. The workbench itself adds two small routes: the page's settings, and a check of a
+// command. The workbench itself adds a few small routes: the page's settings, a check of a
 // registration the page fetched (package contract's validation, the rules the reference SDK
-// applies).
+// applies), and the jobs page's operator controls over the background jobs (jobs.go), which need
+// the API key.
 //
 // Local mode mounts it (adapters/platform, build tag !svz_nolocal), so it is never linked into
 // the Lambda bootstrap. It serves loopback only, whatever listener it is given: a request from a
@@ -70,6 +71,10 @@ type Config struct {
 	Authorization Authorization
 	// Log receives refusals (nil: slog.Default()).
 	Log *slog.Logger
+	// Jobs are the controller's background jobs, for the jobs page (nil: no agent defines work);
+	// APIKeyCheck checks the key its routes need (KeyCheck).
+	Jobs        Jobs
+	APIKeyCheck func(key string) bool
 }
 
 // New returns next with the workbench mounted at Path: requests under Path are the workbench's,
@@ -121,6 +126,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if allow(w, r, http.MethodPost) {
 			serveValidate(w, r)
 		}
+	case path == jobsPath || strings.HasPrefix(path, jobsPath+"/"):
+		h.serveJobs(w, r)
 	case strings.HasPrefix(path, assetsPrefix) && !strings.HasSuffix(path, "/index.html"):
 		if !allow(w, r, http.MethodGet) {
 			return
@@ -142,10 +149,12 @@ type pageConfig struct {
 	APIKey         *string       `json:"api_key"`
 	KeyFingerprint string        `json:"api_key_fingerprint,omitempty"`
 	Authorization  Authorization `json:"workspace_authorization"`
+	// Jobs: the jobs page has jobs to show (an agent defines background work).
+	Jobs bool `json:"jobs,omitempty"`
 }
 
 func (h *handler) pageConfig() pageConfig {
-	c := pageConfig{Authorization: h.cfg.Authorization}
+	c := pageConfig{Authorization: h.cfg.Authorization, Jobs: h.cfg.Jobs != nil}
 	if h.cfg.APIKey != "" {
 		c.APIKey = &h.cfg.APIKey
 	} else {

@@ -33,7 +33,8 @@
 // second before DynamoDB throttles them), and the index is eventually consistent, so a record
 // created or deleted in the last second or so may be missing from, or still in, the keys a
 // listing reads (the values are read consistently: a deleted record is never listed).
-// A table without the index serves every call but List (see CreateTable).
+// A table without the index serves every call but List (see CreateTable). ScanKeys finds the keys
+// under a prefix, unlisted ones included, by a Scan of the whole table: for operator tools only.
 package dynamodb
 
 import (

@@ -1,6 +1,7 @@
 // The workbench's entry: it reads the settings, asks for the key when it is a secret, opens the
 // effect stream (so effects are kept whatever the page shown) and shows the page the location
-// hash names: #/agents, #/surface, #/action, #/events or #/calls.
+// hash names: #/agents, #/surface, #/action, #/events, #/calls or #/jobs (shown when an agent
+// defines background work).
 
 import {Client} from './client.js';
 import {Agents} from './agents.js';
@@ -11,8 +12,9 @@ import {surfacePage} from './pages/surface.js';
 import {actionPage} from './pages/action.js';
 import {eventsPage} from './pages/events.js';
 import {callsPage} from './pages/calls.js';
+import {jobsPage} from './pages/jobs.js';
 
-const pages = {agents: agentsPage, surface: surfacePage, action: actionPage, events: eventsPage, calls: callsPage};
+const pages = {agents: agentsPage, surface: surfacePage, action: actionPage, events: eventsPage, calls: callsPage, jobs: jobsPage};
 
 const app = {
   client: new Client(),
@@ -30,6 +32,7 @@ async function boot() {
     return;
   }
   credentials();
+  document.getElementById('nav-jobs').hidden = !app.client.config.jobs;
   app.client.onCall(() => { document.getElementById('calls-count').textContent = String(app.client.calls.length); });
   app.stream.on((what) => {
     const s = document.getElementById('stream-status');
