@@ -158,3 +158,58 @@ func TestUpdateAppendOneRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestLogTablesOfAnOlderVersion: log tables created before the byte bound (no nbytes, no start)
+// get the columns at setup; their entries count from 0, and go once the bound's worth of newer
+// data is appended. New entries are bounded exactly.
+func TestLogTablesOfAnOlderVersion(t *testing.T) {
+	url := testenv.Need(t, testenv.PostgresURL)
+	table := logTable(t, url)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, stmt := range []string{
+		`CREATE TABLE ` + table + `_log_head (name text PRIMARY KEY, epoch text NOT NULL, seq bigint NOT NULL)`,
+		`CREATE TABLE ` + table + `_log (name text NOT NULL, seq bigint NOT NULL, at_ms bigint NOT NULL, data bytea NOT NULL, PRIMARY KEY (name, seq))`,
+		`INSERT INTO ` + table + `_log_head VALUES ('effects/x', 'oldepoch', 2)`,
+		`INSERT INTO ` + table + `_log VALUES ('effects/x', 1, 0, '\x6f6c64'), ('effects/x', 2, 0, '\x6f6c64')`,
+	} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, cfg, postgres.WithTable(table))
+	defer s.Close()
+	keep := store.Retention{MaxBytes: 10}
+	read := func() string {
+		t.Helper()
+		r, err := s.ReadLog(ctx, "effects/x", 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := r.Epoch + " " + strconv.FormatUint(r.First, 10) + "-" + strconv.FormatUint(r.Last, 10) + ":"
+		for _, e := range r.Entries {
+			out += " " + string(e.Data)
+		}
+		return out
+	}
+	for i, want := range []string{
+		"oldepoch 1-3: old old 12345", // 5 bytes counted: the old entries still fit
+		"oldepoch 1-4: old old 12345 12345",
+		"oldepoch 4-5: 12345 12345", // 15 counted: the old ones (from 0) and entry 3 go
+	} {
+		if _, err := s.AppendLog(ctx, "effects/x", []byte("12345"), keep); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(); got != want {
+			t.Fatalf("after append %d: %s, want %s", i+1, got, want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -119,4 +120,57 @@ func TestUpdateAppendConformance(t *testing.T) {
 			o.Addr = addr
 			return open(t, goredis.NewClient(o), redis.WithClock(now), redis.WithTimeout(timeout))
 		}}))
+}
+
+// TestLogOfAnOlderVersion: a log written before the byte bound (no b in its head, no s in its
+// entries) counts those entries from 0: they go once the bound's worth of newer data is appended.
+func TestLogOfAnOlderVersion(t *testing.T) {
+	c := client(t)
+	s := open(t, c)
+	defer s.Close()
+	ctx := context.Background()
+	name := "older/" + time.Now().Format(time.RFC3339Nano)
+	if _, err := s.AppendLog(ctx, name, []byte("x"), store.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := c.Keys(ctx, "svz:log:*:"+name+":*").Result()
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("keys of the log: %v, %v", keys, err)
+	}
+	stream, head := keys[0], keys[1]
+	if stream[len(stream)-2:] != ":s" {
+		stream, head = head, stream
+	}
+	// Rewrite it as an older version left it: two entries without s, a head without b.
+	if err := c.Del(ctx, stream).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"1-0", "2-0"} {
+		if err := c.XAdd(ctx, &goredis.XAddArgs{Stream: stream, ID: id, Values: []any{"d", "old", "t", 0, "k", "tok" + id}}).Err(); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	if err := c.HSet(ctx, head, "seq", 2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HDel(ctx, head, "b").Err(); err != nil {
+		t.Fatal(err)
+	}
+	keep := store.Retention{MaxBytes: 10}
+	for i, want := range []string{"1-3: old old 12345", "1-4: old old 12345 12345", "4-5: 12345 12345"} {
+		if _, err := s.AppendLog(ctx, name, []byte("12345"), keep); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.ReadLog(ctx, name, 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := fmt.Sprintf("%d-%d:", r.First, r.Last)
+		for _, e := range r.Entries {
+			got += " " + string(e.Data)
+		}
+		if got != want {
+			t.Fatalf("after append %d: %s, want %s", i+1, got, want)
+		}
+	}
 }
