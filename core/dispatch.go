@@ -192,7 +192,7 @@ func (c *Controller) runGated(ctx context.Context, agent *boundAgent, h ActionHa
 		res, err = c.cfg.Gate.Do(ctx, req, run)
 		return res, ran, false, err
 	}
-	res, appended, err = ag.DoAppending(ctx, req, run, c.events.gateEvent(req))
+	res, appended, err = ag.DoAppending(ctx, req, run, c.events.gateEvent(ctx, req))
 	return res, ran, appended, err
 }
 
