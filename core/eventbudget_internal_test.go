@@ -43,6 +43,8 @@ func bigEventServer(t *testing.T, cfg Config, n, size int) (*Controller, string,
 		return &contract.SurfaceResult{Surface: r.Surface}, nil
 	}))
 	cfg.APIKey, cfg.Authorizer, cfg.Logger = "k", grant.LocalBypass{ServerID: "SRV"}, slog.New(slog.DiscardHandler)
+	// Events this large are what the stream's memory bounds are for: the log keeps them whole.
+	cfg.EventMaxBytes, cfg.EventRetentionBytes = 1<<20, 1<<30
 	c, err := New(cfg, a)
 	if err != nil {
 		t.Fatal(err)
