@@ -7,29 +7,15 @@ import (
 
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/contract"
-	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/core/jobs/jobstest"
-	"github.com/supervaize/svz/core/store/memory"
 )
 
 // TestJobStopWhileRunning pins what docs/jobs.md says of job.stop on a running job: the answer is
 // job.stopped with status "active" (the job is asked to stop, not stopped yet), the running
 // step's context is cancelled, and job.sync then shows the job cancelled.
 func TestJobStopWhileRunning(t *testing.T) {
-	reg, err := contract.BuildRegistration(contract.RegistrationSpec{
-		AgentSlug: "w", DisplayName: "W", A2UICatalogVersion: "w.1",
-		Surfaces:  []contract.SurfaceSpec{contract.SurfaceID("job.start")},
-		Actions:   []contract.ActionSpec{contract.ActionID("job.start"), contract.ActionID("job.stop")},
-		JobPolicy: &contract.JobPolicy{Sync: &contract.JobSyncPolicy{}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := core.NewAgent(core.AgentConfig{Name: "W", Version: "1", Registration: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := workShell(t)
 	running, cancelled := make(chan struct{}), make(chan error, 1)
 	w := jobs.Define(a, "wait", func(ctx context.Context, _ map[string]string) error {
 		_, err := jobs.Step(ctx, "wait", func(ctx context.Context) (string, error) {
@@ -44,12 +30,7 @@ func TestJobStopWhileRunning(t *testing.T) {
 		return w.Started(ctx, req, map[string]string{})
 	}))
 	q := &jobstest.Queue{}
-	c, err := core.New(core.Config{APIKey: testKey, ServerID: "SRV-test", Authorizer: grant.LocalBypass{ServerID: "SRV-test"},
-		Store: memory.New(), Jobs: q, Logger: quietLogger()}, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := agentController(t, a, q)
 
 	post(t, c, rpcBody(t, 1, "supervaizer/action.invoke", actionParams("job.start", "job-1", map[string]any{})), nil)
 	msgs := q.Take()

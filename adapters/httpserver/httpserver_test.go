@@ -273,19 +273,8 @@ func TestServeSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a child process")
 	}
-	// Port 0: the child takes a port from the kernel and logs it. The race detector's default
-	// second of sleep at exit would let the child finish writing what it should have waited for.
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=127.0.0.1:0", "GORACE=atexit_sleep_ms=0")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill() }()
+	// Port 0: the child takes a port from the kernel and logs it.
+	cmd, stdout := startChild(t, childEnv+"=127.0.0.1:0")
 	lines := make(chan string, 100)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -473,18 +462,8 @@ func TestCapReclaimsWaitingHeadersUnderFileLimit(t *testing.T) {
 		t.Skip("starts a child process")
 	}
 	const nofile = 256
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), floodChildEnv+"="+strconv.Itoa(nofile), "GORACE=atexit_sleep_ms=0")
+	_, stdout := startChild(t, floodChildEnv+"="+strconv.Itoa(nofile))
 	var logs syncLines
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	go logs.read(stdout)
 	var serving struct {
 		Addr           string
@@ -517,7 +496,7 @@ func TestCapReclaimsWaitingHeadersUnderFileLimit(t *testing.T) {
 	// The accept queue is first in, first out: the oldest are the ones closed.
 	closed := len(flood) - capN
 	for i := range closed {
-		if !closedByServer(flood[i]) {
+		if !testkit.ClosedByServer(flood[i]) {
 			t.Fatalf("flood connection %d, among the oldest %d, is still open after 30 s", i, closed)
 		}
 	}
@@ -546,7 +525,7 @@ func TestCapReclaimsWaitingHeadersUnderFileLimit(t *testing.T) {
 	// Each took the slot of the oldest flood connection left; the others are served once they
 	// finish their headers.
 	for i := closed; i < closed+2; i++ {
-		if !closedByServer(flood[i]) {
+		if !testkit.ClosedByServer(flood[i]) {
 			t.Fatalf("flood connection %d was not reclaimed for the health check or the request", i)
 		}
 	}
@@ -567,13 +546,24 @@ func TestCapReclaimsWaitingHeadersUnderFileLimit(t *testing.T) {
 	logs.wait(t, `connection reclaimed: the connection cap is reached`)
 }
 
-// closedByServer reports whether the server closed c without a word: a read ends with EOF or a
-// reset, not with data nor at the 30 s bound only a broken server reaches.
-func closedByServer(c net.Conn) bool {
-	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	n, err := c.Read(make([]byte, 1))
-	var ne net.Error
-	return n == 0 && err != nil && !(errors.As(err, &ne) && ne.Timeout())
+// startChild runs this test binary as a child (see TestMain) with env added, its stderr the
+// test's, and returns it with its stdout; it is killed when the test ends. The race detector's
+// default second of sleep at exit would let a child finish writing what it should have waited
+// for: it is off.
+func startChild(t *testing.T, env string) (*exec.Cmd, io.Reader) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env, "GORACE=atexit_sleep_ms=0")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, stdout
 }
 
 // syncLines collects a child's output lines for tests to wait on.

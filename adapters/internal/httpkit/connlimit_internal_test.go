@@ -3,7 +3,6 @@ package httpkit
 import (
 	"bufio"
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -86,15 +85,6 @@ func dial(t *testing.T, addr string) net.Conn {
 	return c
 }
 
-// closedByServer reports whether the server closed c without a word: a read ends with EOF or a
-// reset, not with data nor at the 30 s bound only a broken server reaches.
-func closedByServer(c net.Conn) bool {
-	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	n, err := c.Read(make([]byte, 1))
-	var ne net.Error
-	return n == 0 && err != nil && !(errors.As(err, &ne) && ne.Timeout())
-}
-
 // TestCapReclaimsIdleConnections: with SUPERVAIZER_MAX_CONNECTIONS=64, 64 keep-alive connections
 // that each made one health check and then idle hold every slot. A new request is still served:
 // it takes the slot of the oldest idle connection, which is closed; the others stay usable.
@@ -122,7 +112,7 @@ func TestCapReclaimsIdleConnections(t *testing.T) {
 	if code, body := doRequest(t, probe, bufio.NewReader(probe), "POST", "/a2a", true); code != 200 || body != "served /a2a" {
 		t.Fatalf("POST /a2a with every slot idle: %d %q, want it served", code, body)
 	}
-	if !closedByServer(idle[0]) {
+	if !testkit.ClosedByServer(idle[0]) {
 		t.Fatal("the oldest idle connection was not closed")
 	}
 	// The probe gone, a new keep-alive connection fills the cap again; then health gets in, in the
@@ -134,7 +124,7 @@ func TestCapReclaimsIdleConnections(t *testing.T) {
 	if code, body := doRequest(t, health, bufio.NewReader(health), "GET", "/.well-known/health", true); code != 200 || body != `{"status":"ok"}` {
 		t.Fatalf("health with every slot idle: %d %q", code, body)
 	}
-	if !closedByServer(idle[1]) {
+	if !testkit.ClosedByServer(idle[1]) {
 		t.Fatal("the second oldest idle connection was not closed next")
 	}
 	// The younger ones were kept: each still serves its next request.

@@ -341,22 +341,6 @@ func TestLogHeadOfAnOlderVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keep := store.Retention{MaxBytes: 10}
 	// The older entries end at byte 0: they go once 10 bytes are claimed after them.
-	for i, want := range []string{"1-3: old old 12345", "3-4: 12345 12345", "4-5: 12345 12345"} {
-		if _, err := s.AppendLog(ctx, log, []byte("12345"), keep); err != nil {
-			t.Fatal(err)
-		}
-		r, err := s.ReadLog(ctx, log, 0, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := fmt.Sprintf("%d-%d:", r.First, r.Last)
-		for _, e := range r.Entries {
-			got += " " + string(e.Data)
-		}
-		if got != want {
-			t.Fatalf("after append %d: %s, want %s", i+1, got, want)
-		}
-	}
+	storetest.AppendsRead(t, s, log, "12345", store.Retention{MaxBytes: 10}, "1-3: old old 12345", "3-4: 12345 12345", "4-5: 12345 12345")
 }

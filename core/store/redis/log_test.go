@@ -2,8 +2,8 @@ package redis_test
 
 import (
 	"context"
-	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,14 +74,13 @@ func TestLogOneRoundTrip(t *testing.T) {
 	}
 }
 
-// A log whose keys are deleted (a flushed server) starts again in a new epoch.
-func TestLogRecreatedNewEpoch(t *testing.T) {
-	c := client(t)
-	s := open(t, c)
-	defer s.Close()
+// startLog appends data to a new log named after prefix and returns the log's name, the
+// entry's position, and the log's keys: its stream and its head.
+func startLog(t *testing.T, c *goredis.Client, s *redis.Store, prefix, data string) (name string, p store.LogPosition, stream, head string) {
+	t.Helper()
 	ctx := context.Background()
-	name := "flushed/" + time.Now().Format(time.RFC3339Nano)
-	a, err := s.AppendLog(ctx, name, []byte("1"), store.Retention{})
+	name = prefix + time.Now().Format(time.RFC3339Nano)
+	p, err := s.AppendLog(ctx, name, []byte(data), store.Retention{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +88,21 @@ func TestLogRecreatedNewEpoch(t *testing.T) {
 	if err != nil || len(keys) != 2 {
 		t.Fatalf("keys of the log: %v, %v", keys, err)
 	}
-	if err := c.Del(ctx, keys...).Err(); err != nil {
+	stream, head = keys[0], keys[1]
+	if strings.HasSuffix(head, ":s") {
+		stream, head = head, stream
+	}
+	return name, p, stream, head
+}
+
+// A log whose keys are deleted (a flushed server) starts again in a new epoch.
+func TestLogRecreatedNewEpoch(t *testing.T) {
+	c := client(t)
+	s := open(t, c)
+	defer s.Close()
+	ctx := context.Background()
+	name, a, stream, head := startLog(t, c, s, "flushed/", "1")
+	if err := c.Del(ctx, stream, head).Err(); err != nil {
 		t.Fatal(err)
 	}
 	b, err := s.AppendLog(ctx, name, []byte("2"), store.Retention{})
@@ -129,18 +142,7 @@ func TestLogOfAnOlderVersion(t *testing.T) {
 	s := open(t, c)
 	defer s.Close()
 	ctx := context.Background()
-	name := "older/" + time.Now().Format(time.RFC3339Nano)
-	if _, err := s.AppendLog(ctx, name, []byte("x"), store.Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	keys, err := c.Keys(ctx, "svz:log:*:"+name+":*").Result()
-	if err != nil || len(keys) != 2 {
-		t.Fatalf("keys of the log: %v, %v", keys, err)
-	}
-	stream, head := keys[0], keys[1]
-	if stream[len(stream)-2:] != ":s" {
-		stream, head = head, stream
-	}
+	name, _, stream, head := startLog(t, c, s, "older/", "x")
 	// Rewrite it as an older version left it: two entries without s, a head without b.
 	if err := c.Del(ctx, stream).Err(); err != nil {
 		t.Fatal(err)
@@ -156,21 +158,5 @@ func TestLogOfAnOlderVersion(t *testing.T) {
 	if err := c.HDel(ctx, head, "b").Err(); err != nil {
 		t.Fatal(err)
 	}
-	keep := store.Retention{MaxBytes: 10}
-	for i, want := range []string{"1-3: old old 12345", "1-4: old old 12345 12345", "4-5: 12345 12345"} {
-		if _, err := s.AppendLog(ctx, name, []byte("12345"), keep); err != nil {
-			t.Fatal(err)
-		}
-		r, err := s.ReadLog(ctx, name, 0, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := fmt.Sprintf("%d-%d:", r.First, r.Last)
-		for _, e := range r.Entries {
-			got += " " + string(e.Data)
-		}
-		if got != want {
-			t.Fatalf("after append %d: %s, want %s", i+1, got, want)
-		}
-	}
+	storetest.AppendsRead(t, s, name, "12345", store.Retention{MaxBytes: 10}, "1-3: old old 12345", "1-4: old old 12345 12345", "4-5: 12345 12345")
 }

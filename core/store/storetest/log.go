@@ -110,6 +110,27 @@ func mustAppend(t testing.TB, l store.Log, name, data string, keep store.Retenti
 	return p
 }
 
+// AppendsRead appends data to the log name with keep, once per want, and fails t unless the log
+// then reads as want (Span): how a backend's own test follows a log an older version wrote.
+func AppendsRead(t testing.TB, l store.Log, name, data string, keep store.Retention, wants ...string) {
+	t.Helper()
+	for i, want := range wants {
+		mustAppend(t, l, name, data, keep)
+		if got := Span(mustRead(t, l, name, 0, store.MaxLogRead)); got != want {
+			t.Fatalf("after append %d of %q: %s, want %s", i+1, data, got, want)
+		}
+	}
+}
+
+// Span is what a read of a log found: "first-last:", then each entry's data after a space.
+func Span(r store.LogRange) string {
+	s := fmt.Sprintf("%d-%d:", r.First, r.Last)
+	for _, e := range r.Entries {
+		s += " " + string(e.Data)
+	}
+	return s
+}
+
 func mustRead(t testing.TB, l store.Log, name string, after uint64, limit int) store.LogRange {
 	t.Helper()
 	r, err := l.ReadLog(context.Background(), name, after, limit)
