@@ -239,7 +239,6 @@ func testResumeRefusals(t *testing.T, s store.Store) {
 		want error
 		msg  string
 	}{
-		{"pause is not a decision", func() *contract.ActionRequest { return j.resumeRequest(t, "before", "pause") }, nil, "must be allow or stop"},
 		{"another occurrence", func() *contract.ActionRequest { return resumeRequestFor(other, "before", "allow", ans) }, checkpoint.ErrResumeMismatch, ""},
 		{"another case", func() *contract.ActionRequest { return resumeRequestFor(otherCase, "before", "allow", ans) }, checkpoint.ErrResumeMismatch, ""},
 		{"another job", func() *contract.ActionRequest { return resumeRequestFor(otherJob, "before", "allow", ans) }, checkpoint.ErrResumeMismatch, ""},
@@ -259,21 +258,6 @@ func testResumeRefusals(t *testing.T, s store.Store) {
 			return r
 		}, checkpoint.ErrResumeSnapshot, ""},
 		{"the after phase, not reached", func() *contract.ActionRequest { return resumeRequestFor(j.occ, "after", "allow", ans) }, checkpoint.ErrResumeMismatch, ""},
-		{"no case in the envelope", func() *contract.ActionRequest {
-			r := j.resumeRequest(t, "before", "allow")
-			r.CaseID = nil
-			return r
-		}, nil, "missing case_id (the request's)"},
-		{"a phase that is neither", func() *contract.ActionRequest {
-			r := j.resumeRequest(t, "before", "allow")
-			r.Input = edit(func(m map[string]any) { m["phase"] = "during" })
-			return r
-		}, nil, "input.phase must be before or after"},
-		{"a status that is no decision", func() *contract.ActionRequest {
-			r := j.resumeRequest(t, "before", "allow")
-			r.Input = edit(func(m map[string]any) { m["status"] = 1 })
-			return r
-		}, nil, "input.status must be a string"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := checkpointResume(a, c.req())
@@ -285,6 +269,58 @@ func testResumeRefusals(t *testing.T, s store.Store) {
 				t.Fatalf("error %v, want %v", err, c.want)
 			case c.msg != "" && !strings.Contains(err.Error(), c.msg):
 				t.Fatalf("error %v, want %q", err, c.msg)
+			}
+		})
+	}
+	// A request that is no decision is refused as input, every mistake named, nothing changed.
+	for _, c := range []struct {
+		name string
+		req  func() *contract.ActionRequest
+		want string
+	}{
+		{"pause is not a decision", func() *contract.ActionRequest { return j.resumeRequest(t, "before", "pause") },
+			`[{"code":"input_option","message":"rule.checkpoint.resume: input.status must be allow or stop: a pause is not a decision (the checkpoint keeps waiting)","field":"status"}]`},
+		{"no job nor case in the envelope", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			empty := ""
+			r.JobID, r.CaseID = &empty, nil
+			return r
+		}, `[{"code":"input_required","message":"rule.checkpoint.resume: the request's job_id is required","field":"job_id"},` +
+			`{"code":"input_required","message":"rule.checkpoint.resume: the request's case_id is required","field":"case_id"}]`},
+		{"a phase that is neither", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			r.Input = edit(func(m map[string]any) { m["phase"] = "during" })
+			return r
+		}, `[{"code":"input_option","message":"rule.checkpoint.resume: input.phase must be before or after","field":"phase"}]`},
+		{"a status that is no string", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			r.Input = edit(func(m map[string]any) { m["status"] = 1 })
+			return r
+		}, `[{"code":"input_type","message":"rule.checkpoint.resume: input.status must be a string","field":"status"}]`},
+		{"a status that is no decision", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			r.Input = edit(func(m map[string]any) { m["status"] = "maybe" })
+			return r
+		}, `[{"code":"input_option","message":"rule.checkpoint.resume: input.status must be allow or stop","field":"status"}]`},
+		{"members null, the optional one too", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			r.Input = edit(func(m map[string]any) { m["checkpoint_id"], m["decision_id"] = nil, nil })
+			return r
+		}, `[{"code":"input_required","message":"rule.checkpoint.resume: input.checkpoint_id is required","field":"checkpoint_id"}]`},
+		{"an input that is no object", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			r.Input = []byte(`["allow"]`)
+			return r
+		}, `[{"code":"input_type","message":"rule.checkpoint.resume: the input must be a JSON object"}]`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := checkpoint.Resume(a.ctx(), c.req())
+			if err != nil {
+				t.Fatalf("an error (-32603), not an input refusal: %v", err)
+			}
+			got, _ := json.Marshal(res.Errors)
+			if !res.Refusal() || string(got) != c.want {
+				t.Fatalf("refusal %v, errors:\n got %s\nwant %s", res.Refusal(), got, c.want)
 			}
 		})
 	}
