@@ -745,6 +745,10 @@ func testConcurrent(t *testing.T, s store.Store) {
 // test's (manualClock): a renewal that is not written, or that goes on after the lease was lost,
 // fails at once rather than after a timeout.
 func testLease(t *testing.T, s store.Store) {
+	// A lease of a minute of the manual clock: a renewal's write is bounded by a quarter lease of
+	// real time, or writeTimeout (10 s) when shorter; with a short lease, a store slowed by a
+	// loaded machine would miss a renewal.
+	const lease = time.Minute
 	w := newWorld(t, s, nil)
 	clock := newManualClock()
 	release, started := make(chan struct{}), make(chan struct{}, 1)
@@ -752,8 +756,8 @@ func testLease(t *testing.T, s store.Store) {
 		started <- struct{}{}
 		<-release
 		return receipt{Order: o.ID, Ref: "rcpt-" + o.ID}, nil
-	}}, clock.renewing(time.Second))
-	b := w.instance(behaviour{}, clock.frozen(time.Second))
+	}}, clock.renewing(lease))
+	b := w.instance(behaviour{}, clock.frozen(lease))
 	j := w.job()
 	done := make(chan error, 1)
 	go func() { _, err := j.run(t, a); done <- err }()
@@ -763,7 +767,7 @@ func testLease(t *testing.T, s store.Store) {
 	// margin after the manual clock's time. The next timer is armed once it is written.
 	renew := func() {
 		t.Helper()
-		want := clock.Now().Add(time.Second + checkpoint.SkewMargin)
+		want := clock.Now().Add(lease + checkpoint.SkewMargin)
 		timer <- time.Now()
 		timer = clock.nextTimer(t, "the renewal to end")
 		if got := leaseUntil(t, s, j.occ.OccurrenceID); !got.Equal(want) {
@@ -771,7 +775,7 @@ func testLease(t *testing.T, s store.Store) {
 		}
 	}
 	for range 3 {
-		clock.advance(2500 * time.Millisecond) // three rounds: well past one lease + skew margin (3 s)
+		clock.advance(lease / 2) // three rounds: well past one lease + skew margin
 		renew()
 		if _, err := j.run(t, b); !errors.Is(err, checkpoint.ErrActive) {
 			t.Fatalf("while the effect runs: %v", err)
@@ -779,7 +783,7 @@ func testLease(t *testing.T, s store.Store) {
 	}
 	// Without renewals the lease lapses: the occurrence then reads as needing recovery, and
 	// still nothing runs the effect again.
-	clock.advance(10 * time.Second)
+	clock.advance(2 * lease)
 	if _, err := j.run(t, b); !errors.Is(err, checkpoint.ErrEffectStarted) {
 		t.Fatalf("after the lease lapsed: %v", err)
 	}
@@ -818,7 +822,7 @@ func testLease(t *testing.T, s store.Store) {
 	})
 	go func() { _, err := j2.run(t, a); done <- err }()
 	recv(t, stalled, "the before checkpoint to stall")
-	clock.advance(time.Minute)
+	clock.advance(2 * lease)
 	out, err := j2.run(t, b)
 	unstall()
 	wantStatus(t, out, err, checkpoint.Completed, "")
@@ -838,12 +842,12 @@ func testLease(t *testing.T, s store.Store) {
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
 		return receipt{}, ctx.Err()
-	}}, clock.renewing(time.Second))
+	}}, clock.renewing(lease))
 	j3 := w.job()
 	go func() { _, err := j3.run(t, c); done <- err }()
 	recv(t, started3, "the third effect to start")
 	timer = clock.effectTimer(t)
-	clock.advance(time.Minute)
+	clock.advance(2 * lease)
 	found := receipt{Order: j3.order.ID, Ref: "rcpt-recovered"}
 	out, err = checkpoint.RecoverGuardedStep(b.ctx(), j3.gate(t, b), b.step, j3.occ, found)
 	wantStatus(t, out, err, checkpoint.Completed, "")

@@ -239,16 +239,7 @@ func TestLogSealsAbandonedClaims(t *testing.T) {
 	if _, err := s.AppendLog(ctx, "gap", []byte("1"), store.Retention{}); err != nil {
 		t.Fatal(err)
 	}
-	// Claim position 2 as an appender would, then "die": bump the head without an entry.
-	var head struct{ Item map[string]map[string]any }
-	if err := c.Call(ctx, "GetItem", map[string]any{"TableName": name, "Key": map[string]any{"k": map[string]string{"S": "\x00log\x00gap"}}, "ConsistentRead": true}, &head); err != nil {
-		t.Fatal(err)
-	}
-	head.Item["seq"] = map[string]any{"N": "2"}
-	head.Item["tok"] = map[string]any{"S": "dead"}
-	if err := c.Call(ctx, "PutItem", map[string]any{"TableName": name, "Item": head.Item}, nil); err != nil {
-		t.Fatal(err)
-	}
+	claimDead(t, c, name, "gap") // position 2: claimed, never written
 	other := open(t, c, name, dynamodb.WithClock(clock.Now))
 	if _, err := other.AppendLog(ctx, "gap", []byte("3"), store.Retention{}); err != nil {
 		t.Fatal(err)
