@@ -18,7 +18,7 @@ import (
 )
 
 // TestRuleCheckpointWiring: rule.checkpoint.resume is served for agents that declare rule
-// checkpoints (a resume is a normal action: here, with its bad input, the reference's -32603),
+// checkpoints (a resume is a normal action: here, with its bad input, an input error),
 // never for others (-32010); defining steps without declaring them, or serving the resume
 // yourself, stops New.
 func TestRuleCheckpointWiring(t *testing.T) {
@@ -39,10 +39,19 @@ func TestRuleCheckpointWiring(t *testing.T) {
 	out := call(contract.RuleCheckpointResumeAction, `{"checkpoint_id":"chk-1","occurrence_id":"o","phase":"before","status":"pause",`+
 		`"snapshot_hash":"h","input_hash":"i","decision_id":"d"}`, "j1")
 	got, _ := json.Marshal(out)
-	jsonEq(t, got, `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Action handler failed","data":{"agent_slug":"gov","action":"rule.checkpoint.resume"}}}`)
-	if !strings.Contains(logs.String(), "a pause is not a decision") {
-		t.Errorf("the refusal's reason is not logged:\n%s", logs.String())
-	}
+	jsonEq(t, got, `{"jsonrpc":"2.0","id":1,"result":{"status":"error","effects":[],"errors":[{"code":"input_option","field":"status",`+
+		`"message":"rule.checkpoint.resume: input.status must be allow or stop: a pause is not a decision (the checkpoint keeps waiting)"}]}}`)
+	// A resume without its members is the caller's mistake, said member by member: an input
+	// error, not the -32603 of a failed handler.
+	out = call(contract.RuleCheckpointResumeAction, `{"phase":"during","decision_id":"d","status":7}`, "j1")
+	got, _ = json.Marshal(out)
+	jsonEq(t, got, `{"jsonrpc":"2.0","id":1,"result":{"status":"error","effects":[],"errors":[`+
+		`{"code":"input_required","field":"checkpoint_id","message":"rule.checkpoint.resume: input.checkpoint_id is required"},`+
+		`{"code":"input_required","field":"occurrence_id","message":"rule.checkpoint.resume: input.occurrence_id is required"},`+
+		`{"code":"input_type","field":"status","message":"rule.checkpoint.resume: input.status must be a string"},`+
+		`{"code":"input_required","field":"snapshot_hash","message":"rule.checkpoint.resume: input.snapshot_hash is required"},`+
+		`{"code":"input_required","field":"input_hash","message":"rule.checkpoint.resume: input.input_hash is required"},`+
+		`{"code":"input_option","field":"phase","message":"rule.checkpoint.resume: input.phase must be before or after"}]}}`)
 	// A governed job without a Studio connection is refused, naming the fix; the token stays out.
 	out = call("job.start", `{"rule_snapshot":{"hash":"h","checkpoint_url":"u","version":1,"checkpoint_token":"tok-SECRET-1"}}`, "j1")
 	got, _ = json.Marshal(out)

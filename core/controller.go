@@ -108,6 +108,12 @@ type Config struct {
 	// older events, and events beyond the newest count, are deleted by later appends.
 	EventRetention      time.Duration
 	EventRetentionCount int
+	// EventRetentionBytes bounds the bytes of the effect log's events
+	// (DefaultEventRetentionBytes when 0); EventMaxBytes those of one event
+	// (DefaultEventMaxBytes when 0): a larger one is recorded truncated (its effects keep their
+	// type, ids, status and count, marked "truncated": true). EventMaxBytes may not exceed
+	// EventRetentionBytes.
+	EventRetentionBytes, EventMaxBytes int64
 	// MaxEventStreams bounds the open GET /a2a/events requests of an instance; beyond it they
 	// answer 503 with Retry-After.
 	MaxEventStreams int
@@ -168,7 +174,8 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 	}
 	if cfg.MaxBodyBytes < 0 || cfg.HeartbeatInterval < 0 || cfg.EventBuffer < 0 || cfg.EventRetention < 0 ||
 		cfg.EventRetentionCount < 0 || cfg.MaxEventStreams < 0 || cfg.EventCatchUp < 0 ||
-		cfg.EventReplayBytes < 0 || cfg.EventPageBytes < 0 || cfg.EventBufferBytes < 0 || cfg.EventWriteTimeout < 0 {
+		cfg.EventReplayBytes < 0 || cfg.EventPageBytes < 0 || cfg.EventBufferBytes < 0 || cfg.EventWriteTimeout < 0 ||
+		cfg.EventRetentionBytes < 0 || cfg.EventMaxBytes < 0 {
 		errs = append(errs, errors.New("body limit, heartbeat interval and event settings cannot be negative"))
 	}
 	c := &Controller{
@@ -198,6 +205,12 @@ func New(cfg Config, agents ...*Agent) (*Controller, error) {
 	}
 	c.cfg.EventRetention = cmp.Or(c.cfg.EventRetention, DefaultEventRetention)
 	c.cfg.EventRetentionCount = cmp.Or(c.cfg.EventRetentionCount, DefaultEventRetentionCount)
+	c.cfg.EventRetentionBytes = cmp.Or(c.cfg.EventRetentionBytes, DefaultEventRetentionBytes)
+	c.cfg.EventMaxBytes = cmp.Or(c.cfg.EventMaxBytes, DefaultEventMaxBytes)
+	if c.cfg.EventMaxBytes > c.cfg.EventRetentionBytes {
+		errs = append(errs, fmt.Errorf("an event may hold up to %d bytes (EventMaxBytes, SUPERVAIZER_EVENT_MAX_BYTES), more than the whole effect log keeps, %d (EventRetentionBytes, SUPERVAIZER_EVENT_RETENTION_BYTES): lower the first or raise the second",
+			c.cfg.EventMaxBytes, c.cfg.EventRetentionBytes))
+	}
 	c.cfg.MaxEventStreams = cmp.Or(c.cfg.MaxEventStreams, DefaultMaxEventStreams)
 	c.cfg.EventCatchUp = cmp.Or(c.cfg.EventCatchUp, DefaultEventCatchUp)
 	c.cfg.EventReplayBytes = cmp.Or(c.cfg.EventReplayBytes, DefaultEventReplayBytes)

@@ -80,7 +80,7 @@ func TestDataRoutesEveryGrantRefusal(t *testing.T) {
 			"Workspace authorization token must be signed with EdDSA"},
 		{"missing_kid", jwksOK, nil, "", "", map[string]string{grantHdr: withHeader(map[string]any{"alg": "EdDSA"})},
 			"Workspace authorization token header must include kid for JWKS"},
-		{"jwks_unavailable", jwks(http.StatusServiceUnavailable, nil), nil, "", "", nil, "Workspace authorization JWKS could not be loaded"},
+		{"jwks_unavailable", jwks(http.StatusServiceUnavailable, nil), nil, "", "", nil, "Workspace authorization JWKS could not be loaded; it is fetched again for a call made in 30 s or later: retry then"},
 		{"invalid_jwks/no keys list", jwks(http.StatusOK, []byte(`{"keys":{}}`)), nil, "", "", nil, "Workspace authorization JWKS payload has no keys list"},
 		{"invalid_jwks/not objects", jwks(http.StatusOK, []byte(`{"keys":["k"]}`)), nil, "", "", nil, "Workspace authorization JWKS keys must be JSON objects"},
 		{"unknown_kid", jwksOK, nil, "", "", map[string]string{grantHdr: kid("studio-2099-01")}, "Workspace authorization JWKS has no key matching token kid"},

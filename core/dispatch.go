@@ -13,12 +13,20 @@ import (
 
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
+	"github.com/supervaize/svz/core/idempotency"
 	"github.com/supervaize/svz/core/internal/wirejson"
 	"github.com/supervaize/svz/core/telemetry"
 )
 
 // GrantHeader carries Studio's workspace-grant token.
 const GrantHeader = "X-Supervaize-Workspace-Authorization"
+
+// ReplayedHeader is set ("true") on the answer to an action the idempotency gate replayed: the
+// recorded result of the key's first run, the handler not run again. The result's
+// replay_safety.strictly_idempotent_response says that a retry would get this same answer, on
+// the first run too; only this header says that this answer is a replay (as Stripe's
+// Idempotent-Replayed). It is absent on every other answer.
+const ReplayedHeader = "Idempotent-Replayed"
 
 // Bootstrap capabilities: exactly these ids run before a workspace grant exists (spec §4.6).
 // Custom ids configured in a registration's workspace_binding block are not exempt.
@@ -63,6 +71,9 @@ func (c *Controller) serveRPC(w http.ResponseWriter, r *http.Request) {
 	}
 	c.tel.end(ctx, call, resp, c.now())
 	w.Header().Set("Content-Type", "application/json")
+	if resp.Replayed {
+		w.Header().Set(ReplayedHeader, "true")
+	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(*out)
 }
@@ -142,9 +153,9 @@ func (c *Controller) invokeAction(ctx context.Context, env envelope) rpcResponse
 	}
 	ctx = c.handlerContext(ctx, agent, req.WorkspaceAuthorization)
 	var res *contract.ActionResult
-	ran := true
+	ran, appended := true, false
 	if c.cfg.Gate != nil && req.IdempotencyKey != nil && *req.IdempotencyKey != "" && agent.gated[req.Action] {
-		res, ran, err = c.runGated(ctx, agent, h, req)
+		res, ran, appended, err = c.runGated(ctx, agent, h, req)
 	} else {
 		res, err = c.checkAndRun(ctx, agent, h, req)
 	}
@@ -157,23 +168,28 @@ func (c *Controller) invokeAction(ctx context.Context, env envelope) rpcResponse
 			"request_id", req.RequestID, "error", err, "duration", c.now().Sub(started))
 		return errorResponse(env.id, CodeInternalError, "Action handler failed", failData())
 	}
-	callOf(ctx).result(res.Status, res.Errors, !ran)
-	if ran {
+	// A replay is an answer of the gate whose handler did not run and that the gate did not
+	// decline (a conflict, a retry in progress): never the first run, appended with its record
+	// or not.
+	replayed := !ran && !idempotency.Declined(res)
+	callOf(ctx).result(res.Status, res.Errors, replayed)
+	if ran && !appended {
 		c.events.appendEffects(ctx, req, verifiedWorkspace(req), res.Effects)
 	}
 	if c.log.Enabled(ctx, slog.LevelInfo) { // the arguments cost allocations even when dropped
 		c.log.InfoContext(ctx, "action", "agent_slug", req.AgentSlug, "action", req.Action, "request_id", req.RequestID,
-			"status", res.Status, "replayed", !ran, "duration", c.now().Sub(started))
+			"status", res.Status, "replayed", replayed, "duration", c.now().Sub(started))
 	}
-	return resultResponse(env.id, raw)
+	resp := resultResponse(env.id, raw)
+	resp.Replayed = replayed
+	return resp
 }
 
 // runGated runs the action through the idempotency gate; ran reports whether the handler ran
-// (false for a replayed or refused retry).
-// A gate that appends the effect event with the run's record (AppendingGate) saves a store
-// call; appended then reports that the event is in the log, and ran is false so that it is not
-// appended again.
-func (c *Controller) runGated(ctx context.Context, agent *boundAgent, h ActionHandler, req *contract.ActionRequest) (res *contract.ActionResult, ran bool, err error) {
+// (false for a replayed or declined retry). A gate that appends the effect event with the
+// run's record (AppendingGate) saves a store call; appended then reports that the event is in
+// the log, so that it is not appended again.
+func (c *Controller) runGated(ctx context.Context, agent *boundAgent, h ActionHandler, req *contract.ActionRequest) (res *contract.ActionResult, ran, appended bool, err error) {
 	run := func(ctx context.Context) (*contract.ActionResult, error) {
 		ran = true
 		return c.checkAndRun(ctx, agent, h, req)
@@ -181,10 +197,10 @@ func (c *Controller) runGated(ctx context.Context, agent *boundAgent, h ActionHa
 	ag, ok := c.cfg.Gate.(AppendingGate)
 	if !ok {
 		res, err = c.cfg.Gate.Do(ctx, req, run)
-		return res, ran, err
+		return res, ran, false, err
 	}
-	res, appended, err := ag.DoAppending(ctx, req, run, c.events.gateEvent(req))
-	return res, ran && !appended, err
+	res, appended, err = ag.DoAppending(ctx, req, run, c.events.gateEvent(ctx, req))
+	return res, ran, appended, err
 }
 
 // checkAndRun checks the request's input against the action's declared fields, then runs the

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,12 @@ import (
 // bigEventController serves a controller whose effect log holds n events of about size bytes
 // each (a resource list of thousands of items, as in the trial that found the bound missing).
 func bigEventController(t *testing.T, cfg Config, n, size int) (*Controller, string) {
+	c, addr, _ := bigEventServer(t, cfg, n, size)
+	return c, addr
+}
+
+// bigEventServer is bigEventController, with the count of connections the server has closed.
+func bigEventServer(t *testing.T, cfg Config, n, size int) (*Controller, string, *atomic.Int64) {
 	t.Helper()
 	reg, err := contract.BuildRegistration(contract.RegistrationSpec{AgentSlug: "s", DisplayName: "S", A2UICatalogVersion: "c.1",
 		Surfaces: []contract.SurfaceSpec{contract.SurfaceID("job.start")}, Actions: []contract.ActionSpec{contract.ActionID("job.start")}})
@@ -36,6 +43,8 @@ func bigEventController(t *testing.T, cfg Config, n, size int) (*Controller, str
 		return &contract.SurfaceResult{Surface: r.Surface}, nil
 	}))
 	cfg.APIKey, cfg.Authorizer, cfg.Logger = "k", grant.LocalBypass{ServerID: "SRV"}, slog.New(slog.DiscardHandler)
+	// Events this large are what the stream's memory bounds are for: the log keeps them whole.
+	cfg.EventMaxBytes, cfg.EventRetentionBytes = 1<<20, 1<<30
 	c, err := New(cfg, a)
 	if err != nil {
 		t.Fatal(err)
@@ -45,13 +54,20 @@ func bigEventController(t *testing.T, cfg Config, n, size int) (*Controller, str
 	for range n {
 		c.events.appendEffects(context.Background(), req, "", []contract.Effect{effect})
 	}
-	srv := httptest.NewServer(c)
+	closed := new(atomic.Int64)
+	srv := httptest.NewUnstartedServer(c)
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	srv.Start()
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()
 		_ = c.Close()
 	})
-	return c, strings.TrimPrefix(srv.URL, "http://")
+	return c, strings.TrimPrefix(srv.URL, "http://"), closed
 }
 
 // openStream sends GET /a2a/events resuming from the beginning and never reads the answer.
@@ -68,12 +84,17 @@ func openStream(t *testing.T, addr string) net.Conn {
 	return conn
 }
 
-// waitFor polls cond (a counter of the controller, not a clock) for at most 30 s.
+// waitBound fails a wait for something that must happen: a failure bound only (a passing test
+// never waits for it), generous because 300 events of 130 KB per stream take long to replay on a
+// loaded machine under -race.
+const waitBound = 5 * time.Minute
+
+// waitFor polls cond (a counter of the controller, not a clock) for at most waitBound.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(waitBound); !cond(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s: %s", what)
+			t.Fatalf("after %s: %s", waitBound, what)
 		}
 	}
 }
@@ -113,21 +134,23 @@ func TestReplayMemoryBounded(t *testing.T) {
 }
 
 // TestStalledClientCut: a client that stops reading is cut once one write has blocked for the
-// write timeout, not at the request deadline (5 minutes), and its connection is closed.
+// write timeout, not at the request deadline (5 minutes; the test server has none: nothing else
+// ends these streams), and its connection is closed.
 func TestStalledClientCut(t *testing.T) {
-	c, addr := bigEventController(t, Config{EventWriteTimeout: 50 * time.Millisecond}, 300, 130_000)
+	c, addr, closed := bigEventServer(t, Config{EventWriteTimeout: 50 * time.Millisecond}, 300, 130_000)
 	conns := make([]net.Conn, 10)
 	for i := range conns {
 		conns[i] = openStream(t, addr)
 	}
-	waitFor(t, "10 streams open", func() bool { return c.events.streams.Load() == 10 })
-	// The signal: the handlers returned (the stream count is back to 0), with no client reading.
-	waitFor(t, "the stalled streams cut", func() bool { return c.events.streams.Load() == 0 })
+	// The signal: the server closed every connection, with no client reading, and no stream is
+	// left. (Not "10 streams open, then none": on a loaded machine the first streams may be cut
+	// before the last one opens.)
+	waitFor(t, "the stalled streams cut", func() bool { return closed.Load() == 10 && c.events.streams.Load() == 0 })
 	if held, _ := c.events.replay.usage(); held != 0 {
 		t.Fatalf("%d bytes still held", held)
 	}
 	for i, conn := range conns {
-		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_ = conn.SetReadDeadline(time.Now().Add(waitBound))
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {
 			t.Fatalf("client %d: %v", i, err)

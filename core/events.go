@@ -49,8 +49,13 @@ const (
 const (
 	DefaultEventRetention      = 24 * time.Hour
 	DefaultEventRetentionCount = 10000
-	DefaultMaxEventStreams     = 100
-	DefaultEventCatchUp        = 1000
+	// DefaultEventRetentionBytes bounds the effect log's data: the bolt file, the RAM of the
+	// memory store and the other stores' space stay within it whatever the events hold.
+	DefaultEventRetentionBytes = 32 << 20
+	// DefaultEventMaxBytes bounds one event: a larger one is recorded truncated.
+	DefaultEventMaxBytes   = 64 << 10
+	DefaultMaxEventStreams = 100
+	DefaultEventCatchUp    = 1000
 )
 
 // appendTimeout bounds the append of an effect event: the action already ran, and its answer
@@ -177,6 +182,7 @@ type effectLog struct {
 	inProcess bool // log is a memory store
 	name      string
 	keep      store.Retention
+	maxBytes  int64 // of one event: a larger one is truncated
 	buffer    int
 	closing   <-chan struct{}
 	logger    *slog.Logger
@@ -222,7 +228,8 @@ func newEffectLog(cfg Config, logger *slog.Logger, closing <-chan struct{}) *eff
 		log:       l,
 		inProcess: inProcess,
 		name:      name,
-		keep:      store.Retention{MaxAge: cfg.EventRetention, MaxCount: cfg.EventRetentionCount},
+		keep:      store.Retention{MaxAge: cfg.EventRetention, MaxCount: cfg.EventRetentionCount, MaxBytes: cfg.EventRetentionBytes},
+		maxBytes:  cfg.EventMaxBytes,
 		buffer:    cfg.EventBuffer,
 		closing:   closing,
 		logger:    logger,
@@ -256,7 +263,7 @@ func (e *effectLog) pageLimit(bytes int64, most int) int {
 // answers the result anyway (failing it would invite a retry that runs the action again). ctx's
 // cancellation (a client gone) does not stop the append.
 func (e *effectLog) appendEffects(ctx context.Context, req *contract.ActionRequest, workspace string, effects []contract.Effect) {
-	data, err := encodeEffectEvent(req, workspace, effects)
+	data, err := e.encode(ctx, req, workspace, effects)
 	e.noteSize(len(data))
 	switch {
 	case err != nil:
@@ -276,10 +283,21 @@ func (e *effectLog) appendEffects(ctx context.Context, req *contract.ActionReque
 }
 
 // gateEvent is the effect event of req for a gate that appends it with the run's record.
-func (e *effectLog) gateEvent(req *contract.ActionRequest) idempotency.Event {
+func (e *effectLog) gateEvent(ctx context.Context, req *contract.ActionRequest) idempotency.Event {
 	return idempotency.Event{Log: e.log, Name: e.name, Keep: e.keep, Data: func(res *contract.ActionResult) ([]byte, error) {
-		return encodeEffectEvent(req, verifiedWorkspace(req), res.Effects)
+		return e.encode(ctx, req, verifiedWorkspace(req), res.Effects)
 	}}
+}
+
+// encode encodes the event of effects within the event size limit, saying when it was truncated.
+func (e *effectLog) encode(ctx context.Context, req *contract.ActionRequest, workspace string, effects []contract.Effect) ([]byte, error) {
+	data, t, err := encodeEffectEvent(req, workspace, effects, e.maxBytes)
+	if t != nil {
+		e.logger.WarnContext(ctx, "effect event truncated: larger than SUPERVAIZER_EVENT_MAX_BYTES, its effects keep their type, ids, status and count (the action's result has the rest)",
+			"agent_slug", req.AgentSlug, "action", req.Action, "request_id", req.RequestID,
+			"event_bytes", t.bytes, "max_bytes", e.maxBytes, "effects", t.effects, "effects_kept", t.kept)
+	}
+	return data, err
 }
 
 // verifiedWorkspace is the workspace req's grant was verified for, "" when it has none.

@@ -16,9 +16,9 @@ import (
 	"github.com/supervaize/svz/core/store/memory"
 )
 
-// workAgent is an agent whose job.start starts background work of two steps; job.sync and
-// job.stop are declared without handlers (the controller serves them).
-func workAgent(t testing.TB) (*core.Agent, *jobs.Work[map[string]string]) {
+// workShell is the agent "w" with no work yet: job.start declared, job.sync and job.stop
+// declared without handlers (the controller serves them for the agent's work).
+func workShell(t testing.TB) *core.Agent {
 	t.Helper()
 	reg, err := contract.BuildRegistration(contract.RegistrationSpec{
 		AgentSlug: "w", DisplayName: "W", A2UICatalogVersion: "w.1",
@@ -33,6 +33,13 @@ func workAgent(t testing.TB) (*core.Agent, *jobs.Work[map[string]string]) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a
+}
+
+// workAgent is workShell whose job.start starts background work of two steps.
+func workAgent(t testing.TB) (*core.Agent, *jobs.Work[map[string]string]) {
+	t.Helper()
+	a := workShell(t)
 	w := jobs.Define(a, "greet", func(ctx context.Context, in map[string]string) error {
 		name, err := jobs.Step(ctx, "lookup", func(context.Context) (string, error) { return strings.ToUpper(in["name"]), nil })
 		if err != nil {
@@ -54,6 +61,12 @@ func workAgent(t testing.TB) (*core.Agent, *jobs.Work[map[string]string]) {
 func workController(t testing.TB, q jobs.Dispatcher) *core.Controller {
 	t.Helper()
 	a, _ := workAgent(t)
+	return agentController(t, a, q)
+}
+
+// agentController serves a on the memory store with queue q.
+func agentController(t testing.TB, a *core.Agent, q jobs.Dispatcher) *core.Controller {
+	t.Helper()
 	c, err := core.New(core.Config{APIKey: testKey, ServerID: "SRV-test", Authorizer: grant.LocalBypass{ServerID: "SRV-test"},
 		Store: memory.New(), Jobs: q, Logger: quietLogger()}, a)
 	if err != nil {

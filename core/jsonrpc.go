@@ -43,6 +43,9 @@ type rpcResponse struct {
 	NullID bool
 	Result json.RawMessage // encoded once, by encodeResult
 	Error  *rpcError
+	// Replayed marks the result of an idempotency key's recorded run, answered again without
+	// running the handler (ReplayedHeader).
+	Replayed bool
 }
 
 // envelope is a validated JSON-RPC request.

@@ -58,10 +58,7 @@ const internalErrorBody = `{"error":"Internal Error","error_type":"internal_erro
 // testMux is the handler of TestServe and TestRegister.
 func testMux(t *testing.T) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/deadline", func(w http.ResponseWriter, r *http.Request) {
-		dl, ok := r.Context().Deadline()
-		fmt.Fprintf(w, "%v %s", ok, time.Until(dl).Round(time.Second))
-	})
+	mux.HandleFunc("/deadline", testkit.WriteDeadline)
 	mux.HandleFunc("/events", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, "event: supervaizer.connected\ndata: {}\n\n")
@@ -101,9 +98,9 @@ func testCommon(t *testing.T, base string, logs *testkit.LogBuffer) {
 		}
 	})
 	t.Run("Cloud Run timeout is the request deadline", func(t *testing.T) {
-		if _, body, _ := get(t, base+"/deadline"); body != "true 30s" {
-			t.Fatalf("deadline %q", body)
-		}
+		from := time.Now()
+		_, body, _ := get(t, base+"/deadline")
+		testkit.WantDeadline(t, testkit.ParseDeadline(t, body), from, time.Now(), 30*time.Second, time.Nanosecond)
 	})
 	t.Run("flushes reach the client", func(t *testing.T) {
 		resp, err := http.Get(base + "/events")

@@ -62,9 +62,11 @@ const HealthPath = "/.well-known/health"
 
 // WithMaxConnections caps the connections open at once at n (n <= 0: the default,
 // httpkit.DefaultMaxConnectionsFor the process's file limit: min(4096, 3/4 of RLIMIT_NOFILE)).
-// Beyond the cap, httpkit.ReservedConnections more connections are accepted for HealthPath only
-// (another request gets 503, and a reserved connection has 2 s to send its request); any other
-// connection is closed as soon as it is accepted.
+// At the cap, a new connection takes the slot of the oldest one waiting for a request (idle
+// between requests, or still sending its headers), which is closed. When every connection serves
+// a request, httpkit.ReservedConnections more are accepted for HealthPath only (another request
+// gets 503, and a reserved connection has 2 s to send its request); any other connection is
+// closed as soon as it is accepted.
 func WithMaxConnections(n int) Option { return func(c *config) { c.maxConns = n } }
 
 // Option configures Serve.

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"time"
+
+	"github.com/supervaize/svz/adapters/internal/testkit"
 )
 
 // echo answers with what it received, so tests see the request the adapter built. Its routes
@@ -42,14 +43,7 @@ func echo() http.Handler {
 			panic("a 204 accepted a body")
 		}
 	})
-	mux.HandleFunc("/deadline", func(w http.ResponseWriter, r *http.Request) {
-		dl, ok := r.Context().Deadline()
-		if !ok {
-			http.Error(w, "no deadline", http.StatusInternalServerError)
-			return
-		}
-		_, _ = io.WriteString(w, time.Until(dl).Round(time.Second).String())
-	})
+	mux.HandleFunc("/deadline", testkit.WriteDeadline)
 	mux.HandleFunc("/sniff", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "<html><body>hi</body></html>")
 	})

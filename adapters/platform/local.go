@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,6 +123,28 @@ func loopbackHost(host string) (string, error) {
 		"use 127.0.0.1, ::1 or localhost (SUPERVAIZER_HOST, or --host with cmd/local), or run without local mode to serve other interfaces", h)
 }
 
+// svzModule is svz's module path.
+const svzModule = "github.com/supervaize/svz"
+
+// svzInstall says how to install the svz CLI for a binary built as info says: the version of svz
+// the binary requires when that is a published one (not replaced by a checkout); else from a
+// checkout, since "@latest" exists only once svz is released. The CLI lands in
+// $(go env GOPATH)/bin, which must be on PATH for "svz" to be found.
+func svzInstall(info *debug.BuildInfo) string {
+	const onPath = " puts it in $(go env GOPATH)/bin, which must be on your PATH"
+	if info != nil && info.Main.Path == svzModule {
+		return "svz, the CLI: in this svz repository, go install ./cmd/svz" + onPath + " (or go run ./cmd/svz)"
+	}
+	if info != nil {
+		for _, d := range info.Deps {
+			if d.Path == svzModule && d.Replace == nil && d.Version != "" && d.Version != "(devel)" {
+				return "svz, the CLI: go install " + svzModule + "/cmd/svz@" + d.Version + onPath
+			}
+		}
+	}
+	return "svz, the CLI: in your svz checkout, go install ./cmd/svz" + onPath
+}
+
 // printBanner prints the endpoints and ready-to-paste curl commands. A key the user chose is a
 // secret: the commands then read it from the shell's environment and only its fingerprint is
 // shown. When trust settings switched the bypass off, the commands carry a token header and the
@@ -154,7 +177,8 @@ func printBanner(out io.Writer, info LocalInfo) {
 		fmt.Fprintln(&w, "Workspace authorization is ON (SUPERVAIZER_WORKSPACE_AUTH_* settings): every /a2a call needs a token. One for both commands below:")
 		fmt.Fprintf(&w, "  TOKEN=$(svz dev token --agent %s --workspace local --scopes supervaizer/action.invoke,supervaizer/surface.load,%s)\n",
 			sample.slug, strings.Join(sample.targets(), ","))
-		fmt.Fprintln(&w, "  (svz: go install github.com/supervaize/svz/cmd/svz@latest; in the svz repository, go run ./cmd/svz)")
+		info, _ := debug.ReadBuildInfo()
+		fmt.Fprintln(&w, "  ("+svzInstall(info)+")")
 		tokenLine = "  -H \"X-Supervaize-Workspace-Authorization: Bearer $TOKEN\" \\\n"
 	}
 	fmt.Fprintf(&w, "\n  workbench  %s%s (open it in a browser)\n", base, workbench.Path)

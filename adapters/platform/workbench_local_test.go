@@ -173,8 +173,8 @@ func TestWorkbenchAuthorization(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := mountWorkbench(ctrl, LocalInfo{APIKey: localAPIKey, Controller: ctrl, Log: slog.New(slog.DiscardHandler)})
-		req := httptest.NewRequest("GET", "http://127.0.0.1/manage/api/config", nil)
-		req.RemoteAddr = "127.0.0.1:1"
+		req := httptest.NewRequest("GET", "/manage/api/config", nil)
+		req.RemoteAddr, req.Host = "127.0.0.1:1", "127.0.0.1"
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		if want := `{"api_key":"local-dev","workspace_authorization":"` + string(c.want) + `"}`; w.Body.String() != want {

@@ -236,6 +236,11 @@ func TestWelcomeWithVerification(t *testing.T) {
 		strings.Count(text, `-H "X-Supervaize-Workspace-Authorization: Bearer $TOKEN"`) != 2 {
 		t.Fatalf("welcome text:\n%s", text)
 	}
+	// How to get svz: from this repository (no release to install "@latest" from), and where it lands.
+	if !strings.Contains(text, "  (svz, the CLI: in this svz repository, go install ./cmd/svz puts it in $(go env GOPATH)/bin, which must be on your PATH (or go run ./cmd/svz))\n") ||
+		strings.Contains(text, "@latest") {
+		t.Fatalf("welcome text, how to install svz:\n%s", text)
+	}
 	// The token the printed command mints: the scopes it names, for the printed workspace.
 	tok := iss.Token(granttest.Valid(time.Now(), issuer, "supervaizer/action.invoke", "supervaizer/surface.load", "job.start").With(
 		"aud", "supervaizer-server:dev-server-1", "server_id", "dev-server-1", "agent_id", "dev-agent-1",

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// TestJobsWalkthrough runs docs/jobs-walkthrough.md as written from the repository's root (the
-// port replaced by a free one): a slow leadgen job on a bolt store, its process killed with
+// TestJobsWalkthrough runs docs/jobs-walkthrough.md as written from the repository's root, on a
+// free port given as SUPERVAIZER_PORT: a slow leadgen job on a bolt store, its process killed with
 // kill -9 during the find step, a new process taking the job over up to the review. The
 // walkthrough must stop what it started, remove its directory and leave the repository as it was
 // (runScript).
@@ -20,9 +20,13 @@ func TestJobsWalkthrough(t *testing.T) {
 	if len(blocks) != 1 {
 		t.Fatalf("the walkthrough has %d sh blocks, want 1", len(blocks))
 	}
+	// The port is the reader's to choose (SUPERVAIZER_PORT), never written in: the script runs
+	// as is, on a free port.
+	if strings.Contains(blocks[0], ":8000/") {
+		t.Fatalf("the walkthrough writes port 8000 into a URL: take it from $AGENT_PORT:\n%s", blocks[0])
+	}
 	port, tmp := freeLoopbackPort(t), t.TempDir()
-	script := strings.ReplaceAll(blocks[0], "127.0.0.1:8000", "127.0.0.1:"+port)
-	out := runScript(t, tmp, script, []string{port}, "SUPERVAIZER_PORT="+port)
+	out := runScript(t, tmp, blocks[0], []string{port}, "SUPERVAIZER_PORT="+port)
 	for _, want := range []string{
 		`{"type":"job.started","job_id":"job-1","status":"active"}`,
 		`"id":"job-1-find","activity":"operation","status":"active"`,

@@ -253,8 +253,12 @@ func TestGrantWalkthrough(t *testing.T) {
 	// The JWKS recipe, after step 1, instead of the PEM key; the server stopped as it says.
 	step1 := blocks[0][:strings.Index(blocks[0], "# 2.")]
 	rest := blocks[0][len(step1):]
-	probe := "wait_for 'the JWKS' curl -sf http://127.0.0.1:" + jwksPort + "/studio-grant.jwks.json\n" +
-		"curl -s -o /dev/null -w 'key:%{http_code}\\n' http://127.0.0.1:" + jwksPort + "/studio-grant.key\n" +
+	// The recipe waits for its server itself: a call made before it serves is refused, and every
+	// call for the cooldown after it (the test adds no wait of its own).
+	if !strings.Contains(blocks[1], "JWKS_SERVER=$!\nwait_for \"the JWKS server\" curl -sf http://127.0.0.1:8765/studio-grant.jwks.json\n") {
+		t.Fatalf("the JWKS recipe does not wait for its server before the first call:\n%s", blocks[1])
+	}
+	probe := "curl -s -o /dev/null -w 'key:%{http_code}\\n' http://127.0.0.1:" + jwksPort + "/studio-grant.key\n" +
 		"curl -s -o /dev/null -w 'jwks:%{http_code}\\n' http://127.0.0.1:" + jwksPort + "/studio-grant.jwks.json\n"
 	if !strings.Contains(blocks[1], "then: kill $JWKS_SERVER; wait $JWKS_SERVER") {
 		t.Fatalf("the JWKS recipe does not say how to stop its server:\n%s", blocks[1])

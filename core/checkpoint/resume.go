@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/supervaize/svz/core/contract"
@@ -41,16 +40,20 @@ func (d *decision) matches(rec *stepRecord) bool {
 }
 
 // parseResume reads a rule.checkpoint.resume request: the decision in input, the job and case
-// from the envelope (they override any value in input), the agent from agent_slug.
+// from the envelope (they override any value in input), the agent from agent_slug. A request
+// that is not a decision is a contract.InputErrors, every mistake at once: a member missing
+// (input_required; the envelope's job_id and case_id under their own names), not a string
+// (input_type) or not one of its values (input_option).
 func parseResume(req *contract.ActionRequest) (*decision, error) {
+	const action = contract.RuleCheckpointResumeAction + ": "
 	var in map[string]json.RawMessage
 	if len(bytes.TrimSpace(req.Input)) > 0 {
 		if err := json.Unmarshal(req.Input, &in); err != nil {
-			return nil, errors.New("rule.checkpoint.resume: the input must be a JSON object")
+			return nil, contract.InputErrors{{Code: contract.InputType, Message: action + "the input must be a JSON object"}}
 		}
 	}
 	d := &decision{Agent: req.AgentSlug}
-	var missing []string
+	var errs contract.InputErrors
 	for _, f := range []struct {
 		name     string
 		to       *string
@@ -59,38 +62,39 @@ func parseResume(req *contract.ActionRequest) (*decision, error) {
 		{"status", &d.Status, true}, {"snapshot_hash", &d.SnapshotHash, true}, {"input_hash", &d.InputHash, true},
 		{"decision_id", &d.DecisionID, false}} {
 		raw, ok := in[f.name]
-		if !ok || string(raw) == "null" {
+		switch {
+		case !ok || string(raw) == "null":
 			if f.required {
-				missing = append(missing, f.name)
+				errs = append(errs, contract.ResultError{Code: contract.InputRequired, Field: f.name, Message: action + "input." + f.name + " is required"})
 			}
+		case json.Unmarshal(raw, f.to) != nil:
+			errs = append(errs, contract.ResultError{Code: contract.InputType, Field: f.name, Message: action + "input." + f.name + " must be a string"})
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    *string
+		to   *string
+	}{{"job_id", req.JobID, &d.JobID}, {"case_id", req.CaseID, &d.CaseID}} {
+		if f.v == nil || *f.v == "" {
+			errs = append(errs, contract.ResultError{Code: contract.InputRequired, Field: f.name, Message: action + "the request's " + f.name + " is required"})
 			continue
 		}
-		if err := json.Unmarshal(raw, f.to); err != nil {
-			return nil, fmt.Errorf("rule.checkpoint.resume: input.%s must be a string", f.name)
-		}
+		*f.to = *f.v
 	}
-	if req.JobID == nil || *req.JobID == "" {
-		missing = append(missing, "job_id (the request's)")
-	} else {
-		d.JobID = *req.JobID
-	}
-	if req.CaseID == nil || *req.CaseID == "" {
-		missing = append(missing, "case_id (the request's)")
-	} else {
-		d.CaseID = *req.CaseID
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("rule.checkpoint.resume: missing %s", strings.Join(missing, ", "))
-	}
-	if d.Phase != PhaseBefore && d.Phase != PhaseAfter {
-		return nil, errors.New("rule.checkpoint.resume: input.phase must be before or after")
+	if d.Phase != "" && d.Phase != PhaseBefore && d.Phase != PhaseAfter {
+		errs = append(errs, contract.ResultError{Code: contract.InputOption, Field: "phase", Message: action + "input.phase must be before or after"})
 	}
 	switch d.Status {
-	case DecisionAllow, DecisionStop:
+	case "", DecisionAllow, DecisionStop:
 	case DecisionPause:
-		return nil, errors.New("rule.checkpoint.resume: input.status must be allow or stop: a pause is not a decision (the checkpoint keeps waiting)")
+		errs = append(errs, contract.ResultError{Code: contract.InputOption, Field: "status",
+			Message: action + "input.status must be allow or stop: a pause is not a decision (the checkpoint keeps waiting)"})
 	default:
-		return nil, errors.New("rule.checkpoint.resume: input.status must be allow or stop")
+		errs = append(errs, contract.ResultError{Code: contract.InputOption, Field: "status", Message: action + "input.status must be allow or stop"})
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return d, nil
 }
@@ -103,9 +107,11 @@ func parseResume(req *contract.ActionRequest) (*decision, error) {
 // stored) is kept in the store and applied when the occurrence reaches it.
 //
 // The result is the reference's: one rule.checkpoint.resumed effect whose status is the decision
-// delivered (allow or stop) or pending_delivery, and summary.checkpoint_id. A pause, a decision
-// for another agent or snapshot, or one that does not match the stored occurrence is an error
-// (JSON-RPC -32603, the reference's message in the log); the checkpoint keeps waiting. A
+// delivered (allow or stop) or pending_delivery, and summary.checkpoint_id. A request that is no
+// decision (a member missing or of another type, a pause) is refused as input (contract.Refuse:
+// status error, input_* codes naming the members); a decision for another agent or snapshot, or
+// one that does not match the stored occurrence, is an error (JSON-RPC -32603, the reference's
+// message in the log). Either way the checkpoint keeps waiting. A
 // decision recorded already for an occurrence that another instance runs waits for that
 // instance's lease (it may have died in the step), within the call's deadline; when it cannot,
 // the resume is refused (ErrActive) so that Studio delivers it again, never answered as if the
@@ -114,7 +120,7 @@ func parseResume(req *contract.ActionRequest) (*decision, error) {
 func Resume(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
 	d, err := parseResume(req)
 	if err != nil {
-		return nil, err
+		return contract.Refused(err)
 	}
 	sc, err := scopeOf(ctx)
 	if err != nil {

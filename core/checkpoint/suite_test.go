@@ -239,7 +239,6 @@ func testResumeRefusals(t *testing.T, s store.Store) {
 		want error
 		msg  string
 	}{
-		{"pause is not a decision", func() *contract.ActionRequest { return j.resumeRequest(t, "before", "pause") }, nil, "must be allow or stop"},
 		{"another occurrence", func() *contract.ActionRequest { return resumeRequestFor(other, "before", "allow", ans) }, checkpoint.ErrResumeMismatch, ""},
 		{"another case", func() *contract.ActionRequest { return resumeRequestFor(otherCase, "before", "allow", ans) }, checkpoint.ErrResumeMismatch, ""},
 		{"another job", func() *contract.ActionRequest { return resumeRequestFor(otherJob, "before", "allow", ans) }, checkpoint.ErrResumeMismatch, ""},
@@ -259,21 +258,6 @@ func testResumeRefusals(t *testing.T, s store.Store) {
 			return r
 		}, checkpoint.ErrResumeSnapshot, ""},
 		{"the after phase, not reached", func() *contract.ActionRequest { return resumeRequestFor(j.occ, "after", "allow", ans) }, checkpoint.ErrResumeMismatch, ""},
-		{"no case in the envelope", func() *contract.ActionRequest {
-			r := j.resumeRequest(t, "before", "allow")
-			r.CaseID = nil
-			return r
-		}, nil, "missing case_id (the request's)"},
-		{"a phase that is neither", func() *contract.ActionRequest {
-			r := j.resumeRequest(t, "before", "allow")
-			r.Input = edit(func(m map[string]any) { m["phase"] = "during" })
-			return r
-		}, nil, "input.phase must be before or after"},
-		{"a status that is no decision", func() *contract.ActionRequest {
-			r := j.resumeRequest(t, "before", "allow")
-			r.Input = edit(func(m map[string]any) { m["status"] = 1 })
-			return r
-		}, nil, "input.status must be a string"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := checkpointResume(a, c.req())
@@ -285,6 +269,58 @@ func testResumeRefusals(t *testing.T, s store.Store) {
 				t.Fatalf("error %v, want %v", err, c.want)
 			case c.msg != "" && !strings.Contains(err.Error(), c.msg):
 				t.Fatalf("error %v, want %q", err, c.msg)
+			}
+		})
+	}
+	// A request that is no decision is refused as input, every mistake named, nothing changed.
+	for _, c := range []struct {
+		name string
+		req  func() *contract.ActionRequest
+		want string
+	}{
+		{"pause is not a decision", func() *contract.ActionRequest { return j.resumeRequest(t, "before", "pause") },
+			`[{"code":"input_option","message":"rule.checkpoint.resume: input.status must be allow or stop: a pause is not a decision (the checkpoint keeps waiting)","field":"status"}]`},
+		{"no job nor case in the envelope", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			empty := ""
+			r.JobID, r.CaseID = &empty, nil
+			return r
+		}, `[{"code":"input_required","message":"rule.checkpoint.resume: the request's job_id is required","field":"job_id"},` +
+			`{"code":"input_required","message":"rule.checkpoint.resume: the request's case_id is required","field":"case_id"}]`},
+		{"a phase that is neither", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			r.Input = edit(func(m map[string]any) { m["phase"] = "during" })
+			return r
+		}, `[{"code":"input_option","message":"rule.checkpoint.resume: input.phase must be before or after","field":"phase"}]`},
+		{"a status that is no string", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			r.Input = edit(func(m map[string]any) { m["status"] = 1 })
+			return r
+		}, `[{"code":"input_type","message":"rule.checkpoint.resume: input.status must be a string","field":"status"}]`},
+		{"a status that is no decision", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			r.Input = edit(func(m map[string]any) { m["status"] = "maybe" })
+			return r
+		}, `[{"code":"input_option","message":"rule.checkpoint.resume: input.status must be allow or stop","field":"status"}]`},
+		{"members null, the optional one too", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			r.Input = edit(func(m map[string]any) { m["checkpoint_id"], m["decision_id"] = nil, nil })
+			return r
+		}, `[{"code":"input_required","message":"rule.checkpoint.resume: input.checkpoint_id is required","field":"checkpoint_id"}]`},
+		{"an input that is no object", func() *contract.ActionRequest {
+			r := j.resumeRequest(t, "before", "allow")
+			r.Input = []byte(`["allow"]`)
+			return r
+		}, `[{"code":"input_type","message":"rule.checkpoint.resume: the input must be a JSON object"}]`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := checkpoint.Resume(a.ctx(), c.req())
+			if err != nil {
+				t.Fatalf("an error (-32603), not an input refusal: %v", err)
+			}
+			got, _ := json.Marshal(res.Errors)
+			if !res.Refusal() || string(got) != c.want {
+				t.Fatalf("refusal %v, errors:\n got %s\nwant %s", res.Refusal(), got, c.want)
 			}
 		})
 	}
@@ -709,6 +745,10 @@ func testConcurrent(t *testing.T, s store.Store) {
 // test's (manualClock): a renewal that is not written, or that goes on after the lease was lost,
 // fails at once rather than after a timeout.
 func testLease(t *testing.T, s store.Store) {
+	// A lease of a minute of the manual clock: a renewal's write is bounded by a quarter lease of
+	// real time, or writeTimeout (10 s) when shorter; with a short lease, a store slowed by a
+	// loaded machine would miss a renewal.
+	const lease = time.Minute
 	w := newWorld(t, s, nil)
 	clock := newManualClock()
 	release, started := make(chan struct{}), make(chan struct{}, 1)
@@ -716,8 +756,8 @@ func testLease(t *testing.T, s store.Store) {
 		started <- struct{}{}
 		<-release
 		return receipt{Order: o.ID, Ref: "rcpt-" + o.ID}, nil
-	}}, clock.renewing(time.Second))
-	b := w.instance(behaviour{}, clock.frozen(time.Second))
+	}}, clock.renewing(lease))
+	b := w.instance(behaviour{}, clock.frozen(lease))
 	j := w.job()
 	done := make(chan error, 1)
 	go func() { _, err := j.run(t, a); done <- err }()
@@ -727,7 +767,7 @@ func testLease(t *testing.T, s store.Store) {
 	// margin after the manual clock's time. The next timer is armed once it is written.
 	renew := func() {
 		t.Helper()
-		want := clock.Now().Add(time.Second + checkpoint.SkewMargin)
+		want := clock.Now().Add(lease + checkpoint.SkewMargin)
 		timer <- time.Now()
 		timer = clock.nextTimer(t, "the renewal to end")
 		if got := leaseUntil(t, s, j.occ.OccurrenceID); !got.Equal(want) {
@@ -735,7 +775,7 @@ func testLease(t *testing.T, s store.Store) {
 		}
 	}
 	for range 3 {
-		clock.advance(2500 * time.Millisecond) // three rounds: well past one lease + skew margin (3 s)
+		clock.advance(lease / 2) // three rounds: well past one lease + skew margin
 		renew()
 		if _, err := j.run(t, b); !errors.Is(err, checkpoint.ErrActive) {
 			t.Fatalf("while the effect runs: %v", err)
@@ -743,7 +783,7 @@ func testLease(t *testing.T, s store.Store) {
 	}
 	// Without renewals the lease lapses: the occurrence then reads as needing recovery, and
 	// still nothing runs the effect again.
-	clock.advance(10 * time.Second)
+	clock.advance(2 * lease)
 	if _, err := j.run(t, b); !errors.Is(err, checkpoint.ErrEffectStarted) {
 		t.Fatalf("after the lease lapsed: %v", err)
 	}
@@ -782,7 +822,7 @@ func testLease(t *testing.T, s store.Store) {
 	})
 	go func() { _, err := j2.run(t, a); done <- err }()
 	recv(t, stalled, "the before checkpoint to stall")
-	clock.advance(time.Minute)
+	clock.advance(2 * lease)
 	out, err := j2.run(t, b)
 	unstall()
 	wantStatus(t, out, err, checkpoint.Completed, "")
@@ -802,12 +842,12 @@ func testLease(t *testing.T, s store.Store) {
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
 		return receipt{}, ctx.Err()
-	}}, clock.renewing(time.Second))
+	}}, clock.renewing(lease))
 	j3 := w.job()
 	go func() { _, err := j3.run(t, c); done <- err }()
 	recv(t, started3, "the third effect to start")
 	timer = clock.effectTimer(t)
-	clock.advance(time.Minute)
+	clock.advance(2 * lease)
 	found := receipt{Order: j3.order.ID, Ref: "rcpt-recovered"}
 	out, err = checkpoint.RecoverGuardedStep(b.ctx(), j3.gate(t, b), b.step, j3.occ, found)
 	wantStatus(t, out, err, checkpoint.Completed, "")

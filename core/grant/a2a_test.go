@@ -244,7 +244,8 @@ func TestA2AEveryFailureCode(t *testing.T) {
 		{"jwks_unavailable", func(t *testing.T) grant.Config {
 			return jwksConfig(jwksEndpoint(t, http.StatusServiceUnavailable, nil))
 		}, nil,
-			call{header: tok(valid)}, grant.CodeJWKSUnavailable, "Workspace authorization JWKS could not be loaded"},
+			call{header: tok(valid)}, grant.CodeJWKSUnavailable,
+			"Workspace authorization JWKS could not be loaded; it is fetched again for a call made in 30 s or later: retry then"},
 		{"invalid_jwks/no keys list", func(t *testing.T) grant.Config {
 			return jwksConfig(jwksEndpoint(t, http.StatusOK, []byte(`{"keys":{}}`)))
 		}, nil,

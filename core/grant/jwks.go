@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -172,7 +173,7 @@ func (s *jwksSource) key(ctx context.Context, kid string) (ed25519.PublicKey, *E
 	ran, err := s.refresh(ctx, now, true)
 	switch {
 	case ran && err != nil:
-		return nil, err.clone()
+		return nil, s.untilNextFetch(err, now)
 	case ran:
 		if set = s.usable(now); set != nil {
 			if e, ok := set.keys[kid]; ok {
@@ -184,13 +185,35 @@ func (s *jwksSource) key(ctx context.Context, kid string) (ed25519.PublicKey, *E
 		last := s.lastErr
 		s.mu.Unlock()
 		if last != nil {
-			return nil, last.clone()
+			return nil, s.untilNextFetch(last, now)
 		}
 	}
 	if set == nil {
-		return nil, refuse(CodeJWKSUnavailable, msgJWKSDown)
+		return nil, s.untilNextFetch(refuse(CodeJWKSUnavailable, msgJWKSDown), now)
 	}
 	return nil, refuse(CodeUnknownKID, msgUnknownKID)
+}
+
+// untilNextFetch returns a copy of e, the outcome of a failed or cooled-down fetch, that says
+// when a call can cause the next fetch when e is jwks_unavailable ("could not be loaded"): the
+// cooldown refuses every call until then, and a caller that retries at once (a JWKS server still
+// starting) must know to wait. While a fetch is under way (this call gave up waiting for it), the
+// next call joins it: nothing to add.
+func (s *jwksSource) untilNextFetch(e *Error, now time.Time) *Error {
+	s.mu.Lock()
+	running, next := s.running != nil, s.lastAttempt.Add(s.cooldown)
+	s.mu.Unlock()
+	if e.Code != CodeJWKSUnavailable || running {
+		return e.clone()
+	}
+	return refuse(e.Code, jwksDownMessage(next.Sub(now)))
+}
+
+// jwksDownMessage is the reference's jwks_unavailable message, followed by when the next fetch can
+// be made: in wait, in whole seconds rounded up (at least 1).
+func jwksDownMessage(wait time.Duration) string {
+	secs := max(1, int64(math.Ceil(wait.Seconds())))
+	return msgJWKSDown + "; it is fetched again for a call made in " + strconv.FormatInt(secs, 10) + " s or later: retry then"
 }
 
 // usable returns the last good set unless it is older than jwksMaxStale.

@@ -187,7 +187,7 @@ func TestJWKSStaleSetWhileEndpointDown(t *testing.T) {
 	srv.set([]byte("down"), http.StatusServiceUnavailable, "")
 	clk.Add(jwksMaxStale)
 	err := call()
-	wantRefusal(t, err, CodeJWKSUnavailable, msgJWKSDown)
+	wantRefusal(t, err, CodeJWKSUnavailable, jwksDownMessage(DefaultJWKSCooldown))
 
 	// Recovery.
 	srv.set(granttest.JWKS(studio.JWK()), http.StatusOK, "")
@@ -320,8 +320,8 @@ func TestJWKSPayloads(t *testing.T) {
 		{"first of duplicate kids wins", string(granttest.JWKS(jwk, other.JWK())), "", ""},
 		{"entries without kid are skipped", `{"keys":[{"kty":"OKP","crv":"Ed25519","x":"` + x + `"},` + string(mustMarshal(jwk)) + `]}`, "", ""},
 		{"alg and use are ignored", `{"keys":[{"kid":"k1","kty":"OKP","crv":"Ed25519","x":"` + x + `","alg":"RS256","use":"enc"}]}`, "", ""},
-		{"not JSON", `keys: [k1]`, CodeJWKSUnavailable, msgJWKSDown},
-		{"JSON with trailing data", string(granttest.JWKS(jwk)) + `{}`, CodeJWKSUnavailable, msgJWKSDown},
+		{"not JSON", `keys: [k1]`, CodeJWKSUnavailable, jwksDownMessage(DefaultJWKSCooldown)},
+		{"JSON with trailing data", string(granttest.JWKS(jwk)) + `{}`, CodeJWKSUnavailable, jwksDownMessage(DefaultJWKSCooldown)},
 		{"a list", `[` + string(mustMarshal(jwk)) + `]`, CodeInvalidJWKS, msgJWKSNoKeys},
 		{"no keys member", `{"jwks":[]}`, CodeInvalidJWKS, msgJWKSNoKeys},
 		{"keys an object", `{"keys":{"k1":{}}}`, CodeInvalidJWKS, msgJWKSNoKeys},
@@ -363,7 +363,7 @@ func TestJWKSFetchLimits(t *testing.T) {
 		start := time.Now()
 		v := newJWKSVerifier(t, srv.URL(), newClock(), WithJWKSFetchTimeout(100*time.Millisecond))
 		_, err := v.Authorize(context.Background(), jobStart(tok))
-		wantRefusal(t, err, CodeJWKSUnavailable, msgJWKSDown)
+		wantRefusal(t, err, CodeJWKSUnavailable, jwksDownMessage(DefaultJWKSCooldown))
 		if d := time.Since(start); d > 2*time.Second {
 			t.Fatalf("start-up and call took %s with a 100 ms fetch timeout", d)
 		}
@@ -373,7 +373,7 @@ func TestJWKSFetchLimits(t *testing.T) {
 		srv := newJWKSServer(t, []byte(big))
 		v := newJWKSVerifier(t, srv.URL(), newClock())
 		_, err := v.Authorize(context.Background(), jobStart(tok))
-		wantRefusal(t, err, CodeJWKSUnavailable, msgJWKSDown)
+		wantRefusal(t, err, CodeJWKSUnavailable, jwksDownMessage(DefaultJWKSCooldown))
 	})
 	t.Run("redirect to plain http elsewhere", func(t *testing.T) {
 		target := "http://studio.example/jwks/"
@@ -381,7 +381,7 @@ func TestJWKSFetchLimits(t *testing.T) {
 		defer redirect.Close()
 		v := newJWKSVerifier(t, redirect.URL+"/jwks/", newClock())
 		_, err := v.Authorize(context.Background(), jobStart(tok))
-		wantRefusal(t, err, CodeJWKSUnavailable, msgJWKSDown)
+		wantRefusal(t, err, CodeJWKSUnavailable, jwksDownMessage(DefaultJWKSCooldown))
 	})
 	t.Run("redirect on loopback", func(t *testing.T) {
 		srv := newJWKSServer(t, granttest.JWKS(studio.JWK()))
@@ -400,7 +400,7 @@ func TestJWKSFetchLimits(t *testing.T) {
 		defer loop.Close()
 		v := newJWKSVerifier(t, loop.URL+"/jwks", newClock())
 		_, err := v.Authorize(context.Background(), jobStart(tok))
-		wantRefusal(t, err, CodeJWKSUnavailable, msgJWKSDown)
+		wantRefusal(t, err, CodeJWKSUnavailable, jwksDownMessage(DefaultJWKSCooldown))
 	})
 	t.Run("caller gives up, fetch goes on for the others", func(t *testing.T) {
 		srv := newJWKSServer(t, granttest.JWKS(studio.JWK()))
@@ -413,7 +413,7 @@ func TestJWKSFetchLimits(t *testing.T) {
 		go func() { _, err := v.Authorize(ctx, jobStart(tok)); errc <- err }()
 		<-arrived
 		cancel()
-		wantRefusal(t, <-errc, CodeJWKSUnavailable, msgJWKSDown)
+		wantRefusal(t, <-errc, CodeJWKSUnavailable, msgJWKSDown) // the fetch goes on: the next call joins it
 		other := make(chan error, 1)
 		go func() { _, err := v.Authorize(context.Background(), jobStart(tok)); other <- err }()
 		time.Sleep(20 * time.Millisecond)
@@ -521,7 +521,7 @@ func TestJWKSRedirectToPlainHTTPIP(t *testing.T) {
 	client := &http.Client{Transport: rt}
 	v := newJWKSVerifier(t, "https://studio.example/jwks/", newClock(), WithHTTPClient(client))
 	_, err := v.Authorize(context.Background(), jobStart(attacker.Token(granttest.Valid(t0, testIssuer, fullScopes...))))
-	wantRefusal(t, err, CodeJWKSUnavailable, msgJWKSDown)
+	wantRefusal(t, err, CodeJWKSUnavailable, jwksDownMessage(DefaultJWKSCooldown))
 	rt.mu.Lock()
 	asked := slices.Clone(rt.asked)
 	rt.mu.Unlock()
@@ -567,7 +567,7 @@ func TestJWKSChunkedBodyOverLimit(t *testing.T) {
 			}()
 			select {
 			case err := <-done:
-				wantRefusal(t, err, CodeJWKSUnavailable, msgJWKSDown)
+				wantRefusal(t, err, CodeJWKSUnavailable, jwksDownMessage(DefaultJWKSCooldown))
 			case <-time.After(2 * time.Minute):
 				t.Fatal("the fetch did not stop at the size limit")
 			}
@@ -592,3 +592,39 @@ func observeChunked(next http.RoundTripper, chunked chan<- bool) http.RoundTripp
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestJWKSRefusalSaysWhenToRetry: the JWKS server not up yet (as when the docs' recipe starts it
+// and calls at once): the refusal says when a call can cause the next fetch, counting down over
+// the cooldown, and a call made then gets the keys.
+func TestJWKSRefusalSaysWhenToRetry(t *testing.T) {
+	studio := granttest.NewIssuer("k1")
+	srv := newJWKSServer(t, nil)
+	srv.set([]byte("starting"), http.StatusServiceUnavailable, "")
+	clk := newClock()
+	v := newJWKSVerifier(t, srv.URL(), clk, WithTokenCacheSize(0))
+	call := func() error {
+		_, err := v.Authorize(context.Background(), jobStart(studio.Token(granttest.Valid(clk.Now(), testIssuer, fullScopes...))))
+		return err
+	}
+	const prefix = "Workspace authorization JWKS could not be loaded; it is fetched again for a call made in "
+	wantRefusal(t, call(), CodeJWKSUnavailable, prefix+"30 s or later: retry then") // this call's own fetch failed
+	srv.set(granttest.JWKS(studio.JWK()), http.StatusOK, "")                        // the server is up now
+	for _, step := range []struct {
+		advance time.Duration
+		want    string
+	}{
+		{12500 * time.Millisecond, "18 s"},              // 17.5 s left: rounded up
+		{17 * time.Second, "1 s"},                       // 0.5 s left
+		{500*time.Millisecond - time.Nanosecond, "1 s"}, // 1 ns left: never "0 s"
+	} {
+		clk.Add(step.advance)
+		wantRefusal(t, call(), CodeJWKSUnavailable, prefix+step.want+" or later: retry then")
+	}
+	if n := srv.hits.Load(); n != 2 { // the start-up fetch and the first call's
+		t.Fatalf("fetches during the cooldown: %d, want 2", n)
+	}
+	clk.Add(time.Nanosecond) // the cooldown is over: the next call fetches, and gets in
+	if err := call(); err != nil {
+		t.Fatalf("a call made when the refusal said: %v", err)
+	}
+}

@@ -433,6 +433,21 @@ func errorResult(e contract.ResultError) *contract.ActionResult {
 	return &contract.ActionResult{Status: contract.StatusError, Effects: []contract.Effect{}, Errors: []contract.ResultError{e}}
 }
 
+// Declined reports whether res is the gate's own answer to a retry that it neither ran nor
+// replayed: one error, idempotency_conflict, idempotency_in_progress or
+// idempotency_result_unrecordable, and no effect. A caller whose run was not called tells a
+// replay (the recorded result) from these by it.
+func Declined(res *contract.ActionResult) bool {
+	if res == nil || len(res.Errors) != 1 || len(res.Effects) != 0 {
+		return false
+	}
+	switch res.Errors[0].Code {
+	case CodeConflict, CodeInProgress, CodeUnrecordable:
+		return true
+	}
+	return false
+}
+
 // markStrict returns a copy of res whose replay_safety.strictly_idempotent_response is strict,
 // leaving the handler's value untouched (it may be shared).
 func markStrict(res *contract.ActionResult, strict bool) *contract.ActionResult {

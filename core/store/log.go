@@ -42,11 +42,19 @@ type Log interface {
 	WaitLog(ctx context.Context, name string, after uint64) error
 }
 
-// Retention bounds a log: entries older than MaxAge, and entries beyond the newest MaxCount, are
-// deleted by later appends. Zero means no bound of that kind.
+// Retention bounds a log: entries older than MaxAge, entries beyond the newest MaxCount, and
+// entries beyond the newest MaxBytes bytes of data are deleted by later appends. Zero means no
+// bound of that kind.
+//
+// The byte bound counts the data of the entries: an entry is kept while its data and that of
+// every newer entry add up to at most MaxBytes. The newest entry is kept whatever its size. A
+// store may keep an entry longer, until the newer entries alone hold MaxBytes and an eighth of
+// it (the DynamoDB store marks the log's bytes in eighths of the bound, as its ages), never
+// shorter.
 type Retention struct {
 	MaxAge   time.Duration
 	MaxCount int
+	MaxBytes int64
 }
 
 // LogPosition is an appended entry's place in its log.

@@ -73,7 +73,10 @@ func run(events, size, streams int, watch time.Duration) error {
 		return err
 	}
 	child := exec.Command(self, "serve")
-	child.Env = append(os.Environ(), "PORT=0", "SUPERVAIZER_STORE=memory", "SUPERVAIZER_LOG_LEVEL=ERROR", "EVENTSRSS_SIZE="+strconv.Itoa(size))
+	// Events are kept whole (at most 1 MiB each, 1 GiB in all), however large -size makes them:
+	// the streams' memory bounds are measured, not the log's.
+	child.Env = append(os.Environ(), "PORT=0", "SUPERVAIZER_STORE=memory", "SUPERVAIZER_LOG_LEVEL=ERROR", "EVENTSRSS_SIZE="+strconv.Itoa(size),
+		"SUPERVAIZER_EVENT_MAX_BYTES=1048576", "SUPERVAIZER_EVENT_RETENTION_BYTES=1073741824")
 	out, err := child.StdoutPipe()
 	if err != nil {
 		return err

@@ -12,6 +12,11 @@ import (
 // loopback address, and its Host a loopback address or localhost (NotLoopbackHost), so that a web
 // page whose name was rebound to 127.0.0.1 (DNS rebinding) cannot reach a server whose key is
 // public knowledge.
+//
+// A request whose target names a host (absolute form, "POST http://127.0.0.1:8000/a2a", or a
+// CONNECT's authority) is refused whatever that host: net/http then takes the request's Host from
+// the target and drops the Host header (RFC 9112 §3.2.2), so the header cannot be checked, and a
+// client that is not a proxy never sends that form to a server.
 func NotLoopback(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -19,6 +24,10 @@ func NotLoopback(r *http.Request) string {
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		return "the request comes from " + host
+	}
+	if r.URL != nil && r.URL.Host != "" {
+		return "the request target names the host " + quoteHost(r.URL.Host) + " (absolute form), which hides the Host header local mode checks; " +
+			"send the path alone (e.g. POST /a2a) with Host 127.0.0.1, [::1] or localhost"
 	}
 	return NotLoopbackHost(r.Host)
 }

@@ -59,6 +59,14 @@ func TestNotLoopback(t *testing.T) {
 			t.Errorf("peer %s, Host %q: %q, want %q", tc.remote, tc.host, got, tc.want)
 		}
 	}
+	// An absolute target: net/http took the Host from it and dropped the header.
+	r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8000/a2a", nil)
+	r.RemoteAddr = "127.0.0.1:5000"
+	want := `the request target names the host "127.0.0.1:8000" (absolute form), which hides the Host header local mode checks; ` +
+		`send the path alone (e.g. POST /a2a) with Host 127.0.0.1, [::1] or localhost`
+	if got := httpkit.NotLoopback(r); got != want {
+		t.Errorf("absolute target: %q, want %q", got, want)
+	}
 }
 
 // TestLoopbackOnlyOnTheWire sends raw requests to a loopback server behind LoopbackOnly: the Host
@@ -75,15 +83,25 @@ func TestLoopbackOnlyOnTheWire(t *testing.T) {
 	refused := func(host string) string {
 		return `{"detail":"Local mode answers loopback only: the request names the host \"` + host + `\"; open it as 127.0.0.1, [::1] or localhost"}`
 	}
+	absolute := func(host string) string {
+		return `{"detail":"Local mode answers loopback only: the request target names the host \"` + host + `\" (absolute form), ` +
+			`which hides the Host header local mode checks; send the path alone (e.g. POST /a2a) with Host 127.0.0.1, [::1] or localhost"}`
+	}
 	cases := []struct{ name, request, status, body string }{
 		{"HTTP/1.0 without Host", "GET / HTTP/1.0\r\n\r\n", "HTTP/1.0 403 Forbidden",
 			`{"detail":"Local mode answers loopback only: the request names no host (no Host header); open it as 127.0.0.1, [::1] or localhost"}`},
 		{"HTTP/1.0 with Host", "GET / HTTP/1.0\r\nHost: localhost\r\n\r\n", "HTTP/1.0 200 OK", "ok"},
 		{"rebound name", "GET / HTTP/1.1\r\nHost: attacker.example:80\r\nConnection: close\r\n\r\n", "HTTP/1.1 403 Forbidden", refused("attacker.example")},
-		// An absolute target names the host, whatever the Host header says (RFC 9112 §3.2.2).
+		// An absolute target names the host and net/http drops the Host header (RFC 9112
+		// §3.2.2): the header cannot be checked, so the request is refused whatever both say.
 		{"absolute target, foreign", "GET http://attacker.example/ HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
-			"HTTP/1.1 403 Forbidden", refused("attacker.example")},
-		{"absolute target, loopback", "GET http://127.0.0.1/ HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n", "HTTP/1.1 200 OK", "ok"},
+			"HTTP/1.1 403 Forbidden", absolute("attacker.example")},
+		{"absolute target, loopback, foreign Host", "POST http://127.0.0.1:8000/a2a HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+			"HTTP/1.1 403 Forbidden", absolute("127.0.0.1:8000")},
+		{"absolute target, loopback, loopback Host", "GET http://localhost/ HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+			"HTTP/1.1 403 Forbidden", absolute("localhost")},
+		{"authority target", "CONNECT 127.0.0.1:8000 HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
+			"HTTP/1.1 403 Forbidden", absolute("127.0.0.1:8000")},
 		{"empty Host", "GET / HTTP/1.1\r\nHost:\r\nConnection: close\r\n\r\n", "HTTP/1.1 403 Forbidden",
 			`{"detail":"Local mode answers loopback only: the request names no host (no Host header); open it as 127.0.0.1, [::1] or localhost"}`},
 	}
@@ -113,7 +131,7 @@ func TestLoopbackOnlyOnTheWire(t *testing.T) {
 	for h := range reached {
 		hosts = append(hosts, h)
 	}
-	if got := strings.Join(hosts, ","); got != "localhost,127.0.0.1" {
-		t.Errorf("the handler saw Hosts %q, want only the two loopback requests", got)
+	if got := strings.Join(hosts, ","); got != "localhost" {
+		t.Errorf("the handler saw Hosts %q, want only the loopback request in origin form", got)
 	}
 }

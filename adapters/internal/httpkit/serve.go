@@ -32,8 +32,10 @@ type Server struct {
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// ShutdownTimeout is how long in-flight requests may run once shutdown begins.
 	ShutdownTimeout time.Duration
-	// MaxConnections caps the connections open at once (0: no cap). ReservedConnections more
-	// are accepted for HealthPath only; any other is closed as soon as accepted.
+	// MaxConnections caps the connections open at once (0: no cap). At the cap, a new connection
+	// takes the slot of the oldest one waiting for a request (idle, or sending its headers);
+	// when every connection serves a request, ReservedConnections more are accepted for
+	// HealthPath only, and any other is closed as soon as accepted.
 	MaxConnections int
 	HealthPath     string
 	// Started is logged once serving, with the listen address as "addr" after StartedAttrs.
@@ -52,13 +54,19 @@ func (s Server) Serve(ctx context.Context) error {
 	}
 	tracker := NewTracker(s.Log, s.RequestTimeout)
 	h := s.Handler
+	var connState func(net.Conn, http.ConnState)
 	if s.MaxConnections > 0 {
-		s.Listener = &limitListener{Listener: s.Listener, max: s.MaxConnections, reserve: ReservedConnections, log: s.Log}
-		h = reservedOnly(h, s.HealthPath)
+		ll, ok := s.Listener.(*limitListener) // capped already (a test watching its state)
+		if !ok {
+			ll = newLimitListener(s.Listener, s.MaxConnections, ReservedConnections, s.Log)
+		}
+		s.Listener, connState = ll, ll.connState
+		h = guard(h, s.HealthPath)
 	}
 	srv := &http.Server{
 		Handler:           tracker.Handler(h),
 		ConnContext:       connContext,
+		ConnState:         connState,
 		ReadHeaderTimeout: readHeader,
 		ReadTimeout:       s.ReadTimeout,
 		WriteTimeout:      s.WriteTimeout,

@@ -1,7 +1,8 @@
 // Package testkit holds the adapters' test helpers: loopback listeners on ports the kernel picks,
 // the address a server under test logs, the Lambda Runtime Interface Emulator started on free
-// ports, a request whose response stays unwritten until the test lets it (UnfinishedPost), and a
-// logger whose output tests can read.
+// ports, a request whose response stays unwritten until the test lets it (UnfinishedPost), a
+// connection the server closed (ClosedByServer), a logger whose output tests can read, and
+// request deadlines checked against the times a test took around the request (WantDeadline).
 //
 // No port is chosen in advance: a port found free and then bound by the server under test can be
 // taken in between by another process (a second copy of the tests, another package), which makes

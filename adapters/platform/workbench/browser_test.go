@@ -464,11 +464,16 @@ func TestBrowserHelloWorld(t *testing.T) {
 	b.set("#a2ui-form input[name=enable_human_review]", "true")
 	b.click("#form-submit")
 	b.wait("the awaiting step", `document.querySelector('#surface-answer #open-awaiting')`)
+	// A first start is no replay, though its result is strictly idempotent (a retry would get
+	// the same answer): only the controller's Idempotent-Replayed header makes the page say so.
+	if eval[bool](b, `Boolean(document.querySelector('#surface-answer #result-replayed')) || document.querySelector('#surface-answer').textContent.includes('replayed')`) {
+		t.Errorf("the first start is shown as a replay: %s", b.text("#surface-answer"))
+	}
 	first := g.lastInvoke(t)
 	// Submitted again, as a retry: the same idempotency key and job id, so the controller replays
 	// the start instead of starting another job.
 	b.click("#form-submit")
-	b.wait("the replay", `document.querySelector('#surface-answer #open-awaiting') && document.querySelector('#surface-answer').textContent.includes('replayed')`)
+	b.wait("the replay", `document.querySelector('#surface-answer #open-awaiting') && document.querySelector('#surface-answer #result-replayed')`)
 	if again := g.lastInvoke(t); again["request_id"] == first["request_id"] || again["job_id"] != first["job_id"] || again["idempotency_key"] != first["idempotency_key"] {
 		t.Errorf("a retry of the form: %v after %v", again, first)
 	}
@@ -518,8 +523,11 @@ func TestBrowserHelloWorld(t *testing.T) {
 	b.set("#action-job_id", "job-idem-1")
 	b.click("#action-invoke")
 	b.wait("the first start", `document.querySelector('#action-answer #result-status')`)
+	if eval[bool](b, `Boolean(document.querySelector('#action-answer #result-replayed')) || document.querySelector('#action-answer').textContent.includes('replayed')`) {
+		t.Errorf("the first start with a new key is shown as a replay: %s", b.text("#action-answer"))
+	}
 	b.click("#action-invoke")
-	b.wait("the replay", `document.querySelector('#action-answer').textContent.includes('replayed')`)
+	b.wait("the replay", `document.querySelector('#action-answer #result-replayed')`)
 	b.set("#action-input", `{"count": 4}`)
 	b.click("#action-invoke")
 	b.wait("the conflict", `document.querySelector('#action-answer #result-errors .error-code')`)

@@ -128,8 +128,8 @@ func TestValidateRoute(t *testing.T) {
 		{"too large", "application/json", append(append([]byte(`{"info":"`), bytes.Repeat([]byte("a"), 4<<20)...), `"}`...), 413, `{"detail":"The body is larger than 4 MiB"}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			req := httptest.NewRequest("POST", "http://127.0.0.1:8000/manage/api/validate", bytes.NewReader(c.body))
-			req.RemoteAddr = "127.0.0.1:1"
+			req := httptest.NewRequest("POST", "/manage/api/validate", bytes.NewReader(c.body))
+			req.RemoteAddr, req.Host = "127.0.0.1:1", "127.0.0.1:8000"
 			req.Header.Set("Content-Type", c.ctype)
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, req)
@@ -139,8 +139,8 @@ func TestValidateRoute(t *testing.T) {
 		})
 	}
 	// Refused from elsewhere like every workbench route.
-	req := httptest.NewRequest("POST", "http://127.0.0.1:8000/manage/api/validate", bytes.NewReader(body))
-	req.RemoteAddr = "192.0.2.1:1"
+	req := httptest.NewRequest("POST", "/manage/api/validate", bytes.NewReader(body))
+	req.RemoteAddr, req.Host = "192.0.2.1:1", "127.0.0.1:8000"
 	req.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)

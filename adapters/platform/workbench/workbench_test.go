@@ -1,6 +1,7 @@
 package workbench_test
 
 import (
+	"cmp"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -31,14 +32,12 @@ type request struct {
 }
 
 func serve(h http.Handler, r request) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(r.method, "http://127.0.0.1:8000"+r.path, nil)
+	req := httptest.NewRequest(r.method, r.path, nil) // origin form, as a browser sends it
 	req.RemoteAddr = r.remote
 	if req.RemoteAddr == "" {
 		req.RemoteAddr = "127.0.0.1:50000"
 	}
-	if r.host != "" {
-		req.Host = r.host
-	}
+	req.Host = cmp.Or(r.host, "127.0.0.1:8000")
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)
 	return w

@@ -18,6 +18,9 @@ import (
 //	bucket "svz.log.heads.v1": log name → 8-byte big-endian last position, then the epoch
 //	bucket "svz.log.v1" / log name: 8-byte big-endian position → 8-byte big-endian append time
 //	                                 in Unix milliseconds, then the data
+//	bucket "svz.log.bytes.v1": log name → 8-byte big-endian bytes of data the log keeps (for
+//	                           the byte bound; a file written before it was kept counts its log
+//	                           once, at its next append)
 //
 // One process holds the file, so the bolt store serves one instance: appends wake the waiters of
 // the same process directly. Each append deletes up to LogReclaimBatch entries that retention no
@@ -31,6 +34,7 @@ var (
 const (
 	logsBucket  = "svz.log.v1"
 	headsBucket = "svz.log.heads.v1"
+	bytesBucket = "svz.log.bytes.v1"
 )
 
 // LogReclaimBatch bounds the entries one append deletes.
@@ -104,12 +108,20 @@ func appendTx(tx *bbolt.Tx, name string, data []byte, keep store.Retention, now 
 	if err != nil {
 		return store.LogPosition{}, err
 	}
+	sizes, err := tx.CreateBucketIfNotExists([]byte(bytesBucket))
+	if err != nil {
+		return store.LogPosition{}, err
+	}
 	epoch, last, err := decodeHead(heads.Get([]byte(name)))
 	if err != nil {
 		return store.LogPosition{}, fmt.Errorf("log %q: %w", name, err)
 	}
 	if epoch == "" {
 		epoch = kit.NewEpoch()
+	}
+	kept, err := keptBytes(sizes, b, name)
+	if err != nil {
+		return store.LogPosition{}, err
 	}
 	last++
 	entry := make([]byte, 8+len(data))
@@ -121,29 +133,53 @@ func appendTx(tx *bbolt.Tx, name string, data []byte, keep store.Retention, now 
 	if err := heads.Put([]byte(name), encodeHead(epoch, last)); err != nil {
 		return store.LogPosition{}, err
 	}
-	return store.LogPosition{Epoch: epoch, Seq: last}, trimLog(b, last, keep, kit.Cutoff(keep, now))
+	kept, err = trimLog(b, last, kept+int64(len(data)), keep, kit.Cutoff(keep, now))
+	if err != nil {
+		return store.LogPosition{}, err
+	}
+	return store.LogPosition{Epoch: epoch, Seq: last}, sizes.Put([]byte(name), binary.BigEndian.AppendUint64(nil, uint64(kept)))
 }
 
-// trimLog deletes, oldest first, up to LogReclaimBatch entries beyond keep. Keys are collected
-// first: a bbolt cursor skips a key when Next follows Delete.
-func trimLog(b *bbolt.Bucket, last uint64, keep store.Retention, cutoff int64) error {
+// keptBytes returns the bytes of data the log name keeps: as recorded, or counted from its
+// entries when none is (a file written before they were recorded).
+func keptBytes(sizes, b *bbolt.Bucket, name string) (int64, error) {
+	if v := sizes.Get([]byte(name)); v != nil {
+		if len(v) != 8 {
+			return 0, fmt.Errorf("log %q: %w: kept bytes of %d bytes", name, errCorrupt, len(v))
+		}
+		return int64(binary.BigEndian.Uint64(v)), nil
+	}
+	var n int64
+	err := b.ForEach(func(_, v []byte) error {
+		n += int64(max(len(v)-8, 0))
+		return nil
+	})
+	return n, err
+}
+
+// trimLog deletes, oldest first, up to LogReclaimBatch entries beyond keep (the newest, last, is
+// never deleted for its size), from a log keeping kept bytes of data, and returns what it keeps
+// then. Keys are collected first: a bbolt cursor skips a key when Next follows Delete.
+func trimLog(b *bbolt.Bucket, last uint64, kept int64, keep store.Retention, cutoff int64) (int64, error) {
 	var gone [][]byte
 	c := b.Cursor()
 	for k, v := c.First(); len(k) == 8 && len(gone) < LogReclaimBatch; k, v = c.Next() {
 		seq := binary.BigEndian.Uint64(k)
 		overCount := keep.MaxCount > 0 && last-seq >= uint64(keep.MaxCount)
 		tooOld := len(v) >= 8 && int64(binary.BigEndian.Uint64(v)) < cutoff
-		if !overCount && !tooOld {
+		overBytes := keep.MaxBytes > 0 && kept > keep.MaxBytes && seq < last
+		if !overCount && !tooOld && !overBytes {
 			break
 		}
 		gone = append(gone, bytes.Clone(k))
+		kept -= int64(max(len(v)-8, 0))
 	}
 	for _, k := range gone {
 		if err := b.Delete(k); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return kept, nil
 }
 
 // ReadLog implements store.Log.

@@ -3,10 +3,13 @@ package bolt_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	bbolt "go.etcd.io/bbolt"
 
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/bolt"
@@ -78,4 +81,67 @@ func TestUpdateAppendConformance(t *testing.T) {
 		}
 		return s
 	}), storetest.InProcess("a bbolt file is in the process"))
+}
+
+// TestLogBytesOfAnOlderFile: a file written before the kept bytes were recorded counts its log at
+// the next append, so the byte bound applies to the entries it holds already.
+func TestLogBytesOfAnOlderFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "svz.db")
+	ctx := context.Background()
+	s, err := bolt.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := s.AppendLog(ctx, "effects/x", []byte(strings.Repeat("a", 100)), store.Retention{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.Close()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error { return tx.DeleteBucket([]byte("svz.log.bytes.v1")) }); err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Close()
+	s, err = bolt.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.AppendLog(ctx, "effects/x", []byte(strings.Repeat("b", 100)), store.Retention{MaxBytes: 250}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.ReadLog(ctx, "effects/x", 0, 10)
+	if err != nil || r.First != 3 || r.Last != 4 || len(r.Entries) != 2 {
+		t.Fatalf("after an append keeping 250 bytes: %+v, %v; want entries 3 and 4", r, err)
+	}
+}
+
+// TestLogFileBoundedByBytes: the trial that found the byte bound missing, 100 events of 900 KB
+// (an artifact.get of a large report, each), grew the file from 1 MiB to 105 MiB. With the log
+// bounded to 2 MiB, the file stays within a few times that: bbolt reuses the pages it frees.
+func TestLogFileBoundedByBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "svz.db")
+	s, err := bolt.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	event := []byte(strings.Repeat("r", 900_000))
+	for range 100 {
+		if _, err := s.AppendLog(context.Background(), "effects/x", event, store.Retention{MaxCount: 10000, MaxBytes: 2 << 20}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() > 16<<20 {
+		t.Fatalf("the file holds %d MiB after 100 events of 900 KB in a log kept to 2 MiB", st.Size()>>20)
+	}
+	t.Logf("file size %d KiB", st.Size()>>10)
 }

@@ -22,7 +22,10 @@ import (
 //	       its appender's token; pseq, pat (N) the claim before it; keepn, keepage (N) the
 //	       retention of the newest claim (count, age in ms); first (N) oldest kept position as
 //	       last recorded; gone (N) entries below it are deleted; marks (S) time marks of the age
-//	       bound; mv (N) version of first, gone and marks
+//	       bound; sum (N) bytes of data claimed so far, psum (N) sum before the newest claim,
+//	       keepb (N) the byte bound of the newest claim, bmarks (S) byte marks of the byte bound
+//	       (the four absent on a head written before the byte bound: 0); mv (N) version of first,
+//	       gone, marks and bmarks
 //	entry  k = "\x00log\x00<name>\x00<20 digits>"
 //	       d (B) data; at (N); tok (S); ttl (N); tomb (BOOL) for a sealed position
 //
@@ -62,7 +65,14 @@ import (
 // The age bound uses marks instead of reading entries: when a claim falls in another eighth of
 // MaxAge than the previous one, the previous claim's position and time are kept in marks. Every
 // entry up to a mark's position was appended no later than the mark's time, so once that time is
-// older than MaxAge they all go: an entry goes at most an eighth of MaxAge late.
+// older than MaxAge they all go: an entry goes at most an eighth of MaxAge late. The byte bound
+// works the same way on the bytes claimed: a claim adds its data's length to sum, and when sum
+// enters another eighth of MaxBytes, the previous claim's position and sum become a byte mark.
+// Every entry up to a mark's position ends by the mark's sum, so once MaxBytes of data were
+// claimed after it they all go (the claim before the newest bounds its elders the same way): an
+// entry goes once the newer entries hold MaxBytes and at most an eighth more. A head written
+// before the byte bound counts from 0 at its next claim: the older entries go once MaxBytes of
+// newer data are claimed.
 //
 // A read is a strongly consistent GetItem of the head and a BatchGetItem of the entries (up to
 // 100 per request). Waiting polls the head every LogPollInterval (WithLogPollInterval), one
@@ -104,8 +114,13 @@ type logHead struct {
 	keepn, keepage  int64
 	first, gone, mv uint64
 	marks           []logMark
+	sum, psum       int64
+	keepb           int64
+	bmarks          []logMark
 }
 
+// logMark is a claim kept for retention: its position, and its time (an age mark) or the bytes
+// claimed through it (a byte mark).
 type logMark struct {
 	seq uint64
 	at  int64
@@ -165,6 +180,7 @@ type (
 var logNames = map[string]string{
 	"#k": AttrKey, "#ep": "ep", "#seq": "seq", "#at": "at", "#tok": "tok", "#pseq": "pseq", "#pat": "pat",
 	"#keepn": "keepn", "#keepage": "keepage", "#first": "first", "#gone": "gone", "#marks": "marks", "#mv": "mv",
+	"#sum": "sum", "#psum": "psum", "#keepb": "keepb", "#bmarks": "bmarks",
 }
 
 // decodeHead parses a head item; nil is a log never appended to.
@@ -201,26 +217,71 @@ func decodeHead(it item) (logHead, error) {
 			return logHead{}, fmt.Errorf("%w: %s %q", errCorrupt, f.name, n)
 		}
 	}
-	marks, err := optionalString(it, "marks")
-	if err != nil {
+	for _, f := range []struct {
+		name string
+		n    *int64
+	}{{"sum", &h.sum}, {"psum", &h.psum}, {"keepb", &h.keepb}} {
+		if *f.n, err = optionalNumber(it, f.name); err != nil {
+			return logHead{}, err
+		}
+	}
+	if h.marks, err = decodeMarks(it, "marks"); err != nil {
 		return logHead{}, err
 	}
-	for m := range strings.SplitSeq(marks, ",") {
-		if m == "" {
-			continue
-		}
-		s, a, _ := strings.Cut(m, ":")
-		seq, err1 := strconv.ParseUint(s, 10, 64)
-		ms, err2 := strconv.ParseInt(a, 10, 64)
-		if err1 != nil || err2 != nil {
-			return logHead{}, fmt.Errorf("%w: mark %q", errCorrupt, m)
-		}
-		h.marks = append(h.marks, logMark{seq, ms})
+	if h.bmarks, err = decodeMarks(it, "bmarks"); err != nil {
+		return logHead{}, err
 	}
 	if h.seq == 0 || h.first == 0 || h.gone == 0 || h.gone > h.seq+1 {
 		return logHead{}, fmt.Errorf("%w: log head seq %d first %d gone %d", errCorrupt, h.seq, h.first, h.gone)
 	}
 	return h, nil
+}
+
+// decodeMarks reads the marks attribute name: "seq:at,seq:at,…", absent for none.
+func decodeMarks(it item, name string) ([]logMark, error) {
+	s, err := optionalString(it, name)
+	if err != nil {
+		return nil, err
+	}
+	var marks []logMark
+	for m := range strings.SplitSeq(s, ",") {
+		if m == "" {
+			continue
+		}
+		s, a, _ := strings.Cut(m, ":")
+		seq, err1 := strconv.ParseUint(s, 10, 64)
+		at, err2 := strconv.ParseInt(a, 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("%w: %s mark %q", errCorrupt, name, m)
+		}
+		marks = append(marks, logMark{seq, at})
+	}
+	return marks, nil
+}
+
+// encodeMarks is what decodeMarks reads.
+func encodeMarks(marks []logMark) string {
+	parts := make([]string, len(marks))
+	for i, m := range marks {
+		parts[i] = strconv.FormatUint(m.seq, 10) + ":" + strconv.FormatInt(m.at, 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+// optionalNumber reads the number attribute name, 0 when absent.
+func optionalNumber(it item, name string) (int64, error) {
+	if raw, err := attrValue(it, name, "N"); err != nil || raw == nil {
+		return 0, err
+	}
+	n, err := numberAttr(it, name)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseInt(n, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s %q", errCorrupt, name, n)
+	}
+	return v, nil
 }
 
 func stringAttr(it item, name string) (string, error) {
@@ -252,32 +313,59 @@ func (h logHead) markDue() bool {
 		(len(h.marks) == 0 || h.marks[len(h.marks)-1].seq < h.pseq)
 }
 
-// kept returns the oldest kept position and the marks still needed, as of the newest claim.
-func (h logHead) kept() (uint64, []logMark) {
+// byteSlot is the eighth of keepb a byte count falls in.
+func (h logHead) byteSlot(n int64) int64 { return n / max(h.keepb/logMarkSlots, 1) }
+
+// byteMarkDue reports whether the newest claim's bytes opened a slot: the claim before it
+// becomes a byte mark.
+func (h logHead) byteMarkDue() bool {
+	return h.keepb > 0 && h.pseq > 0 && h.byteSlot(h.sum) != h.byteSlot(h.psum) &&
+		(len(h.bmarks) == 0 || h.bmarks[len(h.bmarks)-1].seq < h.pseq)
+}
+
+// retained is the head's retention as of the newest claim: the oldest kept position and the
+// marks still needed.
+type retained struct {
+	first         uint64
+	marks, bmarks []logMark
+}
+
+// kept returns the log's retention as of the newest claim.
+func (h logHead) kept() retained {
 	first := max(h.first, h.gone)
 	if h.keepn > 0 && h.seq >= uint64(h.keepn) {
 		first = max(first, h.seq-uint64(h.keepn)+1)
 	}
-	if h.keepage <= 0 {
-		return min(first, h.seq), h.marks
-	}
-	cutoff := h.at - h.keepage
-	if h.pseq > 0 && h.pat < cutoff { // the claim before the newest bounds its elders too
-		first = max(first, h.pseq+1)
-	}
-	all := h.marks
-	if h.markDue() {
-		all = append(append([]logMark(nil), h.marks...), logMark{h.pseq, h.pat})
-	}
-	var marks []logMark
-	for _, m := range all {
-		if m.at < cutoff {
-			first = max(first, m.seq+1)
-		} else {
-			marks = append(marks, m)
+	// below applies a bound by marks: an entry up to a mark (or to the claim before the newest)
+	// goes when the mark's value is below cut; due adds the claim before the newest as a mark.
+	below := func(marks []logMark, due bool, prev logMark, cut int64) []logMark {
+		if prev.seq > 0 && prev.at < cut { // the claim before the newest bounds its elders too
+			first = max(first, prev.seq+1)
 		}
+		all := marks
+		if due {
+			all = append(append([]logMark(nil), marks...), prev)
+		}
+		var left []logMark
+		for _, m := range all {
+			if m.at < cut {
+				first = max(first, m.seq+1)
+			} else {
+				left = append(left, m)
+			}
+		}
+		return left
 	}
-	return min(first, h.seq), marks
+	r := retained{marks: h.marks, bmarks: h.bmarks}
+	if h.keepage > 0 {
+		r.marks = below(h.marks, h.markDue(), logMark{h.pseq, h.pat}, h.at-h.keepage)
+	}
+	if h.keepb > 0 {
+		// An entry ending at or before sum - keepb has keepb bytes after it: it goes.
+		r.bmarks = below(h.bmarks, h.byteMarkDue(), logMark{h.pseq, h.psum}, h.sum-h.keepb+1)
+	}
+	r.first = min(first, h.seq)
+	return r
 }
 
 // AppendLog implements store.Log.
@@ -291,7 +379,7 @@ func (s *Store) AppendLog(ctx context.Context, name string, data []byte, keep st
 	tok := kit.NewEpoch()
 	for range logAppendAttempts {
 		now := s.now().UnixMilli()
-		h, err := s.claim(ctx, name, now, keep, tok)
+		h, err := s.claim(ctx, name, now, int64(len(data)), keep, tok)
 		if err != nil {
 			return store.LogPosition{}, fmt.Errorf("dynamodb: append log %q: claim: %w", name, err)
 		}
@@ -312,28 +400,30 @@ func (s *Store) AppendLog(ctx context.Context, name string, data []byte, keep st
 		name, logAppendAttempts, LogGapTimeout)
 }
 
-// claim increments the head and returns it as it now is. The first claim of a log creates its
-// head with a conditional PutItem instead, so that one epoch wins even if two appenders start the
-// log at once.
-func (s *Store) claim(ctx context.Context, name string, now int64, keep store.Retention, tok string) (logHead, error) {
+// claim increments the head by one position and size bytes and returns it as it now is. The
+// first claim of a log creates its head with a conditional PutItem instead, so that one epoch
+// wins even if two appenders start the log at once.
+func (s *Store) claim(ctx context.Context, name string, now, size int64, keep store.Retention, tok string) (logHead, error) {
 	for range 3 {
 		var out attributesOutput
 		err := s.api.Call(ctx, "UpdateItem", updateLogInput{
-			TableName:                s.table,
-			Key:                      keyItem{sAttr{headKey(name)}},
-			UpdateExpression:         "SET #pseq = #seq, #pat = #at, #seq = #seq + :one, #at = :now, #tok = :tok, #keepn = :keepn, #keepage = :keepage",
+			TableName: s.table,
+			Key:       keyItem{sAttr{headKey(name)}},
+			UpdateExpression: "SET #pseq = #seq, #pat = #at, #seq = #seq + :one, #at = :now, #tok = :tok, #keepn = :keepn, #keepage = :keepage, " +
+				"#psum = if_not_exists(#sum, :zero), #sum = if_not_exists(#sum, :zero) + :size, #keepb = :keepb",
 			ConditionExpression:      "attribute_exists(#k) AND #tok <> :tok",
-			ExpressionAttributeNames: pick(logNames, "#k", "#pseq", "#seq", "#pat", "#at", "#tok", "#keepn", "#keepage"),
+			ExpressionAttributeNames: pick(logNames, "#k", "#pseq", "#seq", "#pat", "#at", "#tok", "#keepn", "#keepage", "#psum", "#sum", "#keepb"),
 			ExpressionAttributeValues: map[string]any{
 				":one": number(1), ":now": number(now), ":tok": sAttr{tok},
 				":keepn": number(int64(keep.MaxCount)), ":keepage": number(keep.MaxAge.Milliseconds()),
+				":zero": number(0), ":size": number(size), ":keepb": number(keep.MaxBytes),
 			},
 			ReturnValues:                        "ALL_NEW",
 			ReturnValuesOnConditionCheckFailure: "ALL_OLD",
 		}, &out)
 		if old, failed := conditionFailed(err); failed {
 			if old == nil { // no head yet: create it
-				h, created, err := s.createHead(ctx, name, now, keep, tok)
+				h, created, err := s.createHead(ctx, name, now, size, keep, tok)
 				if err != nil || created {
 					return h, err
 				}
@@ -353,12 +443,14 @@ func (s *Store) claim(ctx context.Context, name string, now int64, keep store.Re
 	return logHead{}, errors.New("the log's head was created and deleted under this append 3 times")
 }
 
-// createHead writes the head of a new log claiming position 1; false when one exists.
-func (s *Store) createHead(ctx context.Context, name string, now int64, keep store.Retention, tok string) (logHead, bool, error) {
+// createHead writes the head of a new log claiming position 1 and size bytes; false when one
+// exists.
+func (s *Store) createHead(ctx context.Context, name string, now, size int64, keep store.Retention, tok string) (logHead, bool, error) {
 	h := logHead{exists: true, epoch: kit.NewEpoch(), tok: tok, seq: 1, at: now, pat: now,
-		keepn: int64(keep.MaxCount), keepage: keep.MaxAge.Milliseconds(), first: 1, gone: 1}
+		keepn: int64(keep.MaxCount), keepage: keep.MaxAge.Milliseconds(), first: 1, gone: 1, sum: size, keepb: keep.MaxBytes}
 	it := map[string]any{"k": sAttr{headKey(name)}, "ep": sAttr{h.epoch}, "tok": sAttr{tok}}
-	for k, v := range map[string]int64{"seq": 1, "at": now, "pseq": 0, "pat": now, "keepn": h.keepn, "keepage": h.keepage, "first": 1, "gone": 1, "mv": 0} {
+	for k, v := range map[string]int64{"seq": 1, "at": now, "pseq": 0, "pat": now, "keepn": h.keepn, "keepage": h.keepage, "first": 1, "gone": 1, "mv": 0,
+		"sum": size, "psum": 0, "keepb": h.keepb} {
 		it[k] = number(v)
 	}
 	err := s.api.Call(ctx, "PutItem", map[string]any{
@@ -393,33 +485,30 @@ func pick(m map[string]string, keys ...string) map[string]string {
 	return out
 }
 
-// maintain records a due time mark and, in a log without an age bound, when LogReclaimBatch
-// positions are no longer kept but not yet deleted, moves gone past them and deletes them. It
-// never fails the append: another appender's maintenance may win (its work is then done), and
-// what is left is logically gone.
+// maintain records a due time or byte mark and, in a log without an age bound, when
+// LogReclaimBatch positions are no longer kept but not yet deleted, moves gone past them and
+// deletes them. It never fails the append: another appender's maintenance may win (its work is
+// then done), and what is left is logically gone.
 func (s *Store) maintain(ctx context.Context, name string, h logHead) {
 	for range 3 {
-		first, marks := h.kept()
+		r := h.kept()
 		gone := h.gone
-		if h.keepage <= 0 && first-gone >= LogReclaimBatch { // with an age bound, the sweeper reclaims
-			gone = first
+		if h.keepage <= 0 && r.first-gone >= LogReclaimBatch { // with an age bound, the sweeper reclaims
+			gone = r.first
 		}
-		if gone == h.gone && !h.markDue() {
+		if gone == h.gone && !h.markDue() && !h.byteMarkDue() {
 			return
-		}
-		parts := make([]string, len(marks))
-		for i, m := range marks {
-			parts[i] = strconv.FormatUint(m.seq, 10) + ":" + strconv.FormatInt(m.at, 10)
 		}
 		var out attributesOutput
 		err := s.api.Call(ctx, "UpdateItem", updateLogInput{
 			TableName:                s.table,
 			Key:                      keyItem{sAttr{headKey(name)}},
-			UpdateExpression:         "SET #first = :first, #gone = :gone, #marks = :marks, #mv = :mv1",
+			UpdateExpression:         "SET #first = :first, #gone = :gone, #marks = :marks, #bmarks = :bmarks, #mv = :mv1",
 			ConditionExpression:      "#mv = :mv0 AND #ep = :ep",
-			ExpressionAttributeNames: pick(logNames, "#first", "#gone", "#marks", "#mv", "#ep"),
+			ExpressionAttributeNames: pick(logNames, "#first", "#gone", "#marks", "#bmarks", "#mv", "#ep"),
 			ExpressionAttributeValues: map[string]any{
-				":first": number(int64(first)), ":gone": number(int64(gone)), ":marks": sAttr{strings.Join(parts, ",")},
+				":first": number(int64(r.first)), ":gone": number(int64(gone)),
+				":marks": sAttr{encodeMarks(r.marks)}, ":bmarks": sAttr{encodeMarks(r.bmarks)},
 				":mv0": number(int64(h.mv)), ":mv1": number(int64(h.mv + 1)), ":ep": sAttr{h.epoch},
 			},
 			ReturnValuesOnConditionCheckFailure: "ALL_OLD",
@@ -531,7 +620,7 @@ func (s *Store) ReadLog(ctx context.Context, name string, after uint64, limit in
 		return r, nil
 	}
 	s.logs().heads.Observe(name, h.epoch, h.seq)
-	first, _ := h.kept()
+	first := h.kept().first
 	r.Epoch, r.First, r.Last = h.epoch, first, h.seq
 	if limit == 0 {
 		return r, nil
@@ -610,7 +699,7 @@ func (s *Store) missing(ctx context.Context, name string, seq uint64, got map[ui
 	if err != nil {
 		return readEntry{}, false, false, err
 	}
-	if curFirst, _ := cur.kept(); cur.exists && cur.epoch == h.epoch && seq < curFirst {
+	if curFirst := cur.kept().first; cur.exists && cur.epoch == h.epoch && seq < curFirst {
 		r.First = curFirst // deleted by retention after the head was read
 		return readEntry{}, false, true, nil
 	}

@@ -43,7 +43,7 @@ func TestLogConformance(t *testing.T) {
 	name := table(t, c)
 	storetest.RunLog(t, func(t testing.TB, now func() time.Time) store.Store {
 		return open(t, c, name, dynamodb.WithClock(now), dynamodb.WithLogPollInterval(20*time.Millisecond))
-	}, storetest.SealsGaps())
+	}, storetest.SealsGaps(), storetest.BytesInEighths())
 }
 
 func TestLogProcesses(t *testing.T) {
@@ -239,16 +239,7 @@ func TestLogSealsAbandonedClaims(t *testing.T) {
 	if _, err := s.AppendLog(ctx, "gap", []byte("1"), store.Retention{}); err != nil {
 		t.Fatal(err)
 	}
-	// Claim position 2 as an appender would, then "die": bump the head without an entry.
-	var head struct{ Item map[string]map[string]any }
-	if err := c.Call(ctx, "GetItem", map[string]any{"TableName": name, "Key": map[string]any{"k": map[string]string{"S": "\x00log\x00gap"}}, "ConsistentRead": true}, &head); err != nil {
-		t.Fatal(err)
-	}
-	head.Item["seq"] = map[string]any{"N": "2"}
-	head.Item["tok"] = map[string]any{"S": "dead"}
-	if err := c.Call(ctx, "PutItem", map[string]any{"TableName": name, "Item": head.Item}, nil); err != nil {
-		t.Fatal(err)
-	}
+	claimDead(t, c, name, "gap") // position 2: claimed, never written
 	other := open(t, c, name, dynamodb.WithClock(clock.Now))
 	if _, err := other.AppendLog(ctx, "gap", []byte("3"), store.Retention{}); err != nil {
 		t.Fatal(err)
@@ -316,4 +307,31 @@ func BenchmarkLog(b *testing.B) {
 	storetest.BenchmarkLog(b, func(b *testing.B) (store.Log, store.Log) {
 		return open(b, c, name), open(b, client(b, endpoint), name)
 	}, tr.n.Load)
+}
+
+// TestLogHeadOfAnOlderVersion: a head written before the byte bound (no sum, psum, keepb,
+// bmarks) takes its next claims, counting bytes from 0: its older entries go once the bound's
+// worth of newer data is claimed.
+func TestLogHeadOfAnOlderVersion(t *testing.T) {
+	c := client(t, testenv.Need(t, testenv.AWSEndpoint), awsapi.WithHTTPClient(&testenv.MotoWrites{}))
+	name := table(t, c)
+	s := open(t, c, name)
+	defer s.Close()
+	ctx := context.Background()
+	const log = "effects/older"
+	for range 2 {
+		if _, err := s.AppendLog(ctx, log, []byte("old"), store.Retention{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := c.Call(ctx, "UpdateItem", map[string]any{
+		"TableName": name, "Key": map[string]any{"k": map[string]string{"S": "\x00log\x00" + log}},
+		"UpdateExpression":         "REMOVE #sum, #psum, #keepb, #bmarks",
+		"ExpressionAttributeNames": map[string]string{"#sum": "sum", "#psum": "psum", "#keepb": "keepb", "#bmarks": "bmarks"},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The older entries end at byte 0: they go once 10 bytes are claimed after them.
+	storetest.AppendsRead(t, s, log, "12345", store.Retention{MaxBytes: 10}, "1-3: old old 12345", "3-4: 12345 12345", "4-5: 12345 12345")
 }

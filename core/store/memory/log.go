@@ -26,12 +26,14 @@ type logs struct {
 	heads kit.Heads
 }
 
-// memLog is one log: entries numbered first, first+1, ... last, oldest first.
+// memLog is one log: entries numbered first, first+1, ... last, oldest first, holding bytes of
+// data.
 type memLog struct {
 	epoch   string
 	first   uint64
 	last    uint64
 	entries []store.LogEntry
+	bytes   int64
 }
 
 // AppendLog implements store.Log. Retention is applied whole at every append (an in-process
@@ -61,6 +63,7 @@ func (l *logs) appendLocked(name string, data []byte, keep store.Retention, now 
 	}
 	lg.last++
 	lg.entries = append(lg.entries, store.LogEntry{Seq: lg.last, At: kit.Time(now.UnixMilli()), Data: kit.Clone(data)})
+	lg.bytes += int64(len(data))
 	lg.trim(keep, kit.Cutoff(keep, now))
 	// Under l.mu, so that a watch starting concurrently never sees positions go backwards.
 	l.heads.Observe(name, lg.epoch, lg.last)
@@ -96,10 +99,12 @@ func (s *Store) UpdateAppend(ctx context.Context, key string, version uint64, va
 	return e.record(), nil
 }
 
-// trim drops the entries keep no longer allows, oldest first.
+// trim drops the entries keep no longer allows, oldest first (never the newest by its size).
 func (lg *memLog) trim(keep store.Retention, cutoff int64) {
 	n := 0
-	for n < len(lg.entries) && ((keep.MaxCount > 0 && len(lg.entries)-n > keep.MaxCount) || lg.entries[n].At.UnixMilli() < cutoff) {
+	for n < len(lg.entries) && ((keep.MaxCount > 0 && len(lg.entries)-n > keep.MaxCount) || lg.entries[n].At.UnixMilli() < cutoff ||
+		(keep.MaxBytes > 0 && lg.bytes > keep.MaxBytes && n < len(lg.entries)-1)) {
+		lg.bytes -= int64(len(lg.entries[n].Data))
 		n++
 	}
 	if n == 0 {

@@ -20,21 +20,27 @@ import (
 // Logs (store.Log) live in two tables beside the store's, created with it:
 //
 //	CREATE TABLE svz_store_log_head (
-//	    name  text   PRIMARY KEY,
-//	    epoch text   NOT NULL,
-//	    seq   bigint NOT NULL      -- the newest position
+//	    name   text   PRIMARY KEY,
+//	    epoch  text   NOT NULL,
+//	    seq    bigint NOT NULL,             -- the newest position
+//	    nbytes bigint NOT NULL DEFAULT 0    -- bytes of data ever appended
 //	);
 //	CREATE TABLE svz_store_log (
-//	    name  text   NOT NULL,
-//	    seq   bigint NOT NULL,
-//	    at_ms bigint NOT NULL,     -- append time, Unix milliseconds
-//	    data  bytea  NOT NULL,
+//	    name   text   NOT NULL,
+//	    seq    bigint NOT NULL,
+//	    at_ms  bigint NOT NULL,             -- append time, Unix milliseconds
+//	    data   bytea  NOT NULL,
+//	    start  bigint NOT NULL DEFAULT 0,   -- the head's nbytes before this entry
 //	    PRIMARY KEY (name, seq)
 //	);
 //
+// (nbytes and start were added later: setup adds them to older tables, whose entries then count
+// from 0 and go once MaxBytes of newer data are appended.)
+//
 // An append is one statement, hence one round trip: it increments the head row, inserts the
 // entry at the new position, deletes up to LogReclaimBatch entries retention no longer allows
-// (oldest first, through the primary key) and sends a notification. The head row's lock is held
+// (oldest first, through the primary key; for the byte bound, those whose start is more than
+// MaxBytes behind the head's nbytes) and sends a notification. The head row's lock is held
 // until commit, so positions are given in commit order: a reader never sees position n+1 before
 // n. The notification (pg_notify, delivered at commit) carries "<position> <epoch> <name>" on a
 // channel named after the table; each process that waits keeps one connection listening on it.
@@ -80,12 +86,12 @@ func newLog(table string) *pgLog {
 	}
 	sum := sha256.Sum256([]byte(table))
 	l := &pgLog{log: name("_log"), head: name("_log_head"), channel: "svz_log_" + hex.EncodeToString(sum[:8])}
-	// $1 name, $2 epoch of a new log, $3 at_ms, $4 data, $5 count bound, $6 cutoff_ms, $7 channel.
-	// gc reads the head's new position from h, so the head row is locked before any entry is:
-	// two appends never wait on each other in opposite orders.
-	l.sqlAppend = `WITH ` + l.appendCTEs("VALUES ($1, $2, 1)", 1) + `
+	// $1 name, $2 epoch of a new log, $3 at_ms, $4 data, $5 count bound, $6 cutoff_ms, $7 byte
+	// bound, $8 channel. gc reads the head's new position from h, so the head row is locked before
+	// any entry is: two appends never wait on each other in opposite orders.
+	l.sqlAppend = `WITH ` + l.appendCTEs("VALUES ($1, $2, 1, octet_length($4::bytea))", 1) + `
 		SELECT h.epoch, h.seq, (SELECT count(*) FROM gc),
-			(SELECT count(*) FROM (SELECT pg_notify($7, h.seq || ' ' || h.epoch || ' ' || $1)) n)
+			(SELECT count(*) FROM (SELECT pg_notify($8, h.seq || ' ' || h.epoch || ' ' || $1)) n)
 		FROM h, ins`
 	// $1 name, $2 after, $3 limit. No row: a log never appended to.
 	l.sqlRead = `SELECT h.epoch, h.seq, coalesce((SELECT min(seq) FROM ` + l.log + ` WHERE name = $1), h.seq + 1),
@@ -99,23 +105,27 @@ func newLog(table string) *pgLog {
 }
 
 // appendCTEs are an append's common table expressions h (the head, moved on from the row source
-// gives), ins (the entry), old and gc (retention), with the append's parameters numbered from p:
-// $p name, $p+1 epoch of a new log, $p+2 at_ms, $p+3 data, $p+4 count bound, $p+5 cutoff_ms. gc
-// reads the head's new position from h, so the head row is locked before any entry is.
+// gives: name, epoch, 1, the data's length), ins (the entry), old and gc (retention), with the
+// append's parameters numbered from p: $p name, $p+1 epoch of a new log, $p+2 at_ms, $p+3 data,
+// $p+4 count bound, $p+5 cutoff_ms, $p+6 byte bound. gc reads the head's new position from h,
+// so the head row is locked before any entry is. The new entry is not among old (the statement's
+// snapshot precedes it): the byte bound never deletes it.
 func (l *pgLog) appendCTEs(source string, p int) string {
 	arg := func(i int) string { return "$" + strconv.Itoa(p+i) }
 	return `h AS (
-			INSERT INTO ` + l.head + ` AS hd (name, epoch, seq) ` + source + `
-			ON CONFLICT (name) DO UPDATE SET seq = hd.seq + 1
-			RETURNING epoch, seq
+			INSERT INTO ` + l.head + ` AS hd (name, epoch, seq, nbytes) ` + source + `
+			ON CONFLICT (name) DO UPDATE SET seq = hd.seq + 1, nbytes = hd.nbytes + EXCLUDED.nbytes
+			RETURNING epoch, seq, nbytes
 		), ins AS (
-			INSERT INTO ` + l.log + ` (name, seq, at_ms, data) SELECT ` + arg(0) + `, h.seq, ` + arg(2) + `, ` + arg(3) + ` FROM h RETURNING seq
+			INSERT INTO ` + l.log + ` (name, seq, at_ms, data, start) SELECT ` + arg(0) + `, h.seq, ` + arg(2) + `, ` + arg(3) + `,
+				h.nbytes - octet_length(` + arg(3) + `::bytea) FROM h RETURNING seq
 		), old AS (
-			SELECT seq, at_ms FROM ` + l.log + ` WHERE name = ` + arg(0) + ` ORDER BY seq LIMIT ` + strconv.Itoa(LogReclaimBatch) + `
+			SELECT seq, at_ms, start FROM ` + l.log + ` WHERE name = ` + arg(0) + ` ORDER BY seq LIMIT ` + strconv.Itoa(LogReclaimBatch) + `
 		), gc AS (
 			DELETE FROM ` + l.log + ` WHERE name = ` + arg(0) + ` AND seq IN (
 				SELECT o.seq FROM old o, h WHERE o.seq <= h.seq - ` + arg(4) + `
-					OR o.seq < coalesce((SELECT min(p.seq) FROM old p WHERE p.at_ms >= ` + arg(5) + `), h.seq))
+					OR o.seq < coalesce((SELECT min(p.seq) FROM old p WHERE p.at_ms >= ` + arg(5) + `), h.seq)
+					OR o.start < h.nbytes - ` + arg(6) + `)
 			RETURNING 1
 		)`
 }
@@ -124,11 +134,15 @@ func (l *pgLog) appendCTEs(source string, p int) string {
 // store's setup transaction.
 func (l *pgLog) setupLog(ctx context.Context, tx pgx.Tx) error {
 	stmts := []string{
-		`CREATE TABLE IF NOT EXISTS ` + l.head + ` (name text PRIMARY KEY, epoch text NOT NULL, seq bigint NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS ` + l.head + ` (name text PRIMARY KEY, epoch text NOT NULL, seq bigint NOT NULL,
+			nbytes bigint NOT NULL DEFAULT 0)`,
 		`CREATE TABLE IF NOT EXISTS ` + l.log + ` (name text NOT NULL, seq bigint NOT NULL, at_ms bigint NOT NULL,
-			data bytea NOT NULL, PRIMARY KEY (name, seq))`,
-		`SELECT name, epoch, seq FROM ` + l.head + ` LIMIT 0`,
-		`SELECT name, seq, at_ms, data FROM ` + l.log + ` LIMIT 0`,
+			data bytea NOT NULL, start bigint NOT NULL DEFAULT 0, PRIMARY KEY (name, seq))`,
+		// Tables created before the byte bound (a constant default: no rewrite of the table).
+		`ALTER TABLE ` + l.head + ` ADD COLUMN IF NOT EXISTS nbytes bigint NOT NULL DEFAULT 0`,
+		`ALTER TABLE ` + l.log + ` ADD COLUMN IF NOT EXISTS start bigint NOT NULL DEFAULT 0`,
+		`SELECT name, epoch, seq, nbytes FROM ` + l.head + ` LIMIT 0`,
+		`SELECT name, seq, at_ms, data, start FROM ` + l.log + ` LIMIT 0`,
 	}
 	for _, s := range stmts {
 		if _, err := tx.Exec(ctx, s); err != nil {
@@ -147,16 +161,13 @@ func (s *Store) AppendLog(ctx context.Context, name string, data []byte, keep st
 		return store.LogPosition{}, fmt.Errorf("postgres: append log: %w", err)
 	}
 	now := s.now()
-	count := int64(1) << 62 // no count bound
-	if keep.MaxCount > 0 {
-		count = int64(keep.MaxCount)
-	}
+	count, bytes := bounds(keep)
 	var (
 		p              store.LogPosition
 		seq, gone, sig int64
 	)
 	err := s.pool.QueryRow(ctx, s.log.sqlAppend, name, kit.NewEpoch(), now.UnixMilli(), nonNil(data), count,
-		kit.Cutoff(keep, now), s.log.channel).Scan(&p.Epoch, &seq, &gone, &sig)
+		kit.Cutoff(keep, now), bytes, s.log.channel).Scan(&p.Epoch, &seq, &gone, &sig)
 	if err != nil {
 		return store.LogPosition{}, fmt.Errorf("postgres: append log: %w", err)
 	}
@@ -165,21 +176,33 @@ func (s *Store) AppendLog(ctx context.Context, name string, data []byte, keep st
 	return p, nil
 }
 
+// bounds returns keep's count and byte bounds as the append's parameters: 2^62 for none.
+func bounds(keep store.Retention) (count, bytes int64) {
+	count, bytes = 1<<62, 1<<62
+	if keep.MaxCount > 0 {
+		count = int64(keep.MaxCount)
+	}
+	if keep.MaxBytes > 0 {
+		bytes = keep.MaxBytes
+	}
+	return count, bytes
+}
+
 // updateAppendSQL is Update's statement and the append's in one: the append's head row is
 // written only from the row the update returns, so both happen or neither. Row locks are taken
 // record, then head, then entries (an append takes head, then entries): no two statements wait
 // on each other in opposite orders.
 //
 // $1 key, $2 version, $3 value, $4 new version, $5 expires_ms, $6 now_ms; $7 name, $8 epoch of
-// a new log, $9 at_ms, $10 data, $11 count bound, $12 cutoff_ms, $13 channel.
+// a new log, $9 at_ms, $10 data, $11 count bound, $12 cutoff_ms, $13 byte bound, $14 channel.
 func (l *pgLog) updateAppendSQL(table string) string {
 	return `WITH cur AS (SELECT version, expires_ms FROM ` + table + ` WHERE key = $1),
 		upd AS (UPDATE ` + table + ` SET value = $3, version = $4, expires_ms = $5
 			WHERE key = $1 AND version = $2 AND expires_ms > $6 RETURNING 1),
-		` + l.appendCTEs("SELECT $7, $8, 1 FROM upd", 7) + `
+		` + l.appendCTEs("SELECT $7, $8, 1, octet_length($10::bytea) FROM upd", 7) + `
 		SELECT EXISTS (SELECT 1 FROM upd), (SELECT version FROM cur), (SELECT expires_ms FROM cur),
 			(SELECT epoch FROM h), (SELECT seq FROM h), (SELECT count(*) FROM gc),
-			(SELECT count(*) FROM (SELECT pg_notify($13, h.seq || ' ' || h.epoch || ' ' || $7) FROM h, ins) n)`
+			(SELECT count(*) FROM (SELECT pg_notify($14, h.seq || ' ' || h.epoch || ' ' || $7) FROM h, ins) n)`
 }
 
 // UpdateAppend implements store.UpdateAppender in one round trip. Like Update, it is sent again
@@ -197,10 +220,7 @@ func (s *Store) UpdateAppend(ctx context.Context, key string, version uint64, va
 	ctx, cancel := kit.Bound(ctx, s.timeout)
 	defer cancel()
 	next := int64(kit.NewVersion())
-	count := int64(1) << 62 // no count bound
-	if keep.MaxCount > 0 {
-		count = int64(keep.MaxCount)
-	}
+	count, bytes := bounds(keep)
 	var (
 		updated                bool
 		curVersion, curExpires *int64
@@ -210,7 +230,7 @@ func (s *Store) UpdateAppend(ctx context.Context, key string, version uint64, va
 	)
 	err := s.retry(ctx, func() error {
 		return s.pool.QueryRow(ctx, s.sqlUpdateAppend, key, int64(version), nonNil(value), next, kit.Millis(expiresAt), kit.Millis(now),
-			name, kit.NewEpoch(), now.UnixMilli(), nonNil(data), count, kit.Cutoff(keep, now), s.log.channel).
+			name, kit.NewEpoch(), now.UnixMilli(), nonNil(data), count, kit.Cutoff(keep, now), bytes, s.log.channel).
 			Scan(&updated, &curVersion, &curExpires, &epoch, &seq, &gone, &sig)
 	})
 	switch {

@@ -158,3 +158,38 @@ func TestUpdateAppendOneRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestLogTablesOfAnOlderVersion: log tables created before the byte bound (no nbytes, no start)
+// get the columns at setup; their entries count from 0, and go once the bound's worth of newer
+// data is appended. New entries are bounded exactly.
+func TestLogTablesOfAnOlderVersion(t *testing.T) {
+	url := testenv.Need(t, testenv.PostgresURL)
+	table := logTable(t, url)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, stmt := range []string{
+		`CREATE TABLE ` + table + `_log_head (name text PRIMARY KEY, epoch text NOT NULL, seq bigint NOT NULL)`,
+		`CREATE TABLE ` + table + `_log (name text NOT NULL, seq bigint NOT NULL, at_ms bigint NOT NULL, data bytea NOT NULL, PRIMARY KEY (name, seq))`,
+		`INSERT INTO ` + table + `_log_head VALUES ('effects/x', 'oldepoch', 2)`,
+		`INSERT INTO ` + table + `_log VALUES ('effects/x', 1, 0, '\x6f6c64'), ('effects/x', 2, 0, '\x6f6c64')`,
+	} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, cfg, postgres.WithTable(table))
+	defer s.Close()
+	// 5 bytes counted, then 10: the old entries (from 0) still fit; at 15 they go, with entry 3.
+	storetest.AppendsRead(t, s, "effects/x", "12345", store.Retention{MaxBytes: 10}, "1-3: old old 12345", "1-4: old old 12345 12345", "4-5: 12345 12345")
+	if r, err := s.ReadLog(ctx, "effects/x", 0, 0); err != nil || r.Epoch != "oldepoch" {
+		t.Errorf("the log's epoch after the upgrade: %q, %v", r.Epoch, err)
+	}
+}

@@ -19,13 +19,15 @@ import (
 // Logs (store.Log) are Redis streams. The log name n has two keys sharing one hash tag (so one
 // script may touch both, on Redis Cluster too), tag = the first 16 hex digits of SHA-256(n):
 //
-//	svz:log:{tag}:n:h   hash: ep (epoch), seq (newest position)
+//	svz:log:{tag}:n:h   hash: ep (epoch), seq (newest position), b (bytes of data ever appended)
 //	svz:log:{tag}:n:s   stream: entry ids "<position>-0", fields d (data), t (append time in
-//	                    Unix ms), k (the appender's random token)
+//	                    Unix ms), k (the appender's random token), s (b before the entry; an
+//	                    entry written before b was kept has none, and counts from 0)
 //
 // An append is one script, hence one round trip and atomic: Redis runs scripts one at a time, so
 // positions are given in commit order. The script trims the stream (MAXLEN for the count, MINID
-// after checking the oldest entries' times for the age, at most LogReclaimBatch of them) and
+// after checking the oldest entries' times for the age and their s for the byte bound, at most
+// LogReclaimBatch of them, never the new entry) and
 // first checks the newest entries for its token, so that a command the client retried after a
 // lost answer appends nothing twice. The keys have no Redis expiry: retention bounds them, so the
 // server must not evict them (no allkeys-* maxmemory policy, as for the store's records). A read
@@ -40,7 +42,8 @@ var (
 const LogReclaimBatch = 64
 
 // appendLogBody appends to a log: K = {stream, head}, A = {data, now_ms, max_count (0: none),
-// cutoff_ms ("": none), epoch of a new log, token, reclaim batch}. Returns {epoch, position}.
+// cutoff_ms ("": none), epoch of a new log, token, reclaim batch, max_bytes (0: none)}. Returns
+// {epoch, position}.
 const appendLogBody = `
 local recent = redis.call('XREVRANGE', K[1], '+', '-', 'COUNT', 4)
 for _, e in ipairs(recent) do
@@ -57,33 +60,39 @@ if seq == 1 then
 	redis.call('HSET', K[2], 'ep', A[5])
 end
 local ep = redis.call('HGET', K[2], 'ep')
+local b = redis.call('HINCRBY', K[2], 'b', #A[1])
 local id = string.format('%d-0', seq)
 if tonumber(A[3]) > 0 then
-	redis.call('XADD', K[1], 'MAXLEN', A[3], id, 'd', A[1], 't', A[2], 'k', A[6])
+	redis.call('XADD', K[1], 'MAXLEN', A[3], id, 'd', A[1], 't', A[2], 'k', A[6], 's', b - #A[1])
 else
-	redis.call('XADD', K[1], id, 'd', A[1], 't', A[2], 'k', A[6])
+	redis.call('XADD', K[1], id, 'd', A[1], 't', A[2], 'k', A[6], 's', b - #A[1])
 end
-local function at(e)
+local function field(e, name)
 	for i = 1, #e[2], 2 do
-		if e[2][i] == 't' then return tonumber(e[2][i + 1]) end
+		if e[2][i] == name then return tonumber(e[2][i + 1]) end
 	end
 	return 0
 end
-if A[4] ~= '' then
-	local cutoff = tonumber(A[4])
-	local oldest = redis.call('XRANGE', K[1], '-', '+', 'COUNT', 1)
-	if #oldest > 0 and at(oldest[1]) < cutoff then
-		local old = redis.call('XRANGE', K[1], '-', '+', 'COUNT', A[7])
-		local minid = nil
-		for _, e in ipairs(old) do
-			if at(e) >= cutoff then
-				minid = e[1]
-				break
-			end
-			minid = string.format('%d-0', tonumber(string.match(e[1], '^(%d+)')) + 1)
+-- An entry goes when it is older than the age bound, or starts more than max_bytes before the
+-- head's b; never the new one.
+local cutoff, bytecut = nil, nil
+if A[4] ~= '' then cutoff = tonumber(A[4]) end
+if tonumber(A[8]) > 0 then bytecut = b - tonumber(A[8]) end
+local function gone(e)
+	return (cutoff and field(e, 't') < cutoff) or (bytecut and field(e, 's') < bytecut)
+end
+local oldest = redis.call('XRANGE', K[1], '-', '+', 'COUNT', 1)
+if #oldest > 0 and oldest[1][1] ~= id and gone(oldest[1]) then
+	local old = redis.call('XRANGE', K[1], '-', '+', 'COUNT', A[7])
+	local minid = nil
+	for _, e in ipairs(old) do
+		if e[1] == id or not gone(e) then
+			minid = e[1]
+			break
 		end
-		redis.call('XTRIM', K[1], 'MINID', minid)
+		minid = string.format('%d-0', tonumber(string.match(e[1], '^(%d+)')) + 1)
 	end
+	redis.call('XTRIM', K[1], 'MINID', minid)
 end
 return {ep, seq}`
 
@@ -92,7 +101,7 @@ const appendLogScript = `local K, A = KEYS, ARGV` + appendLogBody
 
 // updateAppendScript: updateScript's, then, only when it wrote, appendLogBody's; one script, so
 // both happen or neither. KEYS record, index, stream, head. ARGV updateScript's 7, then
-// appendLogBody's 7. Returns updateScript's answer (a retry that finds its own version appends
+// appendLogBody's 8. Returns updateScript's answer (a retry that finds its own version appends
 // nothing), with the appended {epoch, position} after a 1 that wrote.
 const updateAppendScript = `
 local cur = redis.call('HMGET', KEYS[1], 'ver', 'exp')
@@ -106,7 +115,7 @@ end
 redis.call('HSET', KEYS[1], 'v', ARGV[2], 'ver', ARGV[3], 'exp', ARGV[4])
 if tonumber(ARGV[6]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[6]) else redis.call('PERSIST', KEYS[1]) end
 redis.call('ZADD', KEYS[2], 0, ARGV[7])
-local K, A = {KEYS[3], KEYS[4]}, {ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14]}
+local K, A = {KEYS[3], KEYS[4]}, {ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15]}
 local appended = (function()` + appendLogBody + `end)()
 return {1, appended[1], appended[2]}`
 
@@ -166,7 +175,7 @@ func (s *Store) AppendLog(ctx context.Context, name string, data []byte, keep st
 	stream, head := logKeys(name)
 	l := s.logs()
 	res, err := l.append.Run(ctx, s.client, []string{stream, head},
-		data, now.UnixMilli(), keep.MaxCount, cutoff, kit.NewEpoch(), kit.NewEpoch(), LogReclaimBatch).Slice()
+		data, now.UnixMilli(), keep.MaxCount, cutoff, kit.NewEpoch(), kit.NewEpoch(), LogReclaimBatch, keep.MaxBytes).Slice()
 	if err != nil {
 		return store.LogPosition{}, fmt.Errorf("redis: append log: %w", err)
 	}
@@ -203,7 +212,7 @@ func (s *Store) UpdateAppend(ctx context.Context, key string, version uint64, va
 	res, err := l.updateAppend.Run(ctx, s.client, []string{KeyPrefix + key, IndexKey, stream, head},
 		strconv.FormatUint(version, 10), value, strconv.FormatUint(next, 10), kit.Millis(expiresAt), kit.Millis(now),
 		pexpire(expiresAt, now), key,
-		data, now.UnixMilli(), keep.MaxCount, cutoff, kit.NewEpoch(), kit.NewEpoch(), LogReclaimBatch).Slice()
+		data, now.UnixMilli(), keep.MaxCount, cutoff, kit.NewEpoch(), kit.NewEpoch(), LogReclaimBatch, keep.MaxBytes).Slice()
 	if err != nil {
 		return store.Record{}, fmt.Errorf("redis: update append: %w", kit.TimedOut(ctx, err))
 	}

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,14 +74,13 @@ func TestLogOneRoundTrip(t *testing.T) {
 	}
 }
 
-// A log whose keys are deleted (a flushed server) starts again in a new epoch.
-func TestLogRecreatedNewEpoch(t *testing.T) {
-	c := client(t)
-	s := open(t, c)
-	defer s.Close()
+// startLog appends data to a new log named after prefix and returns the log's name, the
+// entry's position, and the log's keys: its stream and its head.
+func startLog(t *testing.T, c *goredis.Client, s *redis.Store, prefix, data string) (name string, p store.LogPosition, stream, head string) {
+	t.Helper()
 	ctx := context.Background()
-	name := "flushed/" + time.Now().Format(time.RFC3339Nano)
-	a, err := s.AppendLog(ctx, name, []byte("1"), store.Retention{})
+	name = prefix + time.Now().Format(time.RFC3339Nano)
+	p, err := s.AppendLog(ctx, name, []byte(data), store.Retention{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,21 @@ func TestLogRecreatedNewEpoch(t *testing.T) {
 	if err != nil || len(keys) != 2 {
 		t.Fatalf("keys of the log: %v, %v", keys, err)
 	}
-	if err := c.Del(ctx, keys...).Err(); err != nil {
+	stream, head = keys[0], keys[1]
+	if strings.HasSuffix(head, ":s") {
+		stream, head = head, stream
+	}
+	return name, p, stream, head
+}
+
+// A log whose keys are deleted (a flushed server) starts again in a new epoch.
+func TestLogRecreatedNewEpoch(t *testing.T) {
+	c := client(t)
+	s := open(t, c)
+	defer s.Close()
+	ctx := context.Background()
+	name, a, stream, head := startLog(t, c, s, "flushed/", "1")
+	if err := c.Del(ctx, stream, head).Err(); err != nil {
 		t.Fatal(err)
 	}
 	b, err := s.AppendLog(ctx, name, []byte("2"), store.Retention{})
@@ -119,4 +133,30 @@ func TestUpdateAppendConformance(t *testing.T) {
 			o.Addr = addr
 			return open(t, goredis.NewClient(o), redis.WithClock(now), redis.WithTimeout(timeout))
 		}}))
+}
+
+// TestLogOfAnOlderVersion: a log written before the byte bound (no b in its head, no s in its
+// entries) counts those entries from 0: they go once the bound's worth of newer data is appended.
+func TestLogOfAnOlderVersion(t *testing.T) {
+	c := client(t)
+	s := open(t, c)
+	defer s.Close()
+	ctx := context.Background()
+	name, _, stream, head := startLog(t, c, s, "older/", "x")
+	// Rewrite it as an older version left it: two entries without s, a head without b.
+	if err := c.Del(ctx, stream).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"1-0", "2-0"} {
+		if err := c.XAdd(ctx, &goredis.XAddArgs{Stream: stream, ID: id, Values: []any{"d", "old", "t", 0, "k", "tok" + id}}).Err(); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	if err := c.HSet(ctx, head, "seq", 2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HDel(ctx, head, "b").Err(); err != nil {
+		t.Fatal(err)
+	}
+	storetest.AppendsRead(t, s, name, "12345", store.Retention{MaxBytes: 10}, "1-3: old old 12345", "1-4: old old 12345 12345", "4-5: 12345 12345")
 }

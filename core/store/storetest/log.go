@@ -34,6 +34,7 @@ func RunLog(t *testing.T, open Opener, opts ...LogOption) {
 		{"LogsAreSeparate", testLogsAreSeparate},
 		{"RetentionCount", testLogRetentionCount},
 		{"RetentionAge", testLogRetentionAge},
+		{"RetentionBytes", testLogRetentionBytes},
 		{"ReadAcrossRetentionEdge", testLogAcrossRetentionEdge},
 		{"Wait", testLogWait},
 		{"ConcurrentAppends", testLogConcurrentAppends},
@@ -53,12 +54,17 @@ func RunLog(t *testing.T, open Opener, opts ...LogOption) {
 // LogOption adapts the log suite to a backend.
 type LogOption func(*logOptions)
 
-type logOptions struct{ sealsGaps bool }
+type logOptions struct{ sealsGaps, bytesInEighths bool }
 
 // SealsGaps accepts positions skipped by a store's recovery of appends that died half-way (and
 // of appends an emulator failed to make atomic): entries must still all be there, in order, but
 // their positions need not be dense.
 func SealsGaps() LogOption { return func(o *logOptions) { o.sealsGaps = true } }
+
+// BytesInEighths accepts a byte bound applied in eighths of MaxBytes (store.Retention): an entry
+// may stay until the entries after it hold MaxBytes and an eighth, never go while it and they
+// hold MaxBytes or less.
+func BytesInEighths() LogOption { return func(o *logOptions) { o.bytesInEighths = true } }
 
 // logOpener opens stores as store.Log, each closed when the subtest ends.
 type logOpener struct {
@@ -102,6 +108,27 @@ func mustAppend(t testing.TB, l store.Log, name, data string, keep store.Retenti
 		t.Fatalf("AppendLog(%q, %q): %v", name, data, err)
 	}
 	return p
+}
+
+// AppendsRead appends data to the log name with keep, once per want, and fails t unless the log
+// then reads as want (Span): how a backend's own test follows a log an older version wrote.
+func AppendsRead(t testing.TB, l store.Log, name, data string, keep store.Retention, wants ...string) {
+	t.Helper()
+	for i, want := range wants {
+		mustAppend(t, l, name, data, keep)
+		if got := Span(mustRead(t, l, name, 0, store.MaxLogRead)); got != want {
+			t.Fatalf("after append %d of %q: %s, want %s", i+1, data, got, want)
+		}
+	}
+}
+
+// Span is what a read of a log found: "first-last:", then each entry's data after a space.
+func Span(r store.LogRange) string {
+	s := fmt.Sprintf("%d-%d:", r.First, r.Last)
+	for _, e := range r.Entries {
+		s += " " + string(e.Data)
+	}
+	return s
 }
 
 func mustRead(t testing.TB, l store.Log, name string, after uint64, limit int) store.LogRange {
@@ -340,6 +367,67 @@ func testLogRetentionAge(t *testing.T, o logOpener, c *Clock, name func(string) 
 	}
 }
 
+// testLogRetentionBytes: an entry goes at the append after which it and the newer entries hold
+// more than MaxBytes of data, oldest first; the newest stays whatever its size. The first entries
+// are an eighth of the bound each, so that a store that counts in eighths (BytesInEighths) is
+// exact on them; then sizes vary, and such a store may keep more, within its eighth.
+func testLogRetentionBytes(t *testing.T, o logOpener, _ *Clock, name func(string) string) {
+	l := o.log()
+	n := name("log")
+	const bound = 800
+	var sizes []int // sizes[i] is the data size of entry i+1
+	// firsts returns the oldest entry the exact rule keeps, and the oldest one a store in
+	// eighths may have to keep at most: every older one has newer entries holding 900 bytes.
+	firsts := func(bound int) (exact, loose uint64) {
+		last := len(sizes)
+		exact = uint64(last)
+		for total := sizes[last-1]; exact > 1 && total+sizes[exact-2] <= bound; exact-- {
+			total += sizes[exact-2]
+		}
+		loose = 1
+		for s, newer := last, 0; s >= 1; s-- {
+			if newer >= bound+bound/8 {
+				loose = uint64(s) + 1
+				break
+			}
+			newer += sizes[s-1]
+		}
+		return exact, loose
+	}
+	var dropped uint64 // entries below it are gone: a raised bound brings nothing back
+	appendSized := func(size int, bound int64) {
+		t.Helper()
+		c := byte('a' + len(sizes)%26)
+		mustAppend(t, l, n, strings.Repeat(string(c), size), store.Retention{MaxBytes: bound})
+		sizes = append(sizes, size)
+		exact, loose := firsts(int(bound))
+		r := mustRead(t, l, n, 0, 100)
+		lo, hi := max(exact, dropped), max(exact, dropped)
+		if o.bytesInEighths {
+			lo = max(loose, dropped)
+		}
+		last := uint64(len(sizes))
+		if r.First < lo || r.First > hi || r.Last != last || !equalSeqs(seqs(r), seqRange(r.First, last)) {
+			t.Fatalf("after appending %d bytes (sizes %v) keeping %d bytes: %s; want First from %d to %d", size, sizes, bound, describe(r), lo, hi)
+		}
+		for _, e := range r.Entries {
+			if len(e.Data) != sizes[e.Seq-1] {
+				t.Fatalf("entry %d holds %d bytes, %d were appended", e.Seq, len(e.Data), sizes[e.Seq-1])
+			}
+		}
+		dropped = r.First
+	}
+	for range 12 {
+		appendSized(bound/8, bound) // eight are kept: 800 bytes, not more
+	}
+	for _, size := range []int{900, 100, 700, 1, 99, 100, 450, 350, 1, 800, 100} {
+		appendSized(size, bound)
+	}
+	// A lowered bound trims at the next append; a raised one keeps what was kept.
+	appendSized(100, 200)
+	appendSized(100, 5000)
+}
+
 // testLogAcrossRetentionEdge: a reader behind the retention finds out (its position + 1 < First),
 // then reads on from First with nothing missing or repeated, in pages.
 func testLogAcrossRetentionEdge(t *testing.T, o logOpener, _ *Clock, name func(string) string) {
@@ -574,8 +662,10 @@ func testLogInvalidArguments(t *testing.T, o logOpener, _ *Clock, name func(stri
 	if _, err := l.ReadLog(ctx, n, 0, -1); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("ReadLog with limit -1: %v, want ErrInvalid", err)
 	}
-	if _, err := l.AppendLog(ctx, n, []byte("x"), store.Retention{MaxCount: -1}); !errors.Is(err, store.ErrInvalid) {
-		t.Errorf("AppendLog with a negative retention: %v, want ErrInvalid", err)
+	for _, keep := range []store.Retention{{MaxCount: -1}, {MaxAge: -time.Second}, {MaxBytes: -1}} {
+		if _, err := l.AppendLog(ctx, n, []byte("x"), keep); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("AppendLog with a negative retention %+v: %v, want ErrInvalid", keep, err)
+		}
 	}
 	if _, err := l.AppendLog(ctx, n, make([]byte, s.MaxValueSize()+1), keepAll); !errors.Is(err, store.ErrTooLarge) {
 		t.Errorf("AppendLog of MaxValueSize+1 bytes: %v, want ErrTooLarge", err)

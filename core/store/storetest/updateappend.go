@@ -169,6 +169,17 @@ func testUARetention(t *testing.T, o uaOpener, c *Clock, key func(string) string
 	if r := mustRead(t, s, n, 0, 10); !equalSeqs(seqs(r), []uint64{4, 5}) || r.First != 4 || entryData(r) != "4,5" {
 		t.Errorf("after 5 UpdateAppends keeping 2: %s; want 4 and 5", describe(r))
 	}
+	// The byte bound too: entries of 8 bytes, 24 kept (three entries; an eighth of the bound is
+	// 3 bytes, so a store that counts in eighths keeps three as well).
+	nb := key("bytes")
+	for i := 1; i <= 5; i++ {
+		k := key("b" + fmt.Sprint(i))
+		r := mustCreate(t, s, k, "claim", exp)
+		mustUpdateAppend(t, s, k, r.Version, "done", exp, nb, fmt.Sprintf("event-%02d", i), store.Retention{MaxBytes: 24})
+	}
+	if r := mustRead(t, s, nb, 0, 10); !equalSeqs(seqs(r), []uint64{3, 4, 5}) || r.First != 3 || entryData(r) != "event-03,event-04,event-05" {
+		t.Errorf("after 5 UpdateAppends of 8 bytes keeping 24 bytes: %s; want 3 to 5", describe(r))
+	}
 }
 
 // testUAConcurrent: instances race UpdateAppends on one record and on records of their own,

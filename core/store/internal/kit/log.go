@@ -40,7 +40,7 @@ func CheckAppend(name string, data []byte, limit int, keep store.Retention) erro
 	if len(data) > limit {
 		return fmt.Errorf("%w: %d bytes, the limit is %d", store.ErrTooLarge, len(data), limit)
 	}
-	if keep.MaxAge < 0 || keep.MaxCount < 0 {
+	if keep.MaxAge < 0 || keep.MaxCount < 0 || keep.MaxBytes < 0 {
 		return fmt.Errorf("%w: negative retention", store.ErrInvalid)
 	}
 	return nil

@@ -79,6 +79,7 @@ export class Client {
       const resp = await fetch(path, {method, headers, body, cache: 'no-store'});
       call.status = resp.status;
       call.contentType = resp.headers.get('Content-Type') || '';
+      call.replayed = resp.headers.get('Idempotent-Replayed') === 'true';
       call.response = await resp.text();
       try { parsed = JSON.parse(call.response); } catch (e) { call.error = 'The answer is not JSON'; }
       if (!call.error && !resp.ok) call.error = 'HTTP ' + resp.status + describeDetail(parsed);

@@ -22,7 +22,7 @@ export function renderAnswer(outcome, ctx) {
       e.data && e.data.code ? h('p', {}, 'data.code ', h('code', {class: 'error-data-code'}, String(e.data.code))) : null,
       e.data ? tree(e.data) : null));
   } else if (body.result && 'status' in body.result) {
-    el.append(actionResult(body.result, ctx));
+    el.append(actionResult(body.result, ctx, Boolean(outcome.call && outcome.call.replayed)));
   } else if (body.result) {
     el.append(section('Result', tree(body.result)));
   }
@@ -30,12 +30,15 @@ export function renderAnswer(outcome, ctx) {
   return el;
 }
 
-function actionResult(r, ctx) {
+// actionResult shows an action's result; replayed is what the controller's Idempotent-Replayed
+// header said: strictly_idempotent_response, true on a first run too, says only that a retry
+// would get the same answer.
+function actionResult(r, ctx, replayed) {
   const ok = r.status === 'ok';
   const out = h('div', {class: 'result'},
     h('p', {class: 'status-line'}, 'Status ', badge(ok ? 'ok' : 'error', String(r.status), {id: 'result-status'}),
       ' · ', String((r.effects || []).length), ' effect(s)',
-      r.replay_safety && r.replay_safety.strictly_idempotent_response ? [' · ', badge('info', 'replayed: strictly idempotent response')] : null));
+      replayed ? [' · ', badge('info', 'replayed: the recorded result of this idempotency key, the action not run again', {id: 'result-replayed'})] : null));
   if (Array.isArray(r.errors) && r.errors.length) out.append(section('Errors', errorList(r.errors)));
   out.append(section('Effects', effectList(r.effects || [])));
   if (r.job_state) out.append(section('Job state', jobState(r.job_state, ctx)));

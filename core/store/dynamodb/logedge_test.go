@@ -1,0 +1,212 @@
+package dynamodb_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/dynamodb"
+	"github.com/supervaize/svz/core/store/storetest"
+	"github.com/supervaize/svz/internal/awsapi"
+	"github.com/supervaize/svz/internal/testenv"
+)
+
+// The log's boundaries, each on both sides: the age bound (an entry exactly MaxAge old is kept),
+// the reclaim batch, the sweep window, the gap timeout and a gap at the oldest kept position.
+
+// claimDead claims the next position of the log as an appender that dies before writing its
+// entry would: the head's seq moves on, with another appender's token, and no entry is written.
+func claimDead(t *testing.T, c *awsapi.Client, table, log string) {
+	t.Helper()
+	ctx := context.Background()
+	var head struct{ Item map[string]map[string]string }
+	key := map[string]any{"k": map[string]string{"S": "\x00log\x00" + log}}
+	if err := c.Call(ctx, "GetItem", map[string]any{"TableName": table, "Key": key, "ConsistentRead": true}, &head); err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	if _, err := fmt.Sscan(head.Item["seq"]["N"], &seq); err != nil || head.Item == nil {
+		t.Fatalf("head of %q: %v %v", log, head.Item, err)
+	}
+	head.Item["seq"] = map[string]string{"N": fmt.Sprint(seq + 1)}
+	head.Item["tok"] = map[string]string{"S": "dead"}
+	if err := c.Call(ctx, "PutItem", map[string]any{"TableName": table, "Item": head.Item}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deleteEntry deletes the item of a log entry, as DynamoDB's TTL sweeper does.
+func deleteEntry(t *testing.T, c *awsapi.Client, table, log string, seq uint64) {
+	t.Helper()
+	k := fmt.Sprintf("\x00log\x00%s\x00%020d", log, seq)
+	if err := c.Call(context.Background(), "DeleteItem", map[string]any{"TableName": table, "Key": map[string]any{"k": map[string]string{"S": k}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// logSeqs is the positions of entries read, and their data in one string.
+func logSeqs(r store.LogRange) string {
+	var b strings.Builder
+	for _, e := range r.Entries {
+		fmt.Fprintf(&b, "%d=%s ", e.Seq, e.Data)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// TestLogAgeBoundary: entries appended strictly before now - MaxAge go (kit.Cutoff); one exactly
+// MaxAge old stays, whether the claim before the newest or a recorded time mark bounds it.
+func TestLogAgeBoundary(t *testing.T) {
+	c := client(t, testenv.Need(t, testenv.AWSEndpoint))
+	name := table(t, c)
+	clock := storetest.NewClock()
+	s := open(t, c, name, dynamodb.WithClock(clock.Now))
+	ctx := context.Background()
+	keep := store.Retention{MaxAge: time.Minute}
+	appendAt := func(data string) {
+		t.Helper()
+		if _, err := s.AppendLog(ctx, "age", []byte(data), keep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(when string, first uint64, want string) {
+		t.Helper()
+		r, err := s.ReadLog(ctx, "age", 0, 10)
+		if err != nil || r.First != first || logSeqs(r) != want {
+			t.Fatalf("%s: %+v %v; want First %d and %s", when, r, err, first, want)
+		}
+	}
+	appendAt("a")
+	clock.Advance(time.Minute)
+	appendAt("b") // the claim before it (1) is exactly a minute old; it also becomes a time mark
+	read("the claim before the newest exactly MaxAge old", 1, "1=a 2=b")
+	appendAt("c") // at the same time: the mark of 1 bounds it alone
+	read("a time mark exactly MaxAge old", 1, "1=a 2=b 3=c")
+	clock.Advance(time.Millisecond)
+	appendAt("d")
+	read("a millisecond later", 2, "2=b 3=c 4=d")
+}
+
+// TestLogReclaimBatchBoundary: a log with a count bound alone deletes its dropped entries once
+// exactly LogReclaimBatch of them wait, in one BatchWriteItem; not one append before.
+func TestLogReclaimBatchBoundary(t *testing.T) {
+	var o ops
+	c := client(t, testenv.Need(t, testenv.AWSEndpoint), awsapi.WithHTTPClient(&o))
+	name := table(t, c)
+	s := open(t, c, name)
+	ctx := context.Background()
+	keep := store.Retention{MaxCount: 5}
+	entries := func() int {
+		n := 0
+		for _, k := range scanLog(t, c, name) {
+			if strings.Count(k, "\x00") == 3 {
+				n++
+			}
+		}
+		return n
+	}
+	// After n appends keeping 5, positions 1 to n-5 are dropped: the 25th of them waits at 30.
+	for n := 1; n <= 29; n++ {
+		if _, err := s.AppendLog(ctx, "batch", []byte("e"), keep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, deletes := entries(), o.count("BatchWriteItem"); got != 29 || deletes != 0 {
+		t.Fatalf("after 29 appends keeping 5 (24 dropped): %d entries, %d BatchWriteItem; want 29 and none", got, deletes)
+	}
+	if _, err := s.AppendLog(ctx, "batch", []byte("e"), keep); err != nil {
+		t.Fatal(err)
+	}
+	if got, deletes := entries(), o.count("BatchWriteItem"); got != 5 || deletes != 1 {
+		t.Fatalf("after 30 appends keeping 5 (25 dropped): %d entries, %d BatchWriteItem; want 5 and one", got, deletes)
+	}
+	if r, err := s.ReadLog(ctx, "batch", 0, 10); err != nil || r.First != 26 || len(r.Entries) != 5 {
+		t.Fatalf("read: %+v %v; want 26 to 30", r, err)
+	}
+}
+
+// TestLogSweepWindowBoundary: a missing entry whose claim is exactly the sweep window old
+// (MaxAge + MaxAge/8 + SweepGrace) is not yet taken for swept: the reader seals it; a millisecond
+// later it is swept, and First moves past it without a seal.
+func TestLogSweepWindowBoundary(t *testing.T) {
+	var o ops
+	c := client(t, testenv.Need(t, testenv.AWSEndpoint), awsapi.WithHTTPClient(&o))
+	name := table(t, c)
+	clock := storetest.NewClock()
+	s := open(t, c, name, dynamodb.WithClock(clock.Now))
+	ctx := context.Background()
+	keep := store.Retention{MaxAge: time.Hour}
+	window := time.Hour + time.Hour/8 + dynamodb.SweepGrace
+	for i, log := range []string{"exact", "later"} {
+		start := clock.Now()
+		for _, d := range []string{"a", "b", "c"} {
+			if _, err := s.AppendLog(ctx, log, []byte(d), keep); err != nil {
+				t.Fatal(err)
+			}
+		}
+		deleteEntry(t, c, name, log, 1)
+		clock.Set(start.Add(window + time.Duration(i)*time.Millisecond))
+		puts := o.count("PutItem")
+		r, err := s.ReadLog(ctx, log, 0, 10)
+		seals := o.count("PutItem") - puts
+		if err != nil || logSeqs(r) != "2=b 3=c" || r.Through != 3 {
+			t.Fatalf("%s: %+v %v; want 2 and 3", log, r, err)
+		}
+		if i == 0 && (r.First != 1 || seals != 1) {
+			t.Errorf("entry 1 missing, claimed exactly the sweep window ago: First %d, %d seals; want 1 sealed", r.First, seals)
+		}
+		if i == 1 && (r.First != 2 || seals != 0) {
+			t.Errorf("entry 1 missing, claimed the sweep window and 1 ms ago: First %d, %d seals; want First 2, no seal", r.First, seals)
+		}
+	}
+}
+
+// TestLogGapTimeoutBoundary: a reader waits for a claimed position's entry until LogGapTimeout
+// after its claim, and seals it at exactly LogGapTimeout.
+func TestLogGapTimeoutBoundary(t *testing.T) {
+	c := client(t, testenv.Need(t, testenv.AWSEndpoint))
+	name := table(t, c)
+	clock := storetest.NewClock()
+	s := open(t, c, name, dynamodb.WithClock(clock.Now))
+	ctx := context.Background()
+	if _, err := s.AppendLog(ctx, "gap", []byte("1"), store.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	claimDead(t, c, name, "gap")
+	if _, err := s.AppendLog(ctx, "gap", []byte("3"), store.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(dynamodb.LogGapTimeout - time.Millisecond)
+	if r, err := s.ReadLog(ctx, "gap", 1, 10); err != nil || r.Through != 1 || len(r.Entries) != 0 {
+		t.Fatalf("a millisecond before the gap timeout: %+v %v; want to wait at 1", r, err)
+	}
+	clock.Advance(time.Millisecond)
+	if r, err := s.ReadLog(ctx, "gap", 1, 10); err != nil || r.Through != 3 || logSeqs(r) != "3=3" {
+		t.Fatalf("at the gap timeout: %+v %v; want 2 sealed and 3 read", r, err)
+	}
+}
+
+// TestLogGapAtFirst: a gap at the oldest kept position itself is sealed (it is kept: retention
+// did not delete it), and the read goes on past it.
+func TestLogGapAtFirst(t *testing.T) {
+	c := client(t, testenv.Need(t, testenv.AWSEndpoint))
+	name := table(t, c)
+	clock := storetest.NewClock()
+	s := open(t, c, name, dynamodb.WithClock(clock.Now))
+	ctx := context.Background()
+	keep := store.Retention{MaxCount: 2}
+	if _, err := s.AppendLog(ctx, "first", []byte("1"), keep); err != nil {
+		t.Fatal(err)
+	}
+	claimDead(t, c, name, "first")
+	if _, err := s.AppendLog(ctx, "first", []byte("3"), keep); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(dynamodb.LogGapTimeout)
+	r, err := s.ReadLog(ctx, "first", 0, 10)
+	if err != nil || r.First != 2 || r.Through != 3 || logSeqs(r) != "3=3" {
+		t.Fatalf("position 2, the oldest kept, claimed and never written: %+v %v; want First 2, 2 sealed, 3 read", r, err)
+	}
+}
