@@ -32,6 +32,7 @@ func TestBolt(t *testing.T) {
 	t.Run("CrashAroundFailure", func(t *testing.T) { crashAroundFailure(t, env) })
 	t.Run("PoolTakesOverAtStart", func(t *testing.T) { poolTakesOverAtStart(t, env) })
 	t.Run("SleepAcrossRestart", func(t *testing.T) { sleepAcrossRestart(t, env) })
+	t.Run("DeployAcrossProcesses", func(t *testing.T) { deployAcrossProcesses(t, env) })
 }
 
 func TestPostgres(t *testing.T) {
@@ -45,6 +46,7 @@ func TestPostgres(t *testing.T) {
 	t.Run("CrashAroundFailure", func(t *testing.T) { crashAroundFailure(t, env) })
 	t.Run("IdentityTakesOverAtRestart", func(t *testing.T) { identityTakesOverAtRestart(t, env) })
 	t.Run("SleepAcrossRestart", func(t *testing.T) { sleepAcrossRestart(t, env) })
+	t.Run("DeployAcrossProcesses", func(t *testing.T) { deployAcrossProcesses(t, env) })
 }
 
 func TestRedis(t *testing.T) {

@@ -95,6 +95,8 @@ func crashChild(raw string) int {
 		w, work = defineFailing(o, spec.Runs, die), "failing"
 	case "sleep":
 		w, work = defineSleepy(o, spec.Runs), "sleepy"
+	case "deploy:old", "deploy:typed", "deploy:patched":
+		w, work = defineDeployed(o, strings.TrimPrefix(spec.Kind, "deploy:"), spec.Runs), "deployed"
 	default:
 		w = defineCrashy(o, spec.Runs, die)
 	}
@@ -105,9 +107,14 @@ func crashChild(raw string) int {
 	if spec.Pool {
 		d = jobs.NewPool(jobs.ScanEvery(0), jobs.Identity(spec.Identity))
 	}
+	build := oldBuild // the build a deploy replaced
+	if strings.HasPrefix(spec.Kind, "deploy:") && spec.Kind != "deploy:old" {
+		build = newBuild
+	}
 	svc := jobs.NewService(jobs.Config{Store: s, Dispatcher: d, Logger: quiet,
 		Now:   func() time.Time { return time.Now().Add(spec.Offset) },
-		Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
+		Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true },
+		Info:  func(string) jobs.AgentInfo { return jobs.AgentInfo{Build: build} }})
 	ctx := jobs.NewContext(context.Background(), svc, o.reg, agentSlug, &contract.VerifiedWorkspaceContext{WorkspaceID: wsID})
 	if spec.Start {
 		if _, err := w.Start(ctx, startReq(spec.Job), struct{}{}); err != nil {
@@ -219,6 +226,91 @@ func defineSleepy(o owner, runs string) *jobs.Work[struct{}] {
 		_, err := jobs.Step(ctx, "after", func(context.Context) (int, error) { return 2, appendRun(runs, "after") })
 		return err
 	})
+}
+
+// defineDeployed is the work "deployed" as each build defines it: "old" counts (an int), pauses a
+// minute, then ends; "typed" counts into a map (a changed step type); "patched" counts in a new
+// step for jobs that reach jobs.Patched on it, keeping the old step for those that went past.
+func defineDeployed(o owner, version, runs string) *jobs.Work[struct{}] {
+	return jobs.Define(o, "deployed", func(ctx context.Context, _ struct{}) error {
+		patched := false
+		if version == "patched" {
+			p, err := jobs.Patched(ctx, "count-v2")
+			if err != nil {
+				return err
+			}
+			patched = p
+		}
+		var err error
+		switch {
+		case version == "typed":
+			_, err = jobs.Step(ctx, "count", func(context.Context) (map[string]int, error) {
+				return map[string]int{"n": 7}, appendRun(runs, "count-map")
+			})
+		case patched:
+			_, err = jobs.Step(ctx, "count-v2", func(context.Context) (int, error) { return 8, appendRun(runs, "count-v2") })
+		default:
+			_, err = jobs.Step(ctx, "count", func(context.Context) (int, error) { return 7, appendRun(runs, "count") })
+		}
+		if err != nil {
+			return err
+		}
+		if err := jobs.Sleep(ctx, "pause", time.Minute); err != nil {
+			return err
+		}
+		_, err = jobs.Step(ctx, "done", func(context.Context) (int, error) { return 1, appendRun(runs, "done") })
+		return err
+	})
+}
+
+// deployAcrossProcesses starts jobs on one binary's build and finishes them on a changed one's,
+// each a process of its own: a step whose type changed fails its job naming the step and both
+// builds, the changed step never running; a job past jobs.Patched's point keeps the old path;
+// a job started on the new build takes the new one.
+func deployAcrossProcesses(t *testing.T, env []string) {
+	dir := t.TempDir()
+	typed, kept, fresh := jobID(t)+".typed", jobID(t)+".kept", jobID(t)+".fresh"
+	runs := func(job string) string { return filepath.Join(dir, job) }
+	later := 2 * time.Minute // past the pause: the new build's deliveries find the jobs due
+	for _, c := range []crashSpec{
+		{Job: typed, Start: true, Kind: "deploy:old"},
+		{Job: kept, Start: true, Kind: "deploy:old"},
+		{Job: typed, Kind: "deploy:typed", Offset: later},
+		{Job: kept, Kind: "deploy:patched", Offset: later},
+		{Job: fresh, Start: true, Kind: "deploy:patched", Offset: later},
+		{Job: fresh, Kind: "deploy:patched", Offset: 2 * later},
+	} {
+		c.Env, c.Runs = env, runs(c.Job)
+		if runChild(t, c) {
+			t.Fatalf("%s was killed", c.Kind)
+		}
+	}
+	s := storeenvtest.Open(t, env)
+	defer s.Close()
+	o := newOwner()
+	defineDeployed(o, "patched", "")
+	svc := jobs.NewService(jobs.Config{Store: s, Dispatcher: nopQueue{}, Logger: quiet,
+		Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
+	defer svc.Close()
+	ctx := jobs.NewContext(context.Background(), svc, o.reg, agentSlug, &contract.VerifiedWorkspaceContext{WorkspaceID: wsID})
+	for _, want := range []struct {
+		job, status, runs, message string
+	}{
+		{typed, contract.StateFailed, "count\n", `jobs: the recorded result of step \"count\", recorded by agent 1.0.0, svz v0.9.0 (aaaaaaaaaaaa), ` +
+			`does not decode into the step's type in agent 1.1.0, svz v0.9.1 (bbbbbbbbbbbb)`},
+		{kept, contract.StateCompleted, "count\ndone\n", ""},
+		{fresh, contract.StateCompleted, "count-v2\ndone\n", ""},
+	} {
+		snap, err := jobs.State(ctx, want.job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := mustJSON(t, snap)
+		b, _ := os.ReadFile(runs(want.job))
+		if snap.Job.Status != want.status || string(b) != want.runs || !strings.Contains(got, want.message) {
+			t.Errorf("%s: runs %q, want %q; state %s\nwant %s with %s", want.job, b, want.runs, got, want.status, want.message)
+		}
+	}
 }
 
 // sleepAcrossRestart: a process killed while its job sleeps; the next process's pool, its scans
