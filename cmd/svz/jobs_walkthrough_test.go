@@ -29,10 +29,13 @@ func TestJobsWalkthrough(t *testing.T) {
 	out := runScript(t, tmp, blocks[0], []string{port}, "SUPERVAIZER_PORT="+port)
 	for _, want := range []string{
 		`{"type":"job.started","job_id":"job-1","status":"active"}`,
-		`"id":"job-1-find","activity":"operation","status":"active"`,
-		`{"id":"job-1-find","activity":"operation","status":"completed"`,
-		`{"id":"job-1-report","activity":"operation","status":"completed"`,
+		`"id":"job-1-score","activity":"operation","status":"active","title":"Score the leads","outputs":[],"items":{"done":`,
+		`{"id":"job-1-score","activity":"operation","status":"completed","title":"Score the leads","outputs":[],"items":{"done":100,"total":100}}`,
 		`"id":"job-1-review","activity":"operation","status":"awaiting"`,
+		`{"type":"step.awaiting.submitted","job_id":"job-1","case_id":"job-1-report","step_id":"job-1-review","status":"active"}`,
+		`"waiting":{"reason":"timer","step_id":"job-1-cool-down","until":"`,
+		`{"id":"job-1-import","activity":"operation","status":"completed"`,
+		`{"type":"job.synced","job_id":"job-1","status":"completed"}`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the walkthrough's output lacks %s:\n%s", want, out)
