@@ -23,6 +23,18 @@ type counting struct {
 	writes, reads atomic.Int64
 }
 
+// countingLister is counting over a store that lists (a pool needs one); a list is no write.
+type countingLister struct {
+	*counting
+	l store.Lister
+}
+
+func (c countingLister) List(ctx context.Context, prefix, after string, limit int) (store.Page, error) {
+	return c.l.List(ctx, prefix, after, limit)
+}
+
+var _ store.Lister = countingLister{}
+
 func (c *counting) Get(ctx context.Context, key string) (store.Record, error) {
 	c.reads.Add(1)
 	return c.Store.Get(ctx, key)
@@ -43,9 +55,11 @@ func (c *counting) Delete(ctx context.Context, key string, ver uint64) error {
 	return c.Store.Delete(ctx, key, ver)
 }
 
-// writesOf counts the store writes of a job of n steps, started and delivered once.
-func writesOf(t testing.TB, n int) int64 {
-	cs := &counting{Store: memory.New()}
+// writesOf counts the store writes of a job of n steps, started and delivered once: by the
+// test's queue, or (pool) by an in-process pool, whose scan then finds the job ended.
+func writesOf(t testing.TB, n int, pool bool) int64 {
+	mem := memory.New()
+	cs := &counting{Store: mem}
 	o := newOwner()
 	w := jobs.Define(o, "steps", func(ctx context.Context, _ struct{}) error {
 		for i := range n {
@@ -56,7 +70,13 @@ func writesOf(t testing.TB, n int) int64 {
 		return nil
 	})
 	q := &queue{}
-	svc := jobs.NewService(jobs.Config{Store: cs, Dispatcher: q, Logger: quiet, Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
+	var d jobs.Dispatcher = q
+	p := jobs.NewPool(jobs.Workers(1), jobs.ScanEvery(0))
+	if pool {
+		d = p
+	}
+	svc := jobs.NewService(jobs.Config{Store: countingLister{cs, mem}, Dispatcher: d, Logger: quiet, Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
+	defer svc.Close()
 	ctx := jobs.NewContext(context.Background(), svc, o.reg, agentSlug, &contract.VerifiedWorkspaceContext{WorkspaceID: wsID})
 	if _, err := w.Start(ctx, startReq("job"), struct{}{}); err != nil {
 		t.Fatal(err)
@@ -66,15 +86,43 @@ func writesOf(t testing.TB, n int) int64 {
 			t.Fatal(err)
 		}
 	}
+	if pool {
+		// The job's end is its last write of the delivery; the scan then deletes its index entry.
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
+			if snap, err := jobs.State(ctx, "job"); err == nil && snap.Job.Status == contract.StateCompleted {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the pool did not complete the job")
+			}
+		}
+		svc.Close() // the delivery has ended: nothing more is written by it
+		before := cs.writes.Load()
+		if err := p.Scan(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if cs.writes.Load() != before+1 {
+			t.Fatalf("the scan wrote %d times, want 1 (the index entry's delete)", cs.writes.Load()-before)
+		}
+	}
 	return cs.writes.Load()
 }
 
 // TestStoreWritesPerStep: each step costs one store write; a job adds three (the task, the
-// claim of its delivery, its end).
+// claim of its delivery, its end), and on the in-process pool two more (its index entry,
+// written at the dispatch and deleted by the scan once the job ended).
 func TestStoreWritesPerStep(t *testing.T) {
-	none, ten := writesOf(t, 0), writesOf(t, 10)
-	if none != 3 || ten-none != 10 {
-		t.Fatalf("writes: %d for a job without steps (want 3), %d more for 10 steps (want 10)", none, ten-none)
+	for _, c := range []struct {
+		name   string
+		pool   bool
+		perJob int64
+	}{{"queue", false, 3}, {"pool", true, 5}} {
+		t.Run(c.name, func(t *testing.T) {
+			none, ten := writesOf(t, 0, c.pool), writesOf(t, 10, c.pool)
+			if none != c.perJob || ten-none != 10 {
+				t.Fatalf("writes: %d for a job without steps (want %d), %d more for 10 steps (want 10)", none, c.perJob, ten-none)
+			}
+		})
 	}
 }
 
@@ -82,7 +130,7 @@ func TestStoreWritesPerStep(t *testing.T) {
 func BenchmarkStoreWrites(b *testing.B) {
 	var none, ten int64
 	for b.Loop() {
-		none, ten = writesOf(b, 0), writesOf(b, 10)
+		none, ten = writesOf(b, 0, false), writesOf(b, 10, false)
 	}
 	b.ReportMetric(float64(ten-none)/10, "writes/step")
 	b.ReportMetric(float64(none), "writes/job")
