@@ -31,10 +31,7 @@ func (w *Work[In]) Start(ctx context.Context, req *contract.ActionRequest, in In
 	if err != nil {
 		return nil, err
 	}
-	if r.Seq == 0 && len(r.Open) == 0 {
-		return sc.svc.snapshot(sc.reg, r, nil), nil // a new job: no step records to read
-	}
-	return sc.svc.project(ctx, sc.reg, r)
+	return sc.svc.project(ctx, sc.reg, r) // a new job has no step records: nothing is read
 }
 
 // Started is Start answered as job.start answers: the job.started effect with the job's state.
