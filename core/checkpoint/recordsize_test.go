@@ -47,7 +47,7 @@ func (s *sizedStore) Update(ctx context.Context, key string, version uint64, val
 // runSized runs one allowed occurrence on a store that accepts limit bytes, with the same
 // randomness (ids, the lease's owner) and clock every time, so that its records are the same
 // bytes.
-func runSized(t *testing.T, limit int) (*sizedStore, checkpoint.Outcome[receipt], error, *job) {
+func runSized(t *testing.T, limit int) (*sizedStore, checkpoint.Outcome[receipt], *job, error) {
 	t.Helper()
 	cryptotest.SetGlobalRandom(t, 30)
 	mem := memory.New()
@@ -59,13 +59,13 @@ func runSized(t *testing.T, limit int) (*sizedStore, checkpoint.Outcome[receipt]
 	i := w.instance(behaviour{}, clock.frozen(0))
 	j := w.job()
 	out, err := j.run(t, i)
-	return s, out, err, j
+	return s, out, j, err
 }
 
 // TestRecordAtTheStoreLimit: an occurrence record of exactly the store's MaxValueSize is written;
 // one byte over is refused with store.ErrTooLarge, naming both sizes, before the store is called.
 func TestRecordAtTheStoreLimit(t *testing.T) {
-	probe, out, err, _ := runSized(t, 1<<20)
+	probe, out, _, err := runSized(t, 1<<20)
 	wantStatus(t, out, err, checkpoint.Completed, "")
 	largest := 0
 	for _, n := range probe.sizes {
@@ -75,14 +75,14 @@ func TestRecordAtTheStoreLimit(t *testing.T) {
 		t.Fatal("no occurrence record written")
 	}
 
-	s, out, err, j := runSized(t, largest)
+	s, out, j, err := runSized(t, largest)
 	wantStatus(t, out, err, checkpoint.Completed, "")
 	j.wantCounts(t, 1, 1)
 	if fmt.Sprint(s.sizes) != fmt.Sprint(probe.sizes) {
 		t.Fatalf("the records of the same run differ: %v, then %v", probe.sizes, s.sizes)
 	}
 
-	s, out, err, _ = runSized(t, largest-1)
+	s, out, _, err = runSized(t, largest-1)
 	if !errors.Is(err, store.ErrTooLarge) || !strings.Contains(fmt.Sprint(err), fmt.Sprintf("is %d bytes packed, more than the store accepts (%d)", largest, largest-1)) {
 		t.Fatalf("a record one byte over the limit: %+v, %v; want ErrTooLarge naming %d and %d", out, err, largest, largest-1)
 	}
