@@ -88,14 +88,7 @@ func writesOf(t testing.TB, n int, pool bool) int64 {
 	}
 	if pool {
 		// The job's end is its last write of the delivery; the scan then deletes its index entry.
-		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
-			if snap, err := jobs.State(ctx, "job"); err == nil && snap.Job.Status == contract.StateCompleted {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the pool did not complete the job")
-			}
-		}
+		waitCompleted(ctx, t, "job", "the pool did not complete the job")
 		svc.Close() // the delivery has ended: nothing more is written by it
 		before := cs.writes.Load()
 		if err := p.Scan(context.Background()); err != nil {

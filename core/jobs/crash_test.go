@@ -330,20 +330,7 @@ func sleepAcrossRestart(t *testing.T, env []string) {
 		Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
 	defer svc.Close()
 	ctx := jobs.NewContext(context.Background(), svc, o.reg, agentSlug, &contract.VerifiedWorkspaceContext{WorkspaceID: wsID})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		snap, err := jobs.State(ctx, job)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if snap.Job.Status == contract.StateCompleted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the job did not wake: %s", mustJSON(t, snap))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitCompleted(ctx, t, job, "the job did not wake")
 	if woke := time.Since(started); woke < sleepFor {
 		t.Fatalf("the job woke %s after its start, before its sleep of %s ended", woke, sleepFor)
 	}
@@ -480,20 +467,7 @@ func identityTakesOverAtRestart(t *testing.T, env []string) {
 			}
 			continue
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			snap, err := jobs.State(ctx, job)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if snap.Job.Status == contract.StateCompleted {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the task was not taken back at restart: %s", mustJSON(t, snap))
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitCompleted(ctx, t, job, "the task was not taken back at restart")
 		svc.Close()
 	}
 	if b, _ := os.ReadFile(runs); string(b) != "0\n1\n1\n2\n3\n" {
@@ -614,20 +588,7 @@ func poolTakesOverAtStart(t *testing.T, env []string) {
 		Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
 	defer svc.Close()
 	ctx := jobs.NewContext(context.Background(), svc, o.reg, agentSlug, &contract.VerifiedWorkspaceContext{WorkspaceID: wsID})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		snap, err := jobs.State(ctx, job)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if snap.Job.Status == contract.StateCompleted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the task was not taken over at start: %s", mustJSON(t, snap))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitCompleted(ctx, t, job, "the task was not taken over at start")
 	if b, _ := os.ReadFile(runs); string(b) != "0\n1\n1\n2\n3\n" {
 		t.Fatalf("runs %q", b)
 	}

@@ -218,3 +218,23 @@ func deliverInBackground(t *testing.T, in *instance) (jobs.Message, <-chan error
 	go func() { done <- in.svc.Deliver(context.Background(), msgs[0].M, jobs.Delivery{}) }()
 	return msgs[0].M, done
 }
+
+// waitCompleted polls job's state (ctx names the agent and workspace) until the job completed,
+// for at most two minutes: a failure bound only, long enough for a loaded machine. what says
+// what the wait is for in the failure.
+func waitCompleted(ctx context.Context, t testing.TB, job, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		snap, err := jobs.State(ctx, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Job.Status == contract.StateCompleted {
+			return
+		}
+		if time.Now().After(deadline) {
+			b, _ := json.Marshal(snap)
+			t.Fatalf("%s: %s", what, b)
+		}
+	}
+}
