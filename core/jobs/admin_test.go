@@ -668,13 +668,7 @@ func testRetryHandler(t *testing.T, s store.Store) {
 // time.
 func testRetryStoppedSleep(t *testing.T, s store.Store) {
 	o, c := newOwner(), &counter{}
-	w := jobs.Define(o, "sleeper", func(ctx context.Context, _ struct{}) error {
-		if err := jobs.Sleep(ctx, "nap", time.Hour); err != nil {
-			return err
-		}
-		_, err := jobs.Step(ctx, "after", func(context.Context) (int, error) { c.inc("after"); return 1, nil })
-		return err
-	})
+	w := sleepThenAfter(o, "sleeper", "nap", time.Hour, c)
 	in := newInstance(t, s, o, newClock(), &queue{})
 	job := start(t, in, w, struct{}{})
 	wake := in.clock.Now().Add(time.Hour)

@@ -238,3 +238,15 @@ func waitCompleted(ctx context.Context, t testing.TB, job, what string) {
 		}
 	}
 }
+
+// sleepThenAfter defines work that sleeps d in a step named sleep, then runs step "after",
+// counting its runs in c.
+func sleepThenAfter(o owner, work, sleep string, d time.Duration, c *counter) *jobs.Work[struct{}] {
+	return jobs.Define(o, work, func(ctx context.Context, _ struct{}) error {
+		if err := jobs.Sleep(ctx, sleep, d); err != nil {
+			return err
+		}
+		_, err := jobs.Step(ctx, "after", func(context.Context) (int, error) { c.inc("after"); return 1, nil })
+		return err
+	})
+}

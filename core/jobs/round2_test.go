@@ -354,13 +354,7 @@ func (*limitedQueue) MaxDelay() time.Duration { return 15 * time.Minute }
 // handed on every 15 minutes without reading or writing the store, and the job wakes on time.
 func testSleepChained(t *testing.T, s store.Store) {
 	o, c := newOwner(), &counter{}
-	w := jobs.Define(o, "sleepy-long", func(ctx context.Context, _ struct{}) error {
-		if err := jobs.Sleep(ctx, "wait", time.Hour); err != nil {
-			return err
-		}
-		_, err := jobs.Step(ctx, "after", func(context.Context) (int, error) { c.inc("after"); return 1, nil })
-		return err
-	})
+	w := sleepThenAfter(o, "sleepy-long", "wait", time.Hour, c)
 	cs := &counting{Store: s}
 	q := &limitedQueue{}
 	in := &instance{q: &q.queue, clock: newClock(), after: newManualAfter(), o: o}
@@ -968,13 +962,7 @@ func hexNoise(n int) []byte { return []byte(hex.EncodeToString(noise(n / 2))) }
 func TestSleepZero(t *testing.T) {
 	cs := &counting{Store: memoryStore(t)}
 	o, c := newOwner(), &counter{}
-	w := jobs.Define(o, "no-pause", func(ctx context.Context, _ struct{}) error {
-		if err := jobs.Sleep(ctx, "pause", 0); err != nil {
-			return err
-		}
-		_, err := jobs.Step(ctx, "after", func(context.Context) (int, error) { c.inc("after"); return 1, nil })
-		return err
-	})
+	w := sleepThenAfter(o, "no-pause", "pause", 0, c)
 	in := newInstance(t, cs, o, newClock(), &queue{})
 	job := start(t, in, w, struct{}{})
 	before := cs.writes.Load()
