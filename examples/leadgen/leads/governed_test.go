@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/state"
 	"github.com/supervaize/svz/core/store"
@@ -41,6 +42,16 @@ func standIn(t *testing.T, decisions map[string]string) *devstudio.Server {
 	}
 	t.Cleanup(func() { _ = ds.Close() })
 	return ds
+}
+
+// checkpointsOf is the rule checkpoints of ds, through the real Studio client over HTTP.
+func checkpointsOf(t *testing.T, ds *devstudio.Server) checkpoint.Studio {
+	t.Helper()
+	client, err := studio.New(studio.Settings{APIURL: ds.URL(), WorkspaceID: devstudio.DefaultWorkspace, APIKey: ds.APIKey(), Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client.RuleCheckpoints()
 }
 
 // governedInput is job.start's input with the frozen rule snapshot Studio adds to a governed job.
@@ -111,10 +122,7 @@ func stepOf(res *svztest.Result, id string) *contract.Step {
 
 func TestGovernedImport(t *testing.T) {
 	ds := standIn(t, map[string]string{"before": "pause"})
-	client, err := studio.New(studio.Settings{APIURL: ds.URL(), WorkspaceID: devstudio.DefaultWorkspace, APIKey: ds.APIKey(), Timeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	checkpoints := checkpointsOf(t, ds)
 	s := memory.New()
 	t.Cleanup(func() { _ = s.Close() })
 	var logs syncbuf.Buffer
@@ -125,7 +133,7 @@ func TestGovernedImport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		controllers[k] = svztest.New(t, a, svztest.WithStore(s), svztest.WithRuleCheckpoints(client.RuleCheckpoints()), svztest.WithLogger(log))
+		controllers[k] = svztest.New(t, a, svztest.WithStore(s), svztest.WithRuleCheckpoints(checkpoints), svztest.WithLogger(log))
 	}
 	h1, h2 := controllers[0], controllers[1]
 	token := testenv.UniqueName("rule-snapshot-token-")
@@ -233,8 +241,9 @@ func TestGovernedImport(t *testing.T) {
 		rec := lastCheckpoint(t, ds)
 		resp := h2.Call(t, "supervaizer/action.invoke", h2.Request(t, contract.RuleCheckpointResumeAction,
 			resumeInput(rec, "before", "pause", "gov-3-import-1"), svztest.JobID("gov-3"), svztest.CaseID("gov-3-report")))
-		if resp.Error == nil || resp.Error.Code != -32603 || resp.Error.Message != "Action handler failed" {
-			t.Errorf("pause = %s", resp.Body)
+		// An input error (not -32603, which Studio would retry): a pause is no decision.
+		if want := `{"status":"error","effects":[],"errors":[{"code":"input_option","message":"rule.checkpoint.resume: input.status must be allow or stop: a pause is not a decision (the checkpoint keeps waiting)","field":"status"}]}`; !strings.Contains(string(resp.Body), want) {
+			t.Errorf("pause = %s\nwant %s", resp.Body, want)
 		}
 		res := h1.Invoke(t, contract.JobSyncAction, nil, svztest.JobID("gov-3"))
 		if res.JobState.Job.Status != contract.StateAwaiting {

@@ -11,10 +11,8 @@ import (
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
-	"github.com/supervaize/svz/core/studio"
 	"github.com/supervaize/svz/core/svztest"
 	"github.com/supervaize/svz/examples/leadgen/leads"
-	"github.com/supervaize/svz/internal/devstudio"
 	"github.com/supervaize/svz/internal/testenv"
 )
 
@@ -55,10 +53,7 @@ func (s *crashingStore) Update(ctx context.Context, key string, version uint64, 
 // handler". A retried resume then changes nothing.
 func TestGovernedImportRecovers(t *testing.T) {
 	ds := standIn(t, map[string]string{"before": "pause"})
-	client, err := studio.New(studio.Settings{APIURL: ds.URL(), WorkspaceID: devstudio.DefaultWorkspace, APIKey: ds.APIKey(), Timeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	checkpoints := checkpointsOf(t, ds)
 	s := memory.New()
 	t.Cleanup(func() { _ = s.Close() })
 	instance := func(st store.Store) *svztest.Harness {
@@ -66,7 +61,7 @@ func TestGovernedImportRecovers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return svztest.New(t, a, svztest.WithStore(st), svztest.WithRuleCheckpoints(client.RuleCheckpoints()))
+		return svztest.New(t, a, svztest.WithStore(st), svztest.WithRuleCheckpoints(checkpoints))
 	}
 	h1, dying := instance(s), instance(&crashingStore{Store: s})
 	token := testenv.UniqueName("rule-snapshot-token-")
