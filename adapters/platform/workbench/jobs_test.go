@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -81,11 +83,7 @@ func TestJobsRoutes(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rj := &recordingJobs{err: c.err}
 			h := workbench.New(controllerStub, workbench.Config{APIKey: key, Log: quiet, Jobs: rj, APIKeyCheck: workbench.KeyCheck(key)})
-			req := httptest.NewRequest(c.method, "http://127.0.0.1:8000"+c.path, strings.NewReader(c.body))
-			req.RemoteAddr = "127.0.0.1:50000"
-			if c.key != "" {
-				req.Header.Set("X-API-Key", c.key)
-			}
+			req := keyed(c.method, c.path, c.key, strings.NewReader(c.body))
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, req)
 			body := strings.TrimSpace(w.Body.String())
@@ -102,9 +100,7 @@ func TestJobsRoutes(t *testing.T) {
 	}
 	// A controller without background work: no jobs, and the page hides the link.
 	h := workbench.New(controllerStub, workbench.Config{APIKey: key, Log: quiet, APIKeyCheck: workbench.KeyCheck(key)})
-	req := httptest.NewRequest("GET", "http://127.0.0.1:8000/manage/api/jobs", nil)
-	req.RemoteAddr = "127.0.0.1:50000"
-	req.Header.Set("X-API-Key", key)
+	req := keyed("GET", "/manage/api/jobs", key, nil)
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)
 	if w.Code != 404 || !strings.Contains(w.Body.String(), "No agent of this controller defines background work") {
@@ -119,9 +115,7 @@ func TestJobsRoutes(t *testing.T) {
 	}
 	// A workbench without a key check refuses every call, whatever key it gets.
 	h = workbench.New(controllerStub, workbench.Config{APIKey: key, Log: quiet, Jobs: &recordingJobs{}})
-	req = httptest.NewRequest("GET", "http://127.0.0.1:8000/manage/api/jobs", nil)
-	req.RemoteAddr = "127.0.0.1:50000"
-	req.Header.Set("X-API-Key", key)
+	req = keyed("GET", "/manage/api/jobs", key, nil)
 	w = httptest.NewRecorder()
 	h.ServeHTTP(w, req)
 	if w.Code != 401 {
@@ -131,6 +125,17 @@ func TestJobsRoutes(t *testing.T) {
 	if got := serve(h, request{"GET", "/manage/api/jobs", "192.0.2.7:40000", ""}); got.Code != 403 {
 		t.Errorf("from another machine: %d", got.Code)
 	}
+}
+
+// keyed is a request from the machine itself, in origin form as a browser sends it (local mode
+// refuses a target that names a host), with key in X-API-Key unless it is empty.
+func keyed(method, path, key string, body io.Reader) *http.Request {
+	req := httptest.NewRequest(method, path, body)
+	req.Host, req.RemoteAddr = "127.0.0.1:8000", "127.0.0.1:50000"
+	if key != "" {
+		req.Header.Set("X-API-Key", key)
+	}
+	return req
 }
 
 // matches reports whether got is want, or starts with it when want ends with "…".
@@ -151,9 +156,7 @@ func FuzzJobsBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rj := &recordingJobs{}
 		h := workbench.New(controllerStub, workbench.Config{APIKey: key, Log: quiet, Jobs: rj, APIKeyCheck: workbench.KeyCheck(key)})
-		req := httptest.NewRequest("POST", "http://127.0.0.1:8000/manage/api/jobs/cancel", strings.NewReader(string(body)))
-		req.RemoteAddr = "127.0.0.1:50000"
-		req.Header.Set("X-API-Key", key)
+		req := keyed("POST", "/manage/api/jobs/cancel", key, strings.NewReader(string(body)))
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		switch w.Code {
