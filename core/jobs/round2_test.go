@@ -33,6 +33,7 @@ func suite2(t *testing.T, s store.Store) {
 	t.Run("OnFailure", func(t *testing.T) { testOnFailure(t, s) })
 	t.Run("OnFailureTimeoutWhileAwaiting", func(t *testing.T) { testOnFailureAwaitTimeout(t, s) })
 	t.Run("OnFailureStopped", func(t *testing.T) { testOnFailureStopped(t, s) })
+	t.Run("OnFailureHandlerFails", func(t *testing.T) { testOnFailureHandlerFails(t, s) })
 	t.Run("OnFailureDeadLetter", func(t *testing.T) { testOnFailureLastReceive(t, s) })
 	t.Run("ChangedStepType", func(t *testing.T) { testChangedType(t, s) })
 	t.Run("RemovedStep", func(t *testing.T) { testRemovedStep(t, s) })
@@ -456,6 +457,25 @@ func testOnFailure(t *testing.T, s store.Store) {
 	// Any later delivery runs nothing more.
 	if err := in.svc.Deliver(context.Background(), jobs.Message{Agent: agentSlug, Workspace: wsID, Job: job, Work: "undone"}, jobs.Delivery{}); err != nil || len(f.got) != 2 {
 		t.Fatalf("a later delivery: %v, %d handler runs", err, len(f.got))
+	}
+}
+
+// testOnFailureHandlerFails: a failure handler that keeps failing is tried as many times as the
+// work's steps (MaxAttempts), then the job fails saying so: never a loop.
+func testOnFailureHandlerFails(t *testing.T, s store.Store) {
+	o := newOwner()
+	f := &failures{fail: 100}
+	w := jobs.Define(o, "undone-for-good", func(ctx context.Context, _ map[string]string) error {
+		_, err := jobs.Step(ctx, "notify", func(context.Context) (int, error) { return 0, jobs.Permanent(errBoom) })
+		return err
+	}, jobs.MaxAttempts(3), jobs.Backoff(time.Second), jobs.OnFailure(f.handler))
+	in := newInstance(t, s, o, newClock(), &queue{})
+	job := start(t, in, w, map[string]string{"lead": "acme"})
+	if n := in.deliverAll(t, 10, nil); n != 4 || len(f.got) != 3 {
+		t.Fatalf("%d deliveries, %d handler runs: want 4 (the work's, three of the handler's) and 3", n, len(f.got))
+	}
+	if got := mustJSON(t, stateOf(t, in, job)); !strings.Contains(got, `"status":"failed"`) || !strings.Contains(got, `the failure handler failed: boom`) {
+		t.Fatalf("state %s", got)
 	}
 }
 
