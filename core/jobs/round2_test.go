@@ -1,6 +1,7 @@
 package jobs_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -506,18 +507,28 @@ func testOnFailureAwaitTimeout(t *testing.T, s store.Store) {
 }
 
 func testOnFailureStopped(t *testing.T, s store.Store) {
-	for _, also := range []bool{false, true} {
-		t.Run(fmt.Sprint(also), func(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		also      bool
+		fail      int    // the handler's failures before it succeeds
+		wantError string // the job's error member, "" for none
+	}{
+		{"not asked", false, 0, ""},
+		{"asked", true, 0, ""},
+		// A stopped job has no reason of its own: the handler's failure is the whole message.
+		{"asked, failing", true, 100, `"error":{"message":"the failure handler failed: boom"}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			o := newOwner()
-			f := &failures{}
+			f := &failures{fail: c.fail}
 			var opts []jobs.FailureOption
-			if also {
+			if c.also {
 				opts = append(opts, jobs.AlsoWhenStopped())
 			}
 			w := jobs.Define(o, "stopped", func(ctx context.Context, _ map[string]string) error {
 				_, err := jobs.Await[review](ctx, "review", contract.Awaiting{})
 				return err
-			}, jobs.OnFailure(f.handler, opts...))
+			}, jobs.OnFailure(f.handler, opts...), jobs.MaxAttempts(1))
 			in := newInstance(t, s, o, newClock(), &queue{})
 			job := start(t, in, w, map[string]string{})
 			if err := in.svc.Deliver(context.Background(), in.q.take()[0].M, jobs.Delivery{}); err != nil {
@@ -529,14 +540,16 @@ func testOnFailureStopped(t *testing.T, s store.Store) {
 			}
 			in.deliverAll(t, 2, nil)
 			want := 0
-			if also {
+			if c.also {
 				want = 1
 			}
-			if len(f.got) != want || also && f.got[0].Cause != jobs.CauseStopped {
+			if len(f.got) != want || c.also && f.got[0].Cause != jobs.CauseStopped {
 				t.Fatalf("handler runs %+v", f.got)
 			}
-			if st := stateOf(t, in, job).Job.Status; st != contract.StateCancelled {
-				t.Fatalf("status %s", st)
+			snap := stateOf(t, in, job)
+			got := mustJSON(t, snap)
+			if snap.Job.Status != contract.StateCancelled || (c.wantError == "") == strings.Contains(got, `"error"`) || !strings.Contains(got, c.wantError) {
+				t.Fatalf("state %s\nwant cancelled with %s", got, cmp.Or(c.wantError, "no error"))
 			}
 		})
 	}
