@@ -125,3 +125,13 @@ func TestSecretsVersion(t *testing.T) {
 		t.Fatal("the secrets version must depend on versions only, not on map order")
 	}
 }
+
+// TestActiveTracing: only --tracing active turns tracing on; a Config that leaves Tracing empty
+// (library callers, tests) means passthrough.
+func TestActiveTracing(t *testing.T) {
+	for tracing, want := range map[string]bool{"": false, TracingPassThrough: false, TracingActive: true} {
+		if got := (&Config{Tracing: tracing}).ActiveTracing(); got != want {
+			t.Errorf("Tracing %q: ActiveTracing() = %v, want %v", tracing, got, want)
+		}
+	}
+}
