@@ -98,9 +98,9 @@ const (
 // ActiveTracing reports whether the service records X-Ray traces of its own (--tracing active).
 func (c *Config) ActiveTracing() bool { return c.Tracing == TracingActive }
 
-// validateTracing accepts --tracing active on Lambda only: App Runner's X-Ray tracing is an
-// observability configuration svz does not manage, and Cloud Run needs no switch (its spans go
-// out over OTLP; the service account needs roles/cloudtrace.agent).
+// validateTracing accepts --tracing active on Lambda only: App Runner's own X-Ray segments need an
+// observability configuration svz does not manage, and Cloud Run has no switch (spans go out over
+// OTLP to a collector that writes to Cloud Trace).
 func (c *Config) validateTracing() error {
 	switch c.Tracing {
 	case "", TracingPassThrough:
@@ -111,11 +111,11 @@ func (c *Config) validateTracing() error {
 	}
 	switch c.Platform {
 	case PlatformAppRunner:
-		return fmt.Errorf("--tracing %s: svz does not manage App Runner's observability configuration; "+
-			"turn X-Ray tracing on in the App Runner console (docs/observability.md, Sending to X-Ray)", TracingActive)
+		return fmt.Errorf("--tracing %s: svz does not manage App Runner's observability configuration (App Runner's own X-Ray segments); "+
+			"the controller's spans reach X-Ray through a collector named by OTEL_EXPORTER_OTLP_ENDPOINT (docs/observability.md, Sending to X-Ray)", TracingActive)
 	case PlatformCloudRun:
-		return fmt.Errorf("--tracing %s: Cloud Run needs no switch; set OTEL_EXPORTER_OTLP_ENDPOINT and grant the service account "+
-			"roles/cloudtrace.agent (docs/observability.md, Sending to Cloud Trace)", TracingActive)
+		return fmt.Errorf("--tracing %s: Cloud Run needs no switch; point OTEL_EXPORTER_OTLP_ENDPOINT at a collector whose service account "+
+			"holds roles/cloudtrace.agent (docs/observability.md, Sending to Cloud Trace)", TracingActive)
 	}
 	return nil
 }

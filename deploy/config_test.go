@@ -33,10 +33,10 @@ func TestValidate(t *testing.T) {
 		{"bad tracing", func(c *Config) { c.Tracing = "Active" }, `--tracing "Active": want passthrough (the default) or active (X-Ray active tracing, Lambda)`},
 		{"tracing on", func(c *Config) { c.Tracing = "on" }, `--tracing "on": want passthrough (the default) or active (X-Ray active tracing, Lambda)`},
 		{"tracing active on app runner", func(c *Config) { c.Platform, c.Tracing = PlatformAppRunner, TracingActive },
-			"--tracing active: svz does not manage App Runner's observability configuration; turn X-Ray tracing on in the App Runner console (docs/observability.md, Sending to X-Ray)"},
+			"--tracing active: svz does not manage App Runner's observability configuration (App Runner's own X-Ray segments); the controller's spans reach X-Ray through a collector named by OTEL_EXPORTER_OTLP_ENDPOINT (docs/observability.md, Sending to X-Ray)"},
 		{"tracing passthrough on app runner", func(c *Config) { c.Platform, c.Tracing = PlatformAppRunner, TracingPassThrough }, ""},
 		{"tracing active on cloud run", func(c *Config) { c.Platform, c.ProjectID, c.Tracing = PlatformCloudRun, "p", TracingActive },
-			"--tracing active: Cloud Run needs no switch; set OTEL_EXPORTER_OTLP_ENDPOINT and grant the service account roles/cloudtrace.agent (docs/observability.md, Sending to Cloud Trace)"},
+			"--tracing active: Cloud Run needs no switch; point OTEL_EXPORTER_OTLP_ENDPOINT at a collector whose service account holds roles/cloudtrace.agent (docs/observability.md, Sending to Cloud Trace)"},
 		{"image repo with digest", func(c *Config) { c.ImageRepo = "r.example/x@sha256:00" }, `--image-repo "r.example/x@sha256:00": give a repository prefix such as registry.example.com/team, without tag or digest`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
