@@ -57,22 +57,28 @@ func stubDeployer(t *testing.T, cfg aws.Config, name string) *deploy.Deployer {
 	}
 }
 
+// unhealthyGate is a health gate whose every request gets 503 from a test server: up fails at
+// step health and leaves the service as it deployed it.
+func unhealthyGate(t *testing.T) *health.Gate {
+	unhealthy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "starting", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(unhealthy.Close)
+	u, _ := url.Parse(unhealthy.URL)
+	return &health.Gate{Client: &http.Client{Transport: toServer{u}}, Timeout: 300 * time.Millisecond, Interval: 20 * time.Millisecond}
+}
+
 // TestFirstUpFailingGateIsLeftInPlace: when the gate fails after the first deployment of a service,
 // there is nothing to roll back to. The public-URL update that follows the create must not serve
 // as a "rollback" that strips SUPERVAIZER_PUBLIC_URL from the service just created.
 func TestFirstUpFailingGateIsLeftInPlace(t *testing.T) {
 	cfg := awstest.Config(t)
 	ctx := context.Background()
-	unhealthy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, "starting", http.StatusServiceUnavailable)
-	}))
-	defer unhealthy.Close()
-	u, _ := url.Parse(unhealthy.URL)
 	name := awstest.Name("first")
 	svc := name + "-dev"
 	var events []deploy.Event
 	d := stubDeployer(t, cfg, name)
-	d.Gate = &health.Gate{Client: &http.Client{Transport: toServer{u}}, Timeout: 300 * time.Millisecond, Interval: 20 * time.Millisecond}
+	d.Gate = unhealthyGate(t)
 	d.Progress = func(e deploy.Event) { events = append(events, e) }
 	t.Cleanup(func() {
 		d.Config.Purge = true
@@ -220,14 +226,9 @@ func TestUpTracing(t *testing.T) {
 	ctx := context.Background()
 	name := awstest.Name("trace")
 	svc := name + "-dev"
-	unhealthy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, "starting", http.StatusServiceUnavailable)
-	}))
-	defer unhealthy.Close()
-	u, _ := url.Parse(unhealthy.URL)
 	d := stubDeployer(t, cfg, name)
 	d.Config.Tracing = deploy.TracingActive
-	d.Gate = &health.Gate{Client: &http.Client{Transport: toServer{u}}, Timeout: 300 * time.Millisecond, Interval: 20 * time.Millisecond}
+	d.Gate = unhealthyGate(t)
 	t.Cleanup(func() {
 		d.Config.Purge = true
 		_, _ = d.Down(context.Background())
