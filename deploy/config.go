@@ -27,6 +27,10 @@ type Config struct {
 	MinInstances       int  // Cloud Run minimum instances
 	Purge              bool // down: also delete the secrets and the store table
 	Serve              bool // local: keep the controller running after the health gate
+
+	// Tracing is --tracing: TracingPassThrough (the default; empty means it too) or TracingActive,
+	// Lambda's X-Ray active tracing (template.yaml's Tracing parameter, lowercased).
+	Tracing string
 }
 
 var (
@@ -76,8 +80,42 @@ func (c *Config) validate(local bool) error {
 	if c.MinInstances < 0 || c.MinInstances > 100 {
 		return fmt.Errorf("--min-instances %d: want 0 to 100", c.MinInstances)
 	}
+	if err := c.validateTracing(); err != nil {
+		return err
+	}
 	if c.ImageRepo != "" && (strings.Contains(c.ImageRepo, "@") || strings.HasSuffix(c.ImageRepo, "/")) {
 		return fmt.Errorf("--image-repo %q: give a repository prefix such as registry.example.com/team, without tag or digest", c.ImageRepo)
+	}
+	return nil
+}
+
+// Values of --tracing: Lambda's TracingConfig modes, lowercased like every other flag value.
+const (
+	TracingPassThrough = "passthrough"
+	TracingActive      = "active"
+)
+
+// ActiveTracing reports whether the service records X-Ray traces of its own (--tracing active).
+func (c *Config) ActiveTracing() bool { return c.Tracing == TracingActive }
+
+// validateTracing accepts --tracing active on Lambda only: App Runner's own X-Ray segments need an
+// observability configuration svz does not manage, and Cloud Run has no switch (spans go out over
+// OTLP to a collector that writes to Cloud Trace).
+func (c *Config) validateTracing() error {
+	switch c.Tracing {
+	case "", TracingPassThrough:
+		return nil
+	case TracingActive:
+	default:
+		return fmt.Errorf("--tracing %q: want %s (the default) or %s (X-Ray active tracing, Lambda)", c.Tracing, TracingPassThrough, TracingActive)
+	}
+	switch c.Platform {
+	case PlatformAppRunner:
+		return fmt.Errorf("--tracing %s: svz does not manage App Runner's observability configuration (App Runner's own X-Ray segments); "+
+			"the controller's spans reach X-Ray through a collector named by OTEL_EXPORTER_OTLP_ENDPOINT (docs/observability.md, Sending to X-Ray)", TracingActive)
+	case PlatformCloudRun:
+		return fmt.Errorf("--tracing %s: Cloud Run needs no switch; point OTEL_EXPORTER_OTLP_ENDPOINT at a collector whose service account "+
+			"holds roles/cloudtrace.agent (docs/observability.md, Sending to Cloud Trace)", TracingActive)
 	}
 	return nil
 }

@@ -28,6 +28,15 @@ func TestValidate(t *testing.T) {
 		{"arm on cloud run", func(c *Config) { c.Platform, c.ProjectID, c.Arch = PlatformCloudRun, "p", "arm64" }, "--arch arm64: cloud-run runs amd64 images only"},
 		{"cloud run without project", func(c *Config) { c.Platform = PlatformCloudRun }, "--project-id is required for cloud-run"},
 		{"min instances", func(c *Config) { c.MinInstances = -1 }, "--min-instances -1: want 0 to 100"},
+		{"tracing passthrough", func(c *Config) { c.Tracing = TracingPassThrough }, ""},
+		{"tracing active on lambda", func(c *Config) { c.Tracing = TracingActive }, ""},
+		{"bad tracing", func(c *Config) { c.Tracing = "Active" }, `--tracing "Active": want passthrough (the default) or active (X-Ray active tracing, Lambda)`},
+		{"tracing on", func(c *Config) { c.Tracing = "on" }, `--tracing "on": want passthrough (the default) or active (X-Ray active tracing, Lambda)`},
+		{"tracing active on app runner", func(c *Config) { c.Platform, c.Tracing = PlatformAppRunner, TracingActive },
+			"--tracing active: svz does not manage App Runner's observability configuration (App Runner's own X-Ray segments); the controller's spans reach X-Ray through a collector named by OTEL_EXPORTER_OTLP_ENDPOINT (docs/observability.md, Sending to X-Ray)"},
+		{"tracing passthrough on app runner", func(c *Config) { c.Platform, c.Tracing = PlatformAppRunner, TracingPassThrough }, ""},
+		{"tracing active on cloud run", func(c *Config) { c.Platform, c.ProjectID, c.Tracing = PlatformCloudRun, "p", TracingActive },
+			"--tracing active: Cloud Run needs no switch; point OTEL_EXPORTER_OTLP_ENDPOINT at a collector whose service account holds roles/cloudtrace.agent (docs/observability.md, Sending to Cloud Trace)"},
 		{"image repo with digest", func(c *Config) { c.ImageRepo = "r.example/x@sha256:00" }, `--image-repo "r.example/x@sha256:00": give a repository prefix such as registry.example.com/team, without tag or digest`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,5 +123,15 @@ func TestSecretsVersion(t *testing.T) {
 	c := map[string]SecretRef{"X": {ID: "arn:x", Version: "2"}, "Y": {ID: "arn:y", Version: "1"}}
 	if secretsVersion(a) != secretsVersion(b) || secretsVersion(a) == secretsVersion(c) {
 		t.Fatal("the secrets version must depend on versions only, not on map order")
+	}
+}
+
+// TestActiveTracing: only --tracing active turns tracing on; a Config that leaves Tracing empty
+// (library callers, tests) means passthrough.
+func TestActiveTracing(t *testing.T) {
+	for tracing, want := range map[string]bool{"": false, TracingPassThrough: false, TracingActive: true} {
+		if got := (&Config{Tracing: tracing}).ActiveTracing(); got != want {
+			t.Errorf("Tracing %q: ActiveTracing() = %v, want %v", tracing, got, want)
+		}
 	}
 }

@@ -106,6 +106,9 @@ type Service struct {
 	Secrets map[string]SecretRef // environment variable → secret holding its value
 	// MinInstances is kept warm where the platform can (Cloud Run).
 	MinInstances int
+	// ActiveTracing turns on the platform's own trace recording where it has a switch (Lambda:
+	// X-Ray active tracing, and the execution role may write to X-Ray).
+	ActiveTracing bool
 	// BackgroundWork: the controller defines background work (core/jobs), so the driver gives it
 	// the platform's queue (Cloud Run: a Cloud Tasks queue, its invoker account and bindings).
 	BackgroundWork bool

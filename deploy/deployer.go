@@ -476,6 +476,7 @@ func (d *Deployer) desired(imageRef string, live *Live, refs map[string]SecretRe
 	return Service{
 		Name: d.Config.ResourceName(), Image: imageRef, Arch: d.arch(),
 		Env: env, Secrets: refs, MinInstances: d.Config.MinInstances, BackgroundWork: work,
+		ActiveTracing: d.Config.ActiveTracing(),
 	}
 }
 

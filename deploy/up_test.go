@@ -38,35 +38,48 @@ func (s toServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(req)
 }
 
-// TestFirstUpFailingGateIsLeftInPlace: when the gate fails after the first deployment of a service,
-// there is nothing to roll back to. The public-URL update that follows the create must not serve
-// as a "rollback" that strips SUPERVAIZER_PUBLIC_URL from the service just created.
-func TestFirstUpFailingGateIsLeftInPlace(t *testing.T) {
+// stubDeployer is a Deployer of the Lambda service name (env dev) against moto and the test
+// registry, whose image wraps a stand-in binary: nothing is compiled.
+func stubDeployer(t *testing.T, cfg aws.Config, name string) *deploy.Deployer {
+	t.Helper()
 	reg := testenv.Need(t, testenv.OCIRegistry)
-	cfg := awstest.Config(t)
-	ctx := context.Background()
-	p, err := lambda.NewPlatform(ctx, cfg)
+	p, err := lambda.NewPlatform(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	unhealthy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, "starting", http.StatusServiceUnavailable)
-	}))
-	defer unhealthy.Close()
-	u, _ := url.Parse(unhealthy.URL)
-	name := awstest.Name("first")
-	svc := name + "-dev"
-	var events []deploy.Event
-	d := &deploy.Deployer{
+	return &deploy.Deployer{
 		Config: deploy.Config{Platform: deploy.PlatformLambda, Name: name, Env: "dev", Arch: "amd64", ImageRepo: reg + "/svz",
 			GenerateAPIKey: true, GeneratePrivateKey: true},
 		Platform: p, Getenv: func(string) string { return "" }, Keychain: authn.NewMultiKeychain(),
 		Image: func(_ context.Context, arch string) (v1.Image, error) {
 			return image.New(image.Spec{Binary: []byte("controller " + name), Arch: arch, CACerts: []byte("ca"), Created: time.Unix(0, 0)})
 		},
-		Gate:     &health.Gate{Client: &http.Client{Transport: toServer{u}}, Timeout: 300 * time.Millisecond, Interval: 20 * time.Millisecond},
-		Progress: func(e deploy.Event) { events = append(events, e) },
 	}
+}
+
+// unhealthyGate is a health gate whose every request gets 503 from a test server: up fails at
+// step health and leaves the service as it deployed it.
+func unhealthyGate(t *testing.T) *health.Gate {
+	unhealthy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "starting", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(unhealthy.Close)
+	u, _ := url.Parse(unhealthy.URL)
+	return &health.Gate{Client: &http.Client{Transport: toServer{u}}, Timeout: 300 * time.Millisecond, Interval: 20 * time.Millisecond}
+}
+
+// TestFirstUpFailingGateIsLeftInPlace: when the gate fails after the first deployment of a service,
+// there is nothing to roll back to. The public-URL update that follows the create must not serve
+// as a "rollback" that strips SUPERVAIZER_PUBLIC_URL from the service just created.
+func TestFirstUpFailingGateIsLeftInPlace(t *testing.T) {
+	cfg := awstest.Config(t)
+	ctx := context.Background()
+	name := awstest.Name("first")
+	svc := name + "-dev"
+	var events []deploy.Event
+	d := stubDeployer(t, cfg, name)
+	d.Gate = unhealthyGate(t)
+	d.Progress = func(e deploy.Event) { events = append(events, e) }
 	t.Cleanup(func() {
 		d.Config.Purge = true
 		_, _ = d.Down(context.Background())
@@ -172,13 +185,8 @@ func TestStoreChecks(t *testing.T) {
 // wants but that svz did not create stops it before any secret, table or function exists; down
 // leaves the role alone.
 func TestUpRefusesOthersRole(t *testing.T) {
-	reg := testenv.Need(t, testenv.OCIRegistry)
 	cfg := awstest.Config(t)
 	ctx := context.Background()
-	p, err := lambda.NewPlatform(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	name := awstest.Name("role")
 	svc := name + "-dev"
 	client := iam.NewFromConfig(cfg)
@@ -186,15 +194,8 @@ func TestUpRefusesOthersRole(t *testing.T) {
 		AssumeRolePolicyDocument: aws.String(awsdeploy.TrustPolicy("ec2.amazonaws.com").JSON())}); err != nil {
 		t.Fatal(err)
 	}
-	d := &deploy.Deployer{
-		Config: deploy.Config{Platform: deploy.PlatformLambda, Name: name, Env: "dev", Arch: "amd64", ImageRepo: reg + "/svz",
-			GenerateAPIKey: true, GeneratePrivateKey: true},
-		Platform: p, Getenv: func(string) string { return "" }, Keychain: authn.NewMultiKeychain(),
-		Image: func(_ context.Context, arch string) (v1.Image, error) {
-			return image.New(image.Spec{Binary: []byte("controller " + name), Arch: arch, CACerts: []byte("ca"), Created: time.Unix(0, 0)})
-		},
-	}
-	_, err = d.Up(ctx)
+	d := stubDeployer(t, cfg, name)
+	_, err := d.Up(ctx)
 	if !errors.Is(err, deploy.ErrNotManaged) || deploy.FailedStep(err) != deploy.StepPlan || !strings.Contains(err.Error(), "iam role "+svc+"-lambda exists but svz deploy did not create it") {
 		t.Fatalf("up: %v", err)
 	}
@@ -214,5 +215,53 @@ func TestUpRefusesOthersRole(t *testing.T) {
 	}
 	if _, err := client.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(svc + "-lambda")}); err != nil {
 		t.Errorf("down deleted the role: %v", err)
+	}
+}
+
+// TestUpTracing: --tracing reaches the function through plan and up: up with active creates it
+// with X-Ray active tracing (the gate fails, so the function stays as created), a plan with active
+// again finds nothing to change in it, a plan with passthrough (the flag's default) turns it off.
+func TestUpTracing(t *testing.T) {
+	cfg := awstest.Config(t)
+	ctx := context.Background()
+	name := awstest.Name("trace")
+	svc := name + "-dev"
+	d := stubDeployer(t, cfg, name)
+	d.Config.Tracing = deploy.TracingActive
+	d.Gate = unhealthyGate(t)
+	t.Cleanup(func() {
+		d.Config.Purge = true
+		_, _ = d.Down(context.Background())
+	})
+	if _, err := d.Up(ctx); deploy.FailedStep(err) != deploy.StepHealth {
+		t.Fatalf("up: step %q: %v", deploy.FailedStep(err), err)
+	}
+	fn, err := awslambda.NewFromConfig(cfg).GetFunctionConfiguration(ctx, &awslambda.GetFunctionConfigurationInput{FunctionName: aws.String(svc)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fn.TracingConfig == nil || fn.TracingConfig.Mode != "Active" {
+		t.Fatalf("tracing config %+v, want Active", fn.TracingConfig)
+	}
+	function := func(tracing string) deploy.Change {
+		t.Helper()
+		d.Config.Tracing = tracing
+		res, err := d.Plan(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range res.Changes {
+			if c.Resource == "lambda-function" {
+				return c
+			}
+		}
+		t.Fatalf("no lambda-function in %+v", res.Changes)
+		return deploy.Change{}
+	}
+	if c := function(deploy.TracingActive); c.Action != deploy.NoOp {
+		t.Errorf("plan with active after up with active: %+v", c)
+	}
+	if c, want := function(deploy.TracingPassThrough), "tracing Active → PassThrough"; c.Action != deploy.Update || c.Detail != want {
+		t.Errorf("plan with passthrough: %+v, want update (%s)", c, want)
 	}
 }

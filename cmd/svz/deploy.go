@@ -67,6 +67,7 @@ func buildFlags(cmd *cobra.Command, f *deployFlags) {
 	fl.BoolVar(&f.cfg.GeneratePrivateKey, "generate-private-key", false, "generate SUPERVAIZER_PRIVATE_KEY (RSA-2048) when its secret does not exist")
 	fl.BoolVar(&f.cfg.RotateSecrets, "rotate-secrets", false, "replace existing secrets with new values (the new API key must be entered in Studio)")
 	fl.IntVar(&f.cfg.MinInstances, "min-instances", 1, "instances kept warm (Cloud Run)")
+	fl.StringVar(&f.cfg.Tracing, "tracing", deploy.TracingPassThrough, "passthrough or active: X-Ray active tracing of the function (Lambda)")
 }
 
 func newDeployPlanCmd(f *deployFlags) *cobra.Command {

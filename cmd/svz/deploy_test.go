@@ -51,6 +51,8 @@ func TestDeployConfigErrors(t *testing.T) {
 		{[]string{"deploy", "up", "-p", "lambda"}, `deploy up failed at step "config": --name is required: the service's name, e.g. --name my-agent (its resources are named {name}-{env})`},
 		{[]string{"deploy", "status", "-p", "cloud-run", "-n", "hello"}, `deploy status failed at step "config": --project-id is required for cloud-run`},
 		{[]string{"deploy", "plan", "-p", "lambda", "-n", "hello", "--arch", "386"}, `deploy plan failed at step "config": --arch "386": want amd64 or arm64`},
+		{[]string{"deploy", "plan", "-p", "lambda", "-n", "hello", "--tracing", "on"}, `deploy plan failed at step "config": --tracing "on": want passthrough (the default) or active (X-Ray active tracing, Lambda)`},
+		{[]string{"deploy", "up", "-p", "cloud-run", "-n", "hello", "--project-id", "proj", "--tracing", "active"}, `deploy up failed at step "config": --tracing active: Cloud Run needs no switch; point OTEL_EXPORTER_OTLP_ENDPOINT at a collector whose service account holds roles/cloudtrace.agent (docs/observability.md, Sending to Cloud Trace)`},
 		{[]string{"deploy", "plan", "-p", "lambda", "-n", "hello", "-o", "yaml"}, `--output "yaml": want text or json`},
 		{[]string{"deploy", "down", "-p", "lambda", "-n", "hello"}, `deploy down failed at step "confirm": deleting hello-dev on lambda needs confirmation: pass --yes (stdin is not a terminal, so nobody can be asked)`},
 		{[]string{"deploy", "down", "-p", "lambda", "-n", "hello", "--purge"}, `deploy down failed at step "confirm": deleting hello-dev on lambda with its secrets and stored data needs confirmation: pass --yes (stdin is not a terminal, so nobody can be asked)`},

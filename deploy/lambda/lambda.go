@@ -4,7 +4,8 @@
 // URL (auth NONE: Studio authenticates with X-API-Key and grant tokens) with the two public-invoke
 // permissions AWS requires, an execution role {name}-{env}-lambda whose inline policy allows exactly
 // its log group, GetSecretValue on its own secrets, item access to its store table, and its jobs
-// queue (send; receive, delete and read attributes for the event source mapping), that
+// queue (send; receive, delete and read attributes for the event source mapping), and with
+// --tracing active X-Ray's two write actions (the function then has X-Ray active tracing), that
 // DynamoDB table {name}-{env} (on demand, partition key "k" of type S, TTL on "ttl": the schema
 // core/store/dynamodb checks, see awsdeploy.StoreTable), and the SQS queue of background work
 // {name}-{env}-jobs with its dead-letter queue {name}-{env}-jobs-dlq (awsdeploy.JobsQueues) and
@@ -134,6 +135,11 @@ func (d *Driver) role(s deploy.Service) awsdeploy.Role {
 	if arns := awsdeploy.SecretARNs(s); len(arns) > 0 {
 		st = append(st, awsdeploy.Statement{Sid: "Secrets", Action: awsdeploy.List{"secretsmanager:GetSecretValue"}, Resource: arns})
 	}
+	if s.ActiveTracing {
+		// Active tracing sends Lambda's segments with the function's role; X-Ray's write actions
+		// take no resource narrower than "*".
+		st = append(st, awsdeploy.Statement{Sid: "XRay", Action: awsdeploy.List{"xray:PutTraceSegments", "xray:PutTelemetryRecords"}, Resource: awsdeploy.List{"*"}})
+	}
 	p := awsdeploy.NewPolicy(st...)
 	return awsdeploy.Role{Name: RoleName(s.Name), Trust: awsdeploy.TrustPolicy("lambda.amazonaws.com"), Inline: &p}
 }
@@ -164,6 +170,15 @@ func lambdaArch(a string) lambdatypes.Architecture {
 	return lambdatypes.ArchitectureX8664
 }
 
+// tracingMode is the function's TracingConfig mode for s: Active (X-Ray active tracing) or
+// PassThrough, Lambda's default.
+func tracingMode(s deploy.Service) lambdatypes.TracingMode {
+	if s.ActiveTracing {
+		return lambdatypes.TracingModeActive
+	}
+	return lambdatypes.TracingModePassThrough
+}
+
 // fnState is the part of a function svz manages.
 type fnState struct {
 	ours   bool // tagged managed-by=svz
@@ -174,6 +189,7 @@ type fnState struct {
 	memory int32
 	tmo    int32
 	env    map[string]string
+	trace  lambdatypes.TracingMode
 }
 
 func (d *Driver) readFunction(ctx context.Context, name string) (*fnState, *awslambda.GetFunctionOutput, error) {
@@ -204,6 +220,9 @@ func (d *Driver) readFunction(ctx context.Context, name string) (*fnState, *awsl
 	if c.Environment != nil && c.Environment.Variables != nil {
 		st.env = c.Environment.Variables
 	}
+	if c.TracingConfig != nil {
+		st.trace = c.TracingConfig.Mode
+	}
 	return st, out, nil
 }
 
@@ -214,7 +233,8 @@ func notOurs(name, arn string) error {
 }
 
 func (d *Driver) want(s deploy.Service, roleARN string) fnState {
-	return fnState{image: s.Image, arch: lambdaArch(s.Arch), role: roleARN, memory: MemoryMB, tmo: TimeoutSeconds, env: d.Env(s)}
+	return fnState{image: s.Image, arch: lambdaArch(s.Arch), role: roleARN, memory: MemoryMB, tmo: TimeoutSeconds, env: d.Env(s),
+		trace: tracingMode(s)}
 }
 
 // codeDiff and configDiff describe what an update changes ("" when nothing).
@@ -239,6 +259,9 @@ func configDiff(live, want fnState) string {
 	}
 	if e := deploy.DiffEnv(live.env, want.env); e != "" {
 		d = append(d, "env "+e)
+	}
+	if live.trace != want.trace {
+		d = append(d, fmt.Sprintf("tracing %s → %s", live.trace, want.trace))
 	}
 	return strings.Join(d, ", ")
 }
@@ -595,6 +618,7 @@ func (d *Driver) create(ctx context.Context, name string, w fnState) error {
 		MemorySize:    aws.Int32(w.memory),
 		Timeout:       aws.Int32(w.tmo),
 		Environment:   &lambdatypes.Environment{Variables: w.env},
+		TracingConfig: &lambdatypes.TracingConfig{Mode: w.trace},
 		Description:   aws.String("Supervaizer controller, managed by svz deploy"),
 		Tags:          map[string]string{awsdeploy.ManagedByTag: awsdeploy.ManagedByValue},
 	}
@@ -643,7 +667,7 @@ func (d *Driver) apply(ctx context.Context, name string, live, w fnState) error 
 		if _, err := d.Lambda.UpdateFunctionConfiguration(ctx, &awslambda.UpdateFunctionConfigurationInput{
 			FunctionName: aws.String(name), Role: aws.String(w.role),
 			MemorySize: aws.Int32(w.memory), Timeout: aws.Int32(w.tmo),
-			Environment: &lambdatypes.Environment{Variables: w.env},
+			Environment: &lambdatypes.Environment{Variables: w.env}, TracingConfig: &lambdatypes.TracingConfig{Mode: w.trace},
 		}); err != nil {
 			return fmt.Errorf("lambda:UpdateFunctionConfiguration %s: %w", name, err)
 		}

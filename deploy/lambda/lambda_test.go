@@ -1,13 +1,17 @@
 package lambda_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"net/url"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -444,4 +448,219 @@ func TestDriverLeavesOthersQueueAlone(t *testing.T) {
 		t.Fatalf("the queue is gone: %v", err)
 	}
 	_ = d.SQS.Call(ctx, "DeleteQueue", map[string]string{"QueueUrl": u.QueueUrl}, nil)
+}
+
+// tracing drives one service through the tracing tests: the driver's Lambda client records the
+// bodies it sends, because moto 5.2.1 keeps the TracingConfig of CreateFunction but ignores it in
+// UpdateFunctionConfiguration: updates are checked on the wire.
+type tracing struct {
+	t    *testing.T
+	d    *lambda.Driver
+	rec  *recorder
+	name string
+}
+
+func newTracing(t *testing.T, prefix string) *tracing {
+	d := newDriver(t)
+	rec := &recorder{}
+	d.Lambda = awslambda.NewFromConfig(awstest.Config(t), func(o *awslambda.Options) { o.HTTPClient = &http.Client{Transport: rec} })
+	name := awstest.Name(prefix)
+	t.Cleanup(func() { _, _ = d.Delete(context.Background(), name, true) })
+	return &tracing{t: t, d: d, rec: rec, name: name}
+}
+
+func (tr *tracing) service(active bool) deploy.Service {
+	s := service(tr.name, imageA)
+	s.ActiveTracing = active
+	return s
+}
+
+func (tr *tracing) deploy(s deploy.Service) deploy.Deployment {
+	tr.t.Helper()
+	dep, err := tr.d.Deploy(context.Background(), s)
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	return dep
+}
+
+// mode is the function's tracing mode as Lambda reports it.
+func (tr *tracing) mode() lambdatypes.TracingMode {
+	tr.t.Helper()
+	cfg, err := tr.d.Lambda.GetFunctionConfiguration(context.Background(), &awslambda.GetFunctionConfigurationInput{FunctionName: aws.String(tr.name)})
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	if cfg.TracingConfig == nil {
+		tr.t.Fatal("GetFunctionConfiguration: no TracingConfig")
+	}
+	return cfg.TracingConfig.Mode
+}
+
+// plan returns the plan's changes that are not no-ops.
+func (tr *tracing) plan(s deploy.Service) []string {
+	tr.t.Helper()
+	cs, err := tr.d.Plan(context.Background(), s)
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	got := []string{}
+	for _, c := range cs {
+		if c.Action != deploy.NoOp {
+			got = append(got, c.String())
+		}
+	}
+	return got
+}
+
+// sent is the TracingConfig mode of each UpdateFunctionConfiguration since the last call.
+func (tr *tracing) sent() []string {
+	tr.t.Helper()
+	var modes []string
+	for _, b := range tr.rec.take(http.MethodPut, "/2015-03-31/functions/"+tr.name+"/configuration") {
+		var in struct{ TracingConfig *struct{ Mode string } }
+		if err := json.Unmarshal(b, &in); err != nil || in.TracingConfig == nil {
+			tr.t.Fatalf("UpdateFunctionConfiguration without TracingConfig: %s %v", b, err)
+		}
+		modes = append(modes, in.TracingConfig.Mode)
+	}
+	return modes
+}
+
+// xray reports whether the role policy has the XRay statement, and checks that statement exactly.
+func (tr *tracing) xray() bool {
+	tr.t.Helper()
+	pol, err := tr.d.IAM.GetRolePolicy(context.Background(), &iam.GetRolePolicyInput{RoleName: aws.String(lambda.RoleName(tr.name)), PolicyName: aws.String("svz")})
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	doc, _ := url.QueryUnescape(aws.ToString(pol.PolicyDocument))
+	p, err := awsdeploy.ParsePolicy(doc)
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	for _, st := range p.Statement {
+		if st.Sid == "XRay" {
+			want := awsdeploy.Statement{Sid: "XRay", Effect: "Allow", Action: awsdeploy.List{"xray:PutTraceSegments", "xray:PutTelemetryRecords"}, Resource: awsdeploy.List{"*"}}
+			if !reflect.DeepEqual(st, want) {
+				tr.t.Errorf("XRay statement %+v, want %+v", st, want)
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// TestDeployTracingActive: Service.ActiveTracing (--tracing active) creates the function with
+// X-Ray active tracing and lets its role write to X-Ray; the plan reads the mode back, so a second
+// plan is empty and a redeploy changes nothing; turning it off plans and sends PassThrough and
+// drops the statement.
+func TestDeployTracingActive(t *testing.T) {
+	tr := newTracing(t, "svzxa")
+	active, off := tr.service(true), tr.service(false)
+	n := tr.name
+	want := []string{"create  iam-role " + n + "-lambda", "create  dynamodb-table " + n, "create  sqs-queue " + n + "-jobs-dlq", "create  sqs-queue " + n + "-jobs",
+		"create  lambda-function " + n, "create  function-url " + n, "create  lambda-permission " + n + " public invoke",
+		"create  event-source-mapping " + n + "-jobs → " + n, "create  event-source-mapping " + n + "-jobs-dlq → " + n}
+	if got := tr.plan(active); !reflect.DeepEqual(got, want) {
+		t.Fatalf("plan before create\n%q\nwant\n%q", got, want)
+	}
+	tr.deploy(active)
+	if m := tr.mode(); m != lambdatypes.TracingModeActive {
+		t.Errorf("created with tracing %s, want Active", m)
+	}
+	if !tr.xray() {
+		t.Error("the role of an actively traced function cannot write to X-Ray")
+	}
+	if got := tr.plan(active); len(got) != 0 {
+		t.Fatalf("second plan %q, want nothing", got)
+	}
+	if dep := tr.deploy(active); deploy.Changed(dep.Changes) || tr.sent() != nil {
+		t.Fatalf("redeploy changed %v, sent %q", dep.Changes, tr.sent())
+	}
+
+	want = []string{"update  iam-role " + n + "-lambda (inline policy)", "update  lambda-function " + n + " (tracing Active → PassThrough)"}
+	if got := tr.plan(off); !reflect.DeepEqual(got, want) {
+		t.Fatalf("plan turning it off\n%q\nwant\n%q", got, want)
+	}
+	tr.deploy(off)
+	if got := tr.sent(); !reflect.DeepEqual(got, []string{"PassThrough"}) {
+		t.Errorf("turning it off sent %q, want [PassThrough]", got)
+	}
+	if tr.xray() {
+		t.Error("the XRay statement outlived --tracing active")
+	}
+	// What moto cannot show (it keeps Active): the plan after turning it off is empty.
+	if tr.mode() == lambdatypes.TracingModePassThrough {
+		if got := tr.plan(off); len(got) != 0 {
+			t.Fatalf("plan after turning it off %q, want nothing", got)
+		}
+	} else if got := tr.plan(off); !reflect.DeepEqual(got, want[1:]) {
+		t.Fatalf("plan after turning it off %q, want only moto's stale mode %q", got, want[1:])
+	}
+}
+
+// TestDeployTracingByUpdate: PassThrough (the default) creates the function without X-Ray access;
+// turning tracing on later is an update of role and configuration that sends Active.
+func TestDeployTracingByUpdate(t *testing.T) {
+	tr := newTracing(t, "svzxu")
+	tr.deploy(tr.service(false))
+	if m := tr.mode(); m != lambdatypes.TracingModePassThrough {
+		t.Errorf("created with tracing %s, want PassThrough", m)
+	}
+	if tr.xray() {
+		t.Error("a PassThrough function's role may write to X-Ray")
+	}
+	if got := tr.plan(tr.service(false)); len(got) != 0 {
+		t.Fatalf("second plan %q, want nothing", got)
+	}
+	n := tr.name
+	want := []string{"update  iam-role " + n + "-lambda (inline policy)", "update  lambda-function " + n + " (tracing PassThrough → Active)"}
+	if got := tr.plan(tr.service(true)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("plan turning it on\n%q\nwant\n%q", got, want)
+	}
+	dep := tr.deploy(tr.service(true))
+	if got := tr.sent(); !reflect.DeepEqual(got, []string{"Active"}) {
+		t.Errorf("turning it on sent %q, want [Active]", got)
+	}
+	if !tr.xray() {
+		t.Error("turning tracing on left the role without X-Ray access")
+	}
+	if dep.Rollback == nil {
+		t.Error("an update without rollback")
+	}
+}
+
+// recorder passes requests on and keeps their bodies.
+type recorder struct {
+	mu     sync.Mutex
+	bodies map[string][][]byte // "METHOD path" → bodies, oldest first
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(b))
+		r.mu.Lock()
+		if r.bodies == nil {
+			r.bodies = map[string][][]byte{}
+		}
+		k := req.Method + " " + req.URL.Path
+		r.bodies[k] = append(r.bodies[k], b)
+		r.mu.Unlock()
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// take returns and forgets the bodies sent with method to path.
+func (r *recorder) take(method, path string) [][]byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := method + " " + path
+	b := r.bodies[k]
+	delete(r.bodies, k)
+	return b
 }
