@@ -93,7 +93,8 @@ type sleepFunction struct {
 	now   time.Duration // how far the test moved the function's clock on
 }
 
-func startSleepFunction(t *testing.T) *sleepFunction {
+// env is added to (and overrides) the function's environment.
+func startSleepFunction(t *testing.T, env ...string) *sleepFunction {
 	t.Helper()
 	endpoint := testenv.Need(t, testenv.AWSEndpoint)
 	testenv.Need(t, testenv.RIE)
@@ -108,12 +109,12 @@ func startSleepFunction(t *testing.T) *sleepFunction {
 	f := &sleepFunction{jobsFunction: &jobsFunction{sqs: newMotoSQS(t, endpoint)}, sent: newSQSRecorder(t, endpoint), meter: meter,
 		clock: filepath.Join(t.TempDir(), "clock")}
 	f.queueURL, f.queueARN = f.sqs.create()
-	env := append(adaptertest.Environ(), dynamodbtest.Env(endpoint, table)...)
+	all := append(adaptertest.Environ(), dynamodbtest.Env(endpoint, table)...)
 	// The invocation's deadline is on the real clock: a timeout longer than the longest sleep keeps
 	// a clock moved on from reading as an invocation at its end (which would hand the task on).
-	env = append(env, "AWS_ENDPOINT_URL_DYNAMODB="+metered.URL, "AWS_ENDPOINT_URL_SQS="+f.sent.url, EnvQueueURL+"="+f.queueURL,
+	all = append(all, "AWS_ENDPOINT_URL_DYNAMODB="+metered.URL, "AWS_ENDPOINT_URL_SQS="+f.sent.url, EnvQueueURL+"="+f.queueURL,
 		"JOBSAGENT_CLOCK_FILE="+f.clock, "AWS_LAMBDA_FUNCTION_TIMEOUT=10800")
-	f.em = startEmulator(t, buildBootstrapOf(t, "./adapters/lambda/testdata/jobsagent"), env...)
+	f.em = startEmulator(t, buildBootstrapOf(t, "./adapters/lambda/testdata/jobsagent"), append(all, env...)...)
 	return f
 }
 
@@ -130,11 +131,43 @@ func (f *sleepFunction) advance(t *testing.T, d time.Duration) {
 type delivery struct {
 	store  bill.Usage    // its store requests and units
 	sent   []sentMessage // the messages it sent
-	billed string        // its billed duration, as the emulator reports it
+	billed string        // its billed duration, as the emulator reports it (billedAfter)
+	logged int           // the length of the emulator's log when it began
 }
 
-// billedDuration is the emulator's report of an invocation's billed time.
-var billedDuration = regexp.MustCompile(`Billed Duration: ([0-9]+ ms)`)
+// startedRequest is the emulator's line for an invocation's start.
+var startedRequest = regexp.MustCompile(`START RequestId: ([0-9a-f-]+)`)
+
+// deliverSent delivers m, the n-th message the function sent, as SQS would once its delay passed
+// on the function's clock, and returns what the invocation did.
+func (f *sleepFunction) deliverSent(t *testing.T, n int, m sentMessage) delivery {
+	t.Helper()
+	f.advance(t, m.Delay)
+	before := f.meter.Usage()
+	msg := sqsMessage{MessageID: fmt.Sprintf("m-%d", n), ReceiptHandle: fmt.Sprintf("rh-%d", n), Body: m.Body, MD5OfBody: "x",
+		Attributes: map[string]string{"ApproximateReceiveCount": "1"}}
+	logged := f.em.logs.Len()
+	if got := f.deliver(t, msg); got != `{"batchItemFailures":[]}` {
+		t.Fatalf("delivery %d: %s", n, got)
+	}
+	return delivery{sent: f.sent.take(), store: f.meter.Usage().Sub(before), logged: logged}
+}
+
+// billedAfter is the billed duration of the invocation that began when the emulator's log was
+// logged bytes long: the report of the first invocation started after that (the emulator may
+// print an invocation's report after the next one started). Call it once the report is out:
+// after another invocation began.
+func (f *sleepFunction) billedAfter(logged int) string {
+	log := f.em.logs.String()[logged:]
+	start := startedRequest.FindStringSubmatch(log)
+	if start == nil {
+		return ""
+	}
+	if m := regexp.MustCompile(`REPORT RequestId: ` + regexp.QuoteMeta(start[1]) + `\t.*Billed Duration: ([0-9]+ ms)`).FindStringSubmatch(log); m != nil {
+		return m[1]
+	}
+	return ""
+}
 
 // sleepRun is a job that sleeps, followed from its start to its end.
 type sleepRun struct {
@@ -164,25 +197,11 @@ func (f *sleepFunction) runSleep(t *testing.T, d time.Duration) sleepRun {
 		if len(queued) != 1 {
 			t.Fatalf("delivery %d: %d messages sent, want 1: %+v", n, len(queued), queued)
 		}
-		m := queued[0]
-		f.advance(t, m.Delay)
-		before := f.meter.Usage()
-		msg := sqsMessage{MessageID: fmt.Sprintf("m-%d", n), ReceiptHandle: fmt.Sprintf("rh-%d", n), Body: m.Body, MD5OfBody: "x",
-			Attributes: map[string]string{"ApproximateReceiveCount": "1"}}
-		logged := f.em.logs.Len()
-		if got := f.deliver(t, msg); got != `{"batchItemFailures":[]}` {
-			t.Fatalf("delivery %d: %s", n, got)
-		}
-		queued = f.sent.take()
-		used := f.meter.Usage().Sub(before)
-		state := jobState(t, f.call(t, "job.sync", job))
-		// The emulator reports an invocation's end before it starts the next: the first report
-		// after the delivery began is the delivery's.
-		billed := ""
-		if m := billedDuration.FindStringSubmatch(f.em.logs.String()[logged:]); m != nil {
-			billed = m[1]
-		}
-		run.deliveries = append(run.deliveries, delivery{store: used, sent: queued, billed: billed})
+		d := f.deliverSent(t, n, queued[0])
+		queued = d.sent
+		state := jobState(t, f.call(t, "job.sync", job)) // an invocation: the delivery's report is out
+		d.billed = f.billedAfter(d.logged)
+		run.deliveries = append(run.deliveries, d)
 		switch {
 		case run.sleeping < 0 && state == "active "+job+"-before=completed "+job+"-wait=pending":
 			run.sleeping = n
@@ -233,5 +252,73 @@ func TestSleepUnderEmulator(t *testing.T) {
 			"the invocation that reached the sleep: %s, %.0f WCU, %.0f RCU (billed %s); the one that woke: %s, %.0f WCU, %.0f RCU (billed %s)",
 			tc.sleep, len(hops), billed, hopStore.Total(), hopStore.Ops(), asleep.store.Ops(), asleep.store.WCU, asleep.store.RCU, asleep.billed,
 			awake.store.Ops(), awake.store.WCU, awake.store.RCU, awake.billed)
+	}
+}
+
+// TestFanoutUnderEmulator measures how a fan-out spreads on Lambda, on the real bootstrap under
+// the emulator (docs/jobs.md, where the items run): the items run on goroutines of the invocation
+// that reaches the fan-out, 20 at a time; when that invocation's time is nearly up (less than
+// jobs.DefaultMargin left) it hands the task on to the next, which runs only the items not
+// recorded yet. Either way each item runs once. It logs the figures of docs/performance.md
+// (make bench-jobs runs it).
+func TestFanoutUnderEmulator(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		timeout  int // the function's, in seconds
+		items    int
+		each     time.Duration // an item's run
+		min, max int           // invocations
+	}{
+		// 200 items of 200 ms: an ideal 2 s, all in the invocation that reaches the fan-out.
+		{"one invocation", 10800, 200, 200 * time.Millisecond, 1, 1},
+		// 120 items of 1 s: an ideal 6 s, more than the 5 s a 15 s invocation has before the 10 s
+		// margin: handed on at least once.
+		{"handed on", 15, 120, time.Second, 2, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runs := filepath.Join(t.TempDir(), "items")
+			f := startSleepFunction(t, fmt.Sprintf("AWS_LAMBDA_FUNCTION_TIMEOUT=%d", tc.timeout), "JOBSAGENT_ITEMS_FILE="+runs)
+			job := fmt.Sprintf("fan-%d-%d", tc.items, tc.each.Milliseconds())
+			started := time.Now()
+			if got := jobState(t, f.call(t, "job.start", job)); got != "active" {
+				t.Fatalf("job.start: %s", got)
+			}
+			var deliveries []delivery
+			var store bill.Usage
+			for queued := f.sent.take(); len(queued) > 0; {
+				if len(queued) != 1 || len(deliveries) == tc.max {
+					t.Fatalf("after %d invocations: %d messages sent, want 1 and at most %d invocations", len(deliveries), len(queued), tc.max)
+				}
+				d := f.deliverSent(t, len(deliveries), queued[0])
+				deliveries, store = append(deliveries, d), store.Add(d.store)
+				queued = d.sent
+			}
+			wall := time.Since(started)
+			if got := jobState(t, f.call(t, "job.sync", job)); got != "completed "+job+"-items=completed" {
+				t.Fatalf("job.sync at the end: %s", got)
+			}
+			var billed []string
+			for _, d := range deliveries {
+				billed = append(billed, f.billedAfter(d.logged))
+			}
+			b, err := os.ReadFile(runs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Fields(string(b))
+			seen := map[string]bool{}
+			for _, l := range lines {
+				seen[l] = true
+			}
+			if len(lines) != tc.items || len(seen) != tc.items {
+				t.Fatalf("%d item runs of %d distinct items, want each of the %d once", len(lines), len(seen), tc.items)
+			}
+			if len(deliveries) < tc.min {
+				t.Fatalf("%d invocations, want at least %d", len(deliveries), tc.min)
+			}
+			ideal := time.Duration(tc.items/20) * tc.each
+			t.Logf("%d items of %s, 20 at a time, a function timeout of %d s: %d invocations (billed %v), job.start to the job's end %s, %.2fx the ideal %s; store %s, %.0f WCU, %.0f RCU",
+				tc.items, tc.each, tc.timeout, len(deliveries), billed, wall.Round(time.Millisecond), float64(wall)/float64(ideal), ideal, store.Ops(), store.WCU, store.RCU)
+		})
 	}
 }

@@ -2,7 +2,9 @@
 // job.start starts background work of three steps, each recording its result in the store, or,
 // for a job whose id starts with "slow-", work whose one step takes 8 s, or, for a job whose id is
 // "sleep-<seconds>", the timer test's work (TestSleepUnderEmulator): a step, a durable sleep of
-// that many seconds (jobs.Sleep), another step. It is built as sam build builds the function
+// that many seconds (jobs.Sleep), another step; for "fan-<n>-<ms>", the fan-out test's work
+// (TestFanoutUnderEmulator): n items of ms milliseconds each (a model call's stand-in), 20 at a
+// time (jobs.Map), each item appending its index to the file JOBSAGENT_ITEMS_FILE names. It is built as sam build builds the function
 // (mk/lambda.mk, the Lambda build tags).
 //
 // With JOBSAGENT_CLOCK_FILE set, the controller's clock is the real one plus the duration that
@@ -70,6 +72,18 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (h
 		_, err := jobs.Step(ctx, "after", func(context.Context) (string, error) { return "after done", nil })
 		return err
 	})
+	type fanOut struct{ N, MS int }
+	fan := jobs.Define(a, "fan", func(ctx context.Context, in fanOut) error {
+		items := make([]int, in.N)
+		for i := range items {
+			items[i] = i
+		}
+		_, err := jobs.Map(ctx, "items", items, func(_ context.Context, i int) (int, error) {
+			time.Sleep(time.Duration(in.MS) * time.Millisecond)
+			return i, appendLine(getenv("JOBSAGENT_ITEMS_FILE"), strconv.Itoa(i))
+		}, jobs.Concurrency(20))
+		return err
+	})
 	a.HandleAction("job.start", core.ActionFunc(func(ctx context.Context, req *contract.ActionRequest) (*contract.ActionResult, error) {
 		if secs, ok := strings.CutPrefix(req.Job(), "sleep-"); ok {
 			seconds, err := strconv.Atoi(secs)
@@ -77,6 +91,13 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (h
 				return nil, fmt.Errorf("jobsagent: job id %q is not sleep-<seconds>", req.Job())
 			}
 			return sleepy.Started(ctx, req, seconds)
+		}
+		if spec, ok := strings.CutPrefix(req.Job(), "fan-"); ok {
+			var in fanOut
+			if _, err := fmt.Sscanf(spec, "%d-%d", &in.N, &in.MS); err != nil {
+				return nil, fmt.Errorf("jobsagent: job id %q is not fan-<items>-<ms>: %w", req.Job(), err)
+			}
+			return fan.Started(ctx, req, in)
 		}
 		if strings.HasPrefix(req.Job(), "slow-") {
 			return slow.Started(ctx, req, struct{}{})
@@ -104,4 +125,20 @@ func build(ctx context.Context, getenv func(string) string, log *slog.Logger) (h
 		return time.Now().Add(offset)
 	}
 	return core.New(cfg, a)
+}
+
+// appendLine appends line to the file at path (none when path is empty).
+func appendLine(path, line string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(line + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
