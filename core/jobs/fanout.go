@@ -273,6 +273,9 @@ func (t *task) fanout(ctx context.Context, name string, hashes []string, run fun
 // loadItems reads the recorded results of a fan-out's items (nil where none is recorded),
 // checking that each was recorded for the same item.
 func (t *task) loadItems(ctx context.Context, name string, hashes []string) ([]json.RawMessage, error) {
+	if t.recNow().Deliveries == 1 { // the task's first delivery: none was recorded before it
+		return make([]json.RawMessage, len(hashes)), nil
+	}
 	keys := make([]string, len(hashes))
 	for i := range keys {
 		keys[i] = itemKey(t.key, name, i)
