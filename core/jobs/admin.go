@@ -477,12 +477,17 @@ func (s *Service) Retry(ctx context.Context, ref Ref) (*Detail, error) {
 	return s.retried(ctx, ref, r)
 }
 
-// retried dispatches a retried job and shows it.
+// retried shows a retried job as the retry left it (pending), then dispatches it: a delivery that
+// starts at once (the in-process pool) does not change what the retry answers.
 func (s *Service) retried(ctx context.Context, ref Ref, r *record) (*Detail, error) {
+	d, err := s.Show(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.dispatch(ctx, Message{Agent: r.Agent, Workspace: r.Workspace, Job: r.Job, Work: r.Work}, 0); err != nil {
 		return nil, fmt.Errorf("jobs: job %q is pending again, but its message was not sent (retry it again to send it): %w", ref.Job, err)
 	}
-	return s.Show(ctx, ref)
+	return d, nil
 }
 
 // redispatch reports whether r was retried and never delivered since: its dispatch may have been
