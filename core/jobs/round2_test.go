@@ -31,6 +31,8 @@ func suite2(t *testing.T, s store.Store) {
 	t.Run("Parallel", func(t *testing.T) { testParallel(t, s) })
 	t.Run("Sleep", func(t *testing.T) { testSleep(t, s) })
 	t.Run("SleepChained", func(t *testing.T) { testSleepChained(t, s) })
+	t.Run("ParallelError", func(t *testing.T) { testParallelError(t, s) })
+	t.Run("MapItemGivesUp", func(t *testing.T) { testMapItemGivesUp(t, s) })
 	t.Run("OnFailure", func(t *testing.T) { testOnFailure(t, s) })
 	t.Run("OnFailureTimeoutWhileAwaiting", func(t *testing.T) { testOnFailureAwaitTimeout(t, s) })
 	t.Run("OnFailureStopped", func(t *testing.T) { testOnFailureStopped(t, s) })
@@ -296,6 +298,51 @@ func testParallel(t *testing.T, s store.Store) {
 	}
 	if st := stateOf(t, in, job); st.Job.Status != contract.StateCompleted || len(st.Cases[0].Steps) != 3 {
 		t.Fatalf("state %s", mustJSON(t, st))
+	}
+}
+
+// testParallelError: a branch's error is Parallel's, whichever branch returns it: the work goes no
+// further.
+func testParallelError(t *testing.T, s store.Store) {
+	o, c := newOwner(), &counter{}
+	w := jobs.Define(o, "par-fails", func(ctx context.Context, _ struct{}) error {
+		if err := jobs.Parallel(ctx, func(context.Context) error { return nil }, func(context.Context) error {
+			return jobs.Permanent(errors.New("the second branch gave up"))
+		}); err != nil {
+			return err
+		}
+		_, err := jobs.Step(ctx, "after", func(context.Context) (int, error) { c.inc("after"); return 1, nil })
+		return err
+	})
+	in := newInstance(t, s, o, newClock(), &queue{})
+	job := start(t, in, w, struct{}{})
+	in.deliverAll(t, 3, nil)
+	if got := mustJSON(t, stateOf(t, in, job)); c.get("after") != 0 || !strings.Contains(got, `"status":"failed"`) || !strings.Contains(got, "the second branch gave up") {
+		t.Fatalf("after ran %d; state %s", c.get("after"), got)
+	}
+}
+
+// testMapItemGivesUp: an item that keeps failing is tried MaxAttempts times, one delivery each,
+// then fails the job saying how many times.
+func testMapItemGivesUp(t *testing.T, s store.Store) {
+	o, c := newOwner(), &counter{}
+	w := jobs.Define(o, "fan-gives-up", func(ctx context.Context, in []int) error {
+		_, err := jobs.Map(ctx, "call", in, func(_ context.Context, n int) (int, error) {
+			c.inc(fmt.Sprint(n))
+			if n == 1 {
+				return 0, errBoom
+			}
+			return n, nil
+		}, jobs.Concurrency(1))
+		return err
+	}, jobs.MaxAttempts(3), jobs.Backoff(time.Second))
+	in := newInstance(t, s, o, newClock(), &queue{})
+	job := start(t, in, w, []int{0, 1, 2})
+	if n := in.deliverAll(t, 10, nil); n != 3 || c.get("1") != 3 || c.get("0") != 1 {
+		t.Fatalf("%d deliveries, item 1 ran %d times, item 0 %d: want 3, 3 and 1", n, c.get("1"), c.get("0"))
+	}
+	if got := mustJSON(t, stateOf(t, in, job)); !strings.Contains(got, `"error":{"message":"item 1 of fan-out \"call\" failed 3 times; last error: boom"}`) {
+		t.Fatalf("state %s", got)
 	}
 }
 
