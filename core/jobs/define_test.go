@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,17 @@ func TestDefineRefusals(t *testing.T) {
 		{"zero handler timeout", []jobs.Option{jobs.OnFailure(handler, jobs.HandlerTimeout(0))}, "jobs.OnFailure: HandlerTimeout must be positive"},
 		{"negative handler timeout", []jobs.Option{jobs.OnFailure(handler, jobs.HandlerTimeout(-time.Second))}, "jobs.OnFailure: HandlerTimeout must be positive"},
 		{"shortest handler timeout", []jobs.Option{jobs.OnFailure(handler, jobs.HandlerTimeout(time.Nanosecond))}, ""},
+		{"nil limit", []jobs.Option{jobs.Limited(nil)}, "jobs: a nil limit"},
+		{"unnamed limit", []jobs.Option{jobs.Limited(jobs.NewLimit(" ", jobs.MaxRunning(1)))}, `jobs: a limit name is 1 to 200 characters, got " "`},
+		{"longest limit name", []jobs.Option{jobs.Limited(jobs.NewLimit(strings.Repeat("l", 200), jobs.MaxRunning(1)))}, ""},
+		{"too long a limit name", []jobs.Option{jobs.Limited(jobs.NewLimit(strings.Repeat("l", 201), jobs.MaxRunning(1)))}, `jobs: a limit name is 1 to 200 characters, got "` + strings.Repeat("l", 201) + `"`},
+		{"limit of nothing", []jobs.Option{jobs.Limited(jobs.NewLimit("p"))}, `jobs: limit "p" needs MaxRunning(n) or Rate(n, per) with n at least 1`},
+		{"negative running", []jobs.Option{jobs.Limited(jobs.NewLimit("p", jobs.MaxRunning(-1), jobs.Rate(1, time.Second)))}, `jobs: limit "p" needs MaxRunning(n) or Rate(n, per) with n at least 1`},
+		{"negative rate", []jobs.Option{jobs.Limited(jobs.NewLimit("p", jobs.MaxRunning(1), jobs.Rate(-1, time.Second)))}, `jobs: limit "p" needs MaxRunning(n) or Rate(n, per) with n at least 1`},
+		{"one running", []jobs.Option{jobs.Limited(jobs.NewLimit("p", jobs.MaxRunning(1)))}, ""},
+		{"one a second", []jobs.Option{jobs.Limited(jobs.NewLimit("p", jobs.Rate(1, time.Second)))}, ""},
+		{"rate of no period", []jobs.Option{jobs.Limited(jobs.NewLimit("p", jobs.Rate(1, 0)))}, `jobs: limit "p": the period of Rate must be positive`},
+		{"shortest period", []jobs.Option{jobs.Limited(jobs.NewLimit("p", jobs.Rate(1, time.Nanosecond)))}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := newOwner()
