@@ -33,6 +33,7 @@ func suite2(t *testing.T, s store.Store) {
 	t.Run("SleepChained", func(t *testing.T) { testSleepChained(t, s) })
 	t.Run("ParallelError", func(t *testing.T) { testParallelError(t, s) })
 	t.Run("MapItemGivesUp", func(t *testing.T) { testMapItemGivesUp(t, s) })
+	t.Run("MapLapsedButKept", func(t *testing.T) { testMapLapsedButKept(t, s) })
 	t.Run("OnFailure", func(t *testing.T) { testOnFailure(t, s) })
 	t.Run("OnFailureTimeoutWhileAwaiting", func(t *testing.T) { testOnFailureAwaitTimeout(t, s) })
 	t.Run("OnFailureStopped", func(t *testing.T) { testOnFailureStopped(t, s) })
@@ -343,6 +344,29 @@ func testMapItemGivesUp(t *testing.T, s store.Store) {
 	}
 	if got := mustJSON(t, stateOf(t, in, job)); !strings.Contains(got, `"error":{"message":"item 1 of fan-out \"call\" failed 3 times; last error: boom"}`) {
 		t.Fatalf("state %s", got)
+	}
+}
+
+// testMapLapsedButKept: an item that outlasts the lease on the clock, with no other instance
+// taking the task, is recorded: the lease is confirmed (and renewed), not given up.
+func testMapLapsedButKept(t *testing.T, s store.Store) {
+	o, c := newOwner(), &counter{}
+	clk := newClock()
+	w := jobs.Define(o, "fan-slow", func(ctx context.Context, in []int) error {
+		_, err := jobs.Map(ctx, "call", in, func(_ context.Context, n int) (int, error) {
+			c.inc(fmt.Sprint(n))
+			clk.Add(jobs.DefaultLease + jobs.SkewMargin + time.Second) // a paused process
+			return n, nil
+		}, jobs.Concurrency(1))
+		return err
+	})
+	in := newInstance(t, s, o, clk, &queue{})
+	job := start(t, in, w, []int{0, 1})
+	if n := in.deliverAll(t, 3, nil); n != 1 || c.get("0") != 1 || c.get("1") != 1 {
+		t.Fatalf("%d deliveries, items ran %d and %d times: want 1, 1 and 1", n, c.get("0"), c.get("1"))
+	}
+	if st := stateOf(t, in, job); st.Job.Status != contract.StateCompleted {
+		t.Fatalf("state %s", mustJSON(t, st))
 	}
 }
 
