@@ -157,11 +157,13 @@ func (t *task) fanout(ctx context.Context, name string, hashes []string, run fun
 	}
 	n := len(hashes)
 	prev, recorded := t.recorded(name)
-	if recorded && (prev.Items != n || prev.Status != stepCompleted || prev.Awaiting != nil || !prev.Until.IsZero()) {
-		if prev.Items != n && prev.Status == stepCompleted {
-			return nil, Permanent(fmt.Errorf("jobs: fan-out %q had %d items when it completed, %d now: its items must be the same at every delivery", name, prev.Items, n))
-		}
+	switch {
+	case !recorded:
+	case prev.Status != stepCompleted || prev.Awaiting != nil || !prev.Until.IsZero() || prev.Items == 0 && n > 0:
+		// A step, an answer or a timer of that name (a fan-out of no items records none either).
 		return nil, Permanent(fmt.Errorf("jobs: %q is not a fan-out: step names are unique within a work", name))
+	case prev.Items != n:
+		return nil, Permanent(fmt.Errorf("jobs: fan-out %q had %d items when it completed, %d now: its items must be the same at every delivery", name, prev.Items, n))
 	}
 	results, err := t.loadItems(ctx, name, hashes)
 	if err != nil {

@@ -34,6 +34,7 @@ func suite2(t *testing.T, s store.Store) {
 	t.Run("ParallelError", func(t *testing.T) { testParallelError(t, s) })
 	t.Run("MapItemGivesUp", func(t *testing.T) { testMapItemGivesUp(t, s) })
 	t.Run("MapLapsedButKept", func(t *testing.T) { testMapLapsedButKept(t, s) })
+	t.Run("MapNamesAndCounts", func(t *testing.T) { testMapNamesAndCounts(t, s) })
 	t.Run("OnFailure", func(t *testing.T) { testOnFailure(t, s) })
 	t.Run("OnFailureTimeoutWhileAwaiting", func(t *testing.T) { testOnFailureAwaitTimeout(t, s) })
 	t.Run("OnFailureStopped", func(t *testing.T) { testOnFailureStopped(t, s) })
@@ -367,6 +368,66 @@ func testMapLapsedButKept(t *testing.T, s store.Store) {
 	}
 	if st := stateOf(t, in, job); st.Job.Status != contract.StateCompleted {
 		t.Fatalf("state %s", mustJSON(t, st))
+	}
+}
+
+// testMapNamesAndCounts: Map refuses a name a step or a timer recorded, and items that are not
+// those of the completed fan-out of that name; Concurrency(0) is the default, a negative one is
+// refused.
+func testMapNamesAndCounts(t *testing.T, s store.Store) {
+	run := func(ctx context.Context, n int) (int, error) { return n, nil }
+	var items atomic.Int32
+	items.Store(3)
+	for _, c := range []struct {
+		name string
+		work func(ctx context.Context, _ struct{}) error
+		want string // the job's error, "" when it completes
+	}{
+		{"after a step", func(ctx context.Context, _ struct{}) error {
+			if _, err := jobs.Step(ctx, "x", func(context.Context) (int, error) { return 1, nil }); err != nil {
+				return err
+			}
+			_, err := jobs.Map(ctx, "x", []int{1, 2}, run)
+			return err
+		}, `jobs: \"x\" is not a fan-out: step names are unique within a work`},
+		{"after a timer", func(ctx context.Context, _ struct{}) error {
+			if err := jobs.Sleep(ctx, "x", time.Minute); err != nil {
+				return err
+			}
+			_, err := jobs.Map(ctx, "x", []int{1, 2}, run)
+			return err
+		}, `jobs: \"x\" is not a fan-out: step names are unique within a work`},
+		{"other items", func(ctx context.Context, _ struct{}) error {
+			if _, err := jobs.Map(ctx, "x", make([]int, items.Load()), run); err != nil {
+				return err
+			}
+			if err := jobs.Sleep(ctx, "pause", time.Minute); err != nil {
+				return err
+			}
+			items.Store(4)
+			_, err := jobs.Map(ctx, "x", make([]int, items.Load()), run)
+			return err
+		}, `jobs: fan-out \"x\" had 3 items when it completed, 4 now: its items must be the same at every delivery`},
+		{"default concurrency", func(ctx context.Context, _ struct{}) error {
+			_, err := jobs.Map(ctx, "x", []int{1, 2}, run, jobs.Concurrency(0))
+			return err
+		}, ""},
+		{"negative concurrency", func(ctx context.Context, _ struct{}) error {
+			_, err := jobs.Map(ctx, "x", []int{1, 2}, run, jobs.Concurrency(-1))
+			return err
+		}, `jobs: fan-out \"x\": Concurrency must be at least 1`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := newOwner()
+			w := jobs.Define(o, "named", c.work)
+			in := newInstance(t, s, o, newClock(), &queue{})
+			job := start(t, in, w, struct{}{})
+			in.deliverAll(t, 4, nil)
+			got := mustJSON(t, stateOf(t, in, job))
+			if c.want == "" && !strings.Contains(got, `"status":"completed"`) || c.want != "" && !strings.Contains(got, `"error":{"message":"`+c.want+`"}`) {
+				t.Fatalf("state %s\nwant %s", got, cmp.Or(c.want, "completed"))
+			}
+		})
 	}
 }
 
