@@ -398,15 +398,21 @@ func crashInsideFanout(t *testing.T, env []string) {
 			if again < 1 || again > fanConc {
 				t.Fatalf("%d items ran again, want 1 to %d (those running at the kill)", again, fanConc)
 			}
-			s = storeenvtest.Open(t, env)
-			defer s.Close()
-			o := newOwner()
-			defineFanout(o, runs, func(string) {})
-			in := newInstance(t, s, o, newClock(), &queue{})
-			if snap := stateOf(t, in, job); snap.Job.Status != contract.StateCompleted {
-				t.Fatalf("state %s", mustJSON(t, snap))
-			}
+			wantStatusIn(t, env, func(o owner) { defineFanout(o, runs, func(string) {}) }, job, contract.StateCompleted)
 		})
+	}
+}
+
+// wantStatusIn checks job's status on the store env names, its works defined by define.
+func wantStatusIn(t *testing.T, env []string, define func(owner), job, want string) {
+	t.Helper()
+	s := storeenvtest.Open(t, env)
+	defer s.Close()
+	o := newOwner()
+	define(o)
+	in := newInstance(t, s, o, newClock(), &queue{})
+	if snap := stateOf(t, in, job); snap.Job.Status != want {
+		t.Fatalf("state %s, want %s", mustJSON(t, snap), want)
 	}
 }
 
@@ -430,14 +436,7 @@ func crashAroundFailure(t *testing.T, env []string) {
 			if got := countRuns(t, runs)["handler"]; !slices.Contains(tc.want, got) {
 				t.Fatalf("the handler ran %d times, want %v", got, tc.want)
 			}
-			s := storeenvtest.Open(t, env)
-			defer s.Close()
-			o := newOwner()
-			defineFailing(o, runs, func(string) {})
-			in := newInstance(t, s, o, newClock(), &queue{})
-			if snap := stateOf(t, in, job); snap.Job.Status != contract.StateFailed {
-				t.Fatalf("state %s", mustJSON(t, snap))
-			}
+			wantStatusIn(t, env, func(o owner) { defineFailing(o, runs, func(string) {}) }, job, contract.StateFailed)
 		})
 	}
 }
