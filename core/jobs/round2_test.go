@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,8 @@ func suite2(t *testing.T, s store.Store) {
 	t.Run("MapItemGivesUp", func(t *testing.T) { testMapItemGivesUp(t, s) })
 	t.Run("MapLapsedButKept", func(t *testing.T) { testMapLapsedButKept(t, s) })
 	t.Run("MapNamesAndCounts", func(t *testing.T) { testMapNamesAndCounts(t, s) })
+	t.Run("MapItemGone", func(t *testing.T) { testMapItemGone(t, s) })
+	t.Run("MapAfterRemovedStep", func(t *testing.T) { testMapAfterRemovedStep(t, s) })
 	t.Run("OnFailure", func(t *testing.T) { testOnFailure(t, s) })
 	t.Run("OnFailureTimeoutWhileAwaiting", func(t *testing.T) { testOnFailureAwaitTimeout(t, s) })
 	t.Run("OnFailureStopped", func(t *testing.T) { testOnFailureStopped(t, s) })
@@ -428,6 +431,64 @@ func testMapNamesAndCounts(t *testing.T, s store.Store) {
 				t.Fatalf("state %s\nwant %s", got, cmp.Or(c.want, "completed"))
 			}
 		})
+	}
+}
+
+// testMapItemGone: a completed fan-out whose item record is gone when a later delivery replays it
+// fails the job, naming the item, instead of running the item again.
+func testMapItemGone(t *testing.T, s store.Store) {
+	o, c := newOwner(), &counter{}
+	w := jobs.Define(o, "fan-gone", func(ctx context.Context, _ struct{}) error {
+		if _, err := jobs.Map(ctx, "x", []int{0, 1}, func(_ context.Context, n int) (int, error) { c.inc(fmt.Sprint(n)); return n, nil }); err != nil {
+			return err
+		}
+		return jobs.Sleep(ctx, "pause", time.Minute)
+	})
+	in := newInstance(t, s, o, newClock(), &queue{})
+	job := start(t, in, w, struct{}{})
+	if err := in.svc.Deliver(context.Background(), in.q.take()[0].M, jobs.Delivery{}); err != nil { // the items, then the sleep
+		t.Fatal(err)
+	}
+	key := jobs.TaskKeyPrefix + url.PathEscape(agentSlug) + "/" + url.PathEscape(wsID) + "/" + url.PathEscape(job) + "/i/x/1"
+	rec, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("item 1's record: %v", err)
+	}
+	if err := s.Delete(context.Background(), key, rec.Version); err != nil {
+		t.Fatal(err)
+	}
+	in.deliverAll(t, 2, nil)
+	if got := mustJSON(t, stateOf(t, in, job)); c.get("1") != 1 || !strings.Contains(got, `"error":{"message":"jobs: fan-out \"x\" completed, but the result of its item 1 is gone (expired?)"}`) {
+		t.Fatalf("item 1 ran %d times; state %s", c.get("1"), got)
+	}
+}
+
+// testMapAfterRemovedStep: new code that no longer reaches a step an earlier build recorded fails
+// the job when it starts a fan-out instead, before any item runs.
+func testMapAfterRemovedStep(t *testing.T, s store.Store) {
+	clk, q := newClock(), &queue{}
+	o1 := newOwner()
+	w1 := jobs.Define(o1, "reshaped", func(ctx context.Context, _ struct{}) error {
+		if _, err := jobs.Step(ctx, "enrich", func(context.Context) (int, error) { return 2, nil }); err != nil {
+			return err
+		}
+		return jobs.Sleep(ctx, "pause", time.Minute)
+	})
+	a := buildInstance(t, s, o1, clk, q, oldBuild)
+	job := start(t, a, w1, struct{}{})
+	if err := a.svc.Deliver(context.Background(), q.take()[0].M, jobs.Delivery{}); err != nil {
+		t.Fatal(err)
+	}
+	o2, c := newOwner(), &counter{}
+	jobs.Define(o2, "reshaped", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Map(ctx, "score", []int{0, 1}, func(_ context.Context, n int) (int, error) { c.inc("score"); return n, nil })
+		return err
+	})
+	b := buildInstance(t, s, o2, clk, q, newBuild)
+	b.deliverAll(t, 3, nil)
+	if got := mustJSON(t, stateOf(t, b, job)); c.get("score") != 0 || !strings.Contains(got, `"status":"failed"`) ||
+		!strings.Contains(got, `step \"enrich\", recorded by agent 1.0.0, svz v0.9.0 (aaaaaaaaaaaa), is no longer reached by agent 1.1.0, svz v0.9.1 (bbbbbbbbbbbb)`) {
+		t.Fatalf("score ran %d; state %s", c.get("score"), got)
 	}
 }
 
