@@ -198,3 +198,43 @@ func TestReclaimAccounting(t *testing.T) {
 	ll.connState(a, http.StateIdle)
 	want("a closed", 1, 0)
 }
+
+// TestLogCountNote: the first event is logged, the next ones within refusedLogEvery of the last
+// logged one are counted only, and the first at refusedLogEvery or later is logged again; every
+// event counts in total and in unlogged (which the caller resets when it logs).
+func TestLogCountNote(t *testing.T) {
+	start := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	var n logCount
+	for i, c := range []struct {
+		at             time.Duration
+		log            bool
+		total, pending int
+	}{
+		{0, true, 1, 1},
+		{time.Second, false, 2, 2},
+		{refusedLogEvery - time.Nanosecond, false, 3, 3},
+		{refusedLogEvery, true, 4, 4},
+		{refusedLogEvery + time.Second, false, 5, 5},
+	} {
+		if got := n.note(start.Add(c.at)); got != c.log || n.total != c.total || n.unlogged != c.pending {
+			t.Fatalf("event %d at +%s: logged %v, total %d, unlogged %d; want %v, %d, %d", i, c.at, got, n.total, n.unlogged, c.log, c.total, c.pending)
+		}
+	}
+}
+
+// TestConnCloseFreesItsSlot: closing a connection gives back the slot it held (a reserved one to
+// the reserve, another to the cap), once however often it is closed.
+func TestConnCloseFreesItsSlot(t *testing.T) {
+	l := &limitListener{max: 2, reserve: 1, active: 2, reserved: 1}
+	for _, reserved := range []bool{true, false} {
+		a, b := net.Pipe()
+		defer b.Close()
+		c := &limitedConn{Conn: a, l: l, reserved: reserved}
+		for range 2 {
+			_ = c.Close()
+		}
+	}
+	if l.active != 1 || l.reserved != 0 {
+		t.Fatalf("active %d, reserved %d after closing one of each twice: want 1 and 0", l.active, l.reserved)
+	}
+}
