@@ -210,19 +210,7 @@ func TestCallWithoutTelemetry(t *testing.T) {
 // counters and histograms say the same.
 func TestJobTrace(t *testing.T) {
 	rec := newRecorded()
-	reg, err := contract.BuildRegistration(contract.RegistrationSpec{
-		AgentSlug: "w", DisplayName: "W", A2UICatalogVersion: "w.1",
-		Surfaces:  []contract.SurfaceSpec{contract.SurfaceID("job.start")},
-		Actions:   []contract.ActionSpec{contract.ActionID("job.start"), contract.ActionID("job.stop")},
-		JobPolicy: &contract.JobPolicy{Sync: &contract.JobSyncPolicy{}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := core.NewAgent(core.AgentConfig{Name: "W", Version: "1", Registration: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := workShell(t)
 	var fails atomic.Int32
 	w := jobs.Define(a, "greet", func(ctx context.Context, _ map[string]string) error {
 		if _, err := jobs.Step(ctx, "lookup", func(context.Context) (int, error) { return 1, nil }); err != nil {
