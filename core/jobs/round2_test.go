@@ -411,6 +411,12 @@ func testMapNamesAndCounts(t *testing.T, s store.Store) {
 			_, err := jobs.Map(ctx, "x", make([]int, items.Load()), run)
 			return err
 		}, `jobs: fan-out \"x\" had 3 items when it completed, 4 now: its items must be the same at every delivery`},
+		{"no items, replayed", func(ctx context.Context, _ struct{}) error {
+			if _, err := jobs.Map(ctx, "x", []int{}, run); err != nil {
+				return err
+			}
+			return jobs.Sleep(ctx, "pause", time.Minute) // the next delivery replays the fan-out
+		}, ""},
 		{"default concurrency", func(ctx context.Context, _ struct{}) error {
 			_, err := jobs.Map(ctx, "x", []int{1, 2}, run, jobs.Concurrency(0))
 			return err
