@@ -19,6 +19,7 @@ run: ## serve Hello World in local mode on 127.0.0.1:8000
 
 test: lint ## lint, then every test against real servers (scripts/with-services starts them)
 	scripts/with-services go test $(GO_TEST_FLAGS) ./...
+	go test $(GO_TEST_FLAGS) -tags svz_nootel ./core/telemetry ./core/store/traced
 
 lint: ## gofmt, go vet and staticcheck must be clean
 	@out=$$(gofmt -l .); if [[ -n $$out ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

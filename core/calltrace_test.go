@@ -1,3 +1,5 @@
+//go:build !svz_nootel
+
 package core_test
 
 import (

@@ -14,9 +14,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"github.com/supervaize/svz/core"
+	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/grant"
 	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/core/telemetry"
@@ -92,11 +91,11 @@ func Load(ctx context.Context, getenv func(string) string, log *slog.Logger) (co
 	generatedServerID := cfg.ServerID == ""
 	switch {
 	case generatedServerID:
-		id, err := uuid.NewRandom()
+		id, err := contract.RandomUUID()
 		if err != nil {
 			return core.Config{}, fmt.Errorf("%s is unset and an id could not be generated: %w", EnvServerID, err)
 		}
-		cfg.ServerID = id.String()
+		cfg.ServerID = id
 		if !local { // a local controller is one process: only deployments need a stable id
 			log.Warn(EnvServerID+" is not set: generated an id for this process only; set it in every deployed environment so workspace grants stay valid across restarts and instances",
 				"server_id", cfg.ServerID)

@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"github.com/supervaize/svz/core"
 	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
@@ -141,11 +139,11 @@ func registerAtStart(ctx context.Context, env func(string) string, overlay map[s
 	}
 	serverID := strings.TrimSpace(env(EnvServerID))
 	if serverID == "" {
-		id, err := uuid.NewRandom()
+		id, err := contract.RandomUUID()
 		if err != nil {
 			return fmt.Errorf("%s is unset and an id could not be generated: %w", EnvServerID, err)
 		}
-		serverID, overlay[EnvServerID] = id.String(), id.String()
+		serverID, overlay[EnvServerID] = id, id
 		log.Warn(EnvServerID+" is not set: generated an id for this process; Studio registers a new server at every start until you set it",
 			"server_id", serverID)
 	}

@@ -1,14 +1,20 @@
 package contract
 
 import (
+	"compress/flate"
+	"crypto/rand"
+	"crypto/sha1"
+	_ "embed"
 	"encoding/binary"
-	"sort"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/google/uuid"
-	"golang.org/x/text/unicode/norm"
 )
 
 // Slugify returns the slug of an agent name as python-slugify 8.0.4 computes it with its default
@@ -23,11 +29,11 @@ import (
 // text-unidecode differs. Like text-unidecode, characters beyond the BMP (emoji...) are dropped.
 func Slugify(name string) string {
 	text := replaceQuoteRuns(name, "-")
-	text = transliterate(norm.NFKD.String(text))
+	text = transliterate(nfkd(text))
 	text = decodeNamedEntities(text)
 	text = decodeCharRefs(text, false)
 	text = decodeCharRefs(text, true)
-	text = norm.NFKD.String(text)
+	text = nfkd(text)
 	text = strings.ToLower(text)
 	text = replaceQuoteRuns(text, "")
 	text = removeDigitCommas(text)
@@ -180,20 +186,24 @@ func decodeCharRefs(s string, hex bool) string {
 	return b.String()
 }
 
+// isASCII reports whether s has only ASCII characters.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
 // transliterate maps NFKD-normalized text to ASCII the way text-unidecode 1.3 does, up to the
 // spelling of separators (text-unidecode's "[?]" for an unknown character is a space here; both
 // become one "-" in the slug).
 func transliterate(s string) string {
-	ascii := true
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
+	if isASCII(s) {
 		return s
 	}
+	t := slugTablesOnce()
 	var b strings.Builder
 	b.Grow(len(s))
 	for _, r := range s {
@@ -201,31 +211,151 @@ func transliterate(s string) string {
 		case r < utf8.RuneSelf:
 			b.WriteByte(byte(r))
 		case r <= 0xFFFF:
-			b.WriteString(translitRune(r))
+			b.WriteString(t.translit(r))
 		}
 		// text-unidecode has no data beyond the BMP and drops those characters.
 	}
 	return b.String()
 }
 
-// translitRune returns text-unidecode's spelling of r, a non-ASCII character of the BMP.
-func translitRune(r rune) string {
-	i := sort.Search(len(translitOverrides), func(i int) bool { return translitOverrides[i].hi >= r })
-	if i < len(translitOverrides) && translitOverrides[i].lo <= r {
-		return translitOverrides[i].s
-	}
-	if s := translitEntry(r); s != "" {
+// nfkd returns the compatibility decomposition of s (Unicode's NFKD): each character replaced
+// by its full decomposition (Hangul syllables by arithmetic), then each run of combining marks
+// stably sorted by combining class. Unlike x/text's, it never inserts U+034F after 30 marks in
+// a row: Python's unicodedata, the reference's, does not either.
+func nfkd(s string) string {
+	if isASCII(s) {
 		return s
 	}
-	return " " // unknown to both tables: text-unidecode writes "[?]"
+	t := slugTablesOnce()
+	out := make([]rune, 0, len(s))
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf:
+			out = append(out, r)
+		case r >= hangulBase && r < hangulBase+hangulCount:
+			i := r - hangulBase
+			out = append(out, 0x1100+i/588, 0x1161+i%588/28)
+			if i%28 != 0 {
+				out = append(out, 0x11A7+i%28)
+			}
+		default:
+			if d, ok := t.decomposition(r); ok {
+				for _, dr := range d {
+					out = append(out, dr)
+				}
+			} else {
+				out = append(out, r)
+			}
+		}
+	}
+	for i := 1; i < len(out); i++ { // canonical ordering: marks move past marks of a higher class
+		c := t.class(out[i])
+		if c == 0 {
+			continue
+		}
+		for j := i; j > 0 && t.class(out[j-1]) > c; j-- {
+			out[j-1], out[j] = out[j], out[j-1]
+		}
+	}
+	return string(out)
 }
+
+// The Hangul syllables, U+AC00 to U+D7A3, decompose into two or three jamo by arithmetic.
+const (
+	hangulBase  = 0xAC00
+	hangulCount = 11172
+)
 
 //go:generate go run ./internal/gentranslit
 
-// translitEntry returns go-unidecode's spelling of r, a character of the BMP ("" when it has
-// none), from the packed translitBlocks.
-func translitEntry(r rune) string {
-	blk := translitBlocks[r>>8]
+// translitFlate holds Slugify's tables, compressed (see gentranslit).
+//
+//go:embed translit.flate
+var translitFlate string
+
+// slugTables are the tables of translitFlate, inflated: read-only once built.
+type slugTables struct {
+	// blocks[r>>8] holds the spellings of the block's 256 code points in order, separated by
+	// 0xFF; an empty block or spelling means no data. ASCII code points are left empty (they
+	// are never looked up).
+	blocks [256]string
+	// decompRunes (sorted) have the decompositions of decomps, Hangul syllables left out.
+	decompRunes []rune
+	decomps     []string
+	// classRunes (sorted) have the combining classes of classes; every other character's is 0.
+	classRunes []rune
+	classes    []uint8
+	// entityNames (sorted) name the HTML 4 entities' entityRunes.
+	entityNames []string
+	entityRunes []rune
+}
+
+// slugTablesOnce inflates translitFlate, once, the first time a name with a non-ASCII character
+// is slugified.
+var slugTablesOnce = sync.OnceValue(func() *slugTables {
+	t, err := parseSlugTables(translitFlate)
+	if err != nil {
+		panic("contract: the embedded slug tables are corrupt (run go generate ./core/contract): " + err.Error())
+	}
+	return t
+})
+
+func parseSlugTables(compressed string) (*slugTables, error) {
+	raw, err := io.ReadAll(flate.NewReader(strings.NewReader(compressed)))
+	if err != nil {
+		return nil, err
+	}
+	r := tableReader{rest: string(raw), ok: true}
+	t := &slugTables{}
+	for i := range t.blocks {
+		t.blocks[i] = r.bytes(r.int())
+	}
+	for n, c := r.int(), rune(0); n > 0 && r.ok; n-- {
+		c += rune(r.int())
+		t.decompRunes, t.decomps = append(t.decompRunes, c), append(t.decomps, r.bytes(r.int()))
+	}
+	for n, c := r.int(), rune(0); n > 0 && r.ok; n-- {
+		c += rune(r.int())
+		t.classRunes, t.classes = append(t.classRunes, c), append(t.classes, uint8(r.int()))
+	}
+	for n := r.int(); n > 0 && r.ok; n-- {
+		t.entityNames, t.entityRunes = append(t.entityNames, r.bytes(r.int())), append(t.entityRunes, rune(r.int()))
+	}
+	if !r.ok || r.rest != "" {
+		return nil, errors.New("truncated or trailing data")
+	}
+	return t, nil
+}
+
+// tableReader reads translitFlate's uvarints and strings; ok turns false at the first that is
+// cut short.
+type tableReader struct {
+	rest string
+	ok   bool
+}
+
+func (r *tableReader) int() int {
+	n, w := binary.Uvarint([]byte(r.rest[:min(len(r.rest), binary.MaxVarintLen64)]))
+	if w <= 0 || n > 1<<31 {
+		r.ok, r.rest = false, ""
+		return 0
+	}
+	r.rest = r.rest[w:]
+	return int(n)
+}
+
+func (r *tableReader) bytes(n int) string {
+	if n > len(r.rest) {
+		r.ok, n = false, len(r.rest)
+	}
+	s := r.rest[:n]
+	r.rest = r.rest[n:]
+	return s
+}
+
+// translit returns text-unidecode's spelling of r, a non-ASCII character of the BMP.
+func (t *slugTables) translit(r rune) string {
+	blk := t.blocks[r>>8]
 	for range r & 0xFF {
 		i := strings.IndexByte(blk, 0xFF)
 		if i < 0 {
@@ -239,13 +369,35 @@ func translitEntry(r rune) string {
 	return blk
 }
 
+// decomposition returns r's compatibility decomposition, if it has one.
+func (t *slugTables) decomposition(r rune) (string, bool) {
+	i, ok := slices.BinarySearch(t.decompRunes, r)
+	if !ok {
+		return "", false
+	}
+	return t.decomps[i], true
+}
+
+// class returns r's canonical combining class.
+func (t *slugTables) class(r rune) uint8 {
+	if r < 0x300 {
+		return 0 // no mark before the combining diacritics
+	}
+	i, ok := slices.BinarySearch(t.classRunes, r)
+	if !ok {
+		return 0
+	}
+	return t.classes[i]
+}
+
 // entityRune returns the character of an HTML 4 entity name (Python's html.entities.name2codepoint).
 func entityRune(name string) (rune, bool) {
-	i := sort.Search(len(htmlEntities), func(i int) bool { return htmlEntities[i].name >= name })
-	if i < len(htmlEntities) && htmlEntities[i].name == name {
-		return htmlEntities[i].r, true
+	t := slugTablesOnce()
+	i, ok := slices.BinarySearch(t.entityNames, name)
+	if !ok {
+		return 0, false
 	}
-	return 0, false
+	return t.entityRunes[i], true
 }
 
 // DeterministicAgentID returns the reference's Agent.id for an agent name:
@@ -253,11 +405,42 @@ func entityRune(name string) (rune, bool) {
 // http:// or https://, any case; DNS namespace otherwise) written in base 57, most significant
 // digit first, padded to 22 characters.
 func DeterministicAgentID(name string) string {
-	ns := uuid.NameSpaceDNS
+	ns := namespaceDNS
 	if hasPrefixFold(name, "http://") || hasPrefixFold(name, "https://") {
-		ns = uuid.NameSpaceURL
+		ns = namespaceURL
 	}
-	return shortUUID(uuid.NewSHA1(ns, []byte(name)))
+	return shortUUID(uuidV5(ns, name))
+}
+
+// RFC 9562's name spaces for UUIDs of DNS names and URLs (6ba7b810-… and 6ba7b811-…).
+var (
+	namespaceDNS = [16]byte{0x6b, 0xa7, 0xb8, 0x10, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8}
+	namespaceURL = [16]byte{0x6b, 0xa7, 0xb8, 0x11, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8}
+)
+
+// uuidV5 is the name-based UUID (version 5, SHA-1) of name in ns (RFC 9562 §5.5).
+func uuidV5(ns [16]byte, name string) [16]byte {
+	h := sha1.New()
+	h.Write(ns[:])
+	h.Write([]byte(name))
+	var u [16]byte
+	copy(u[:], h.Sum(nil))
+	u[6] = u[6]&0x0f | 0x50
+	u[8] = u[8]&0x3f | 0x80
+	return u
+}
+
+// RandomUUID returns a random UUID (version 4, RFC 9562 §5.4) in its canonical form, as a
+// generated server id is written.
+func RandomUUID() (string, error) {
+	var u [16]byte
+	if _, err := rand.Read(u[:]); err != nil {
+		return "", fmt.Errorf("reading random bytes: %w", err)
+	}
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	b := hex.EncodeToString(u[:])
+	return b[:8] + "-" + b[8:12] + "-" + b[12:16] + "-" + b[16:20] + "-" + b[20:], nil
 }
 
 func hasPrefixFold(s, prefix string) bool {

@@ -1,14 +1,20 @@
 package contract
 
 import (
+	"bytes"
+	"compress/flate"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
-	"github.com/mozillazg/go-unidecode/table"
+	"github.com/supervaize/svz/core/contract/internal/slugdata"
 )
 
 // testdata/slugify_vectors.json holds the outputs of python-slugify 8.0.4's algorithm with
@@ -94,17 +100,17 @@ func TestTranslitOverridesShape(t *testing.T) {
 		pinned[v.In] = true
 	}
 	prev := rune(utf8.RuneSelf - 1)
-	for _, o := range translitOverrides {
-		if o.lo <= prev || o.hi < o.lo || o.hi > 0xFFFF {
-			t.Errorf("range %#x-%#x: not sorted, disjoint and within the BMP", o.lo, o.hi)
+	for _, o := range slugdata.Overrides {
+		if o.Lo <= prev || o.Hi < o.Lo || o.Hi > 0xFFFF {
+			t.Errorf("range %#x-%#x: not sorted, disjoint and within the BMP", o.Lo, o.Hi)
 		}
-		prev = o.hi
-		for i := 0; i < len(o.s); i++ {
-			if o.s[i] >= utf8.RuneSelf {
-				t.Errorf("range %#x-%#x: %q is not ASCII", o.lo, o.hi, o.s)
+		prev = o.Hi
+		for i := 0; i < len(o.S); i++ {
+			if o.S[i] >= utf8.RuneSelf {
+				t.Errorf("range %#x-%#x: %q is not ASCII", o.Lo, o.Hi, o.S)
 			}
 		}
-		for _, r := range []rune{o.lo, o.hi} {
+		for _, r := range []rune{o.Lo, o.Hi} {
 			if in := "a" + string(r) + "b"; !pinned[in] {
 				t.Errorf("no reference vector for %q (U+%04X)", in, r)
 			}
@@ -174,16 +180,187 @@ func BenchmarkDeterministicAgentID(b *testing.B) {
 	}
 }
 
-// TestTranslitTable: the packed table holds go-unidecode's spelling of every non-ASCII code point
-// of the BMP (go generate ./core/contract rewrites it).
+// TestTranslitTable: the embedded table holds text-unidecode's spelling (slugdata.Translit: the
+// overrides, else go-unidecode's entry, else a separator) of every non-ASCII code point of the BMP
+// that does not decompose (one that does is never looked up: its decomposition is).
 func TestTranslitTable(t *testing.T) {
+	tables := slugTablesOnce()
 	for r := rune(0x80); r <= 0xFFFF; r++ {
-		var want string
-		if blk := table.Tables[r>>8]; int(r&0xFF) < len(blk) {
-			want = blk[r&0xFF]
+		if r >= 0xD800 && r <= 0xDFFF {
+			continue
 		}
-		if got := translitEntry(r); got != want {
-			t.Fatalf("U+%04X: %q, go-unidecode has %q (run go generate ./core/contract)", r, got, want)
+		want := slugdata.Translit(r)
+		if slugdata.NFKD(string(r)) != string(r) {
+			want = ""
 		}
+		if got := tables.translit(r); got != want {
+			t.Fatalf("U+%04X: %q, slugdata has %q (run go generate ./core/contract)", r, got, want)
+		}
+	}
+}
+
+// everyCharacter calls f with every code point of the BMP and every one beyond it that
+// decomposes or is a mark, saying which (the rest, unassigned or plain, are sampled: every 251st).
+func everyCharacter(f func(r rune, decomposes bool)) {
+	for r := rune(0); r <= utf8.MaxRune; r++ {
+		if r >= 0xD800 && r <= 0xDFFF {
+			continue
+		}
+		decomposes := slugdata.NFKD(string(r)) != string(r) || slugdata.NFKD("\u0301"+string(r)+"\u0316") != "\u0301"+string(r)+"\u0316"
+		if r <= 0xFFFF || decomposes || r%251 == 0 {
+			f(r, decomposes)
+		}
+	}
+}
+
+// TestNFKDEveryCharacter: nfkd decomposes every code point as x/text does, alone and after a
+// letter and before a mark of another class (which reordering must move past the character's
+// own marks when their class is higher).
+func TestNFKDEveryCharacter(t *testing.T) {
+	everyCharacter(func(r rune, _ bool) {
+		for _, s := range []string{string(r), "a" + string(r) + "\u0323b", "\u0301" + string(r) + "\u0316"} {
+			if got, want := nfkd(s), slugdata.NFKD(s); got != want {
+				t.Fatalf("nfkd(%+q) = %+q, x/text has %+q (run go generate ./core/contract)", s, got, want)
+			}
+		}
+	})
+}
+
+// TestNFKDReordering: marks are sorted by class, stably, within each run, never past a starter;
+// x/text's extra U+034F after 30 marks in a row is the one difference (Python has none).
+func TestNFKDReordering(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"a\u0301\u0323", "a\u0323\u0301"},             // 230 then 220: swapped
+		{"a\u0323\u0301", "a\u0323\u0301"},             // already ordered
+		{"a\u0301\u0300\u0323", "a\u0323\u0301\u0300"}, // stable among equal classes
+		{"\u1E69\u0323", "s\u0323\u0323\u0307"},        // ṩ decomposes, then its dot above moves
+		{"a\u0301b\u0323", "a\u0301b\u0323"},           // a starter ends the run
+		{"\u0363\u0353", "\u0353\u0363"},               // a mark spelled "a" after one spelled " "
+		{"\uAC00\uD7A3", "\u1100\u1161\u1112\u1175\u11C2"},
+		{"\uFB01 \u2460 \U0001D538", "fi 1 A"},
+		{"a\xffb", "a\uFFFDb"}, // invalid UTF-8 becomes U+FFFD, a separator either way
+	} {
+		if got := nfkd(tc.in); got != tc.want {
+			t.Errorf("nfkd(%+q) = %+q, want %+q", tc.in, got, tc.want)
+		}
+	}
+	marks := "a" + strings.Repeat("\u0301", 31)
+	if got := nfkd(marks); got != marks {
+		t.Errorf("31 marks: %+q", got)
+	}
+}
+
+// slugifyReference is Slugify as it was before the tables were embedded: x/text's NFKD and
+// slugdata's transliteration. cgj reports that x/text inserted a U+034F (after 30 marks in a
+// row), which Python's NFKD and Slugify's do not.
+func slugifyReference(name string) (slug string, cgj bool) {
+	normalize := func(s string) string {
+		n := slugdata.NFKD(s)
+		cgj = cgj || strings.Count(n, "\u034F") != strings.Count(s, "\u034F")
+		return n
+	}
+	text := replaceQuoteRuns(name, "-")
+	var b strings.Builder
+	for _, r := range normalize(text) {
+		switch {
+		case r < utf8.RuneSelf:
+			b.WriteRune(r)
+		case r <= 0xFFFF:
+			b.WriteString(slugdata.Translit(r))
+		}
+	}
+	text = decodeNamedEntities(b.String())
+	text = decodeCharRefs(text, false)
+	text = decodeCharRefs(text, true)
+	text = strings.ToLower(normalize(text))
+	text = replaceQuoteRuns(text, "")
+	text = removeDigitCommas(text)
+	return strings.Trim(slugSeparators.ReplaceAllString(text, "-"), "-"), cgj
+}
+
+// TestSlugifyEveryCharacter: every code point, written or as a character reference, between
+// letters, digits and commas, slugifies as the reference implementation does.
+func TestSlugifyEveryCharacter(t *testing.T) {
+	everyCharacter(func(r rune, decomposes bool) {
+		if r < utf8.RuneSelf {
+			return
+		}
+		ins := []string{"a" + string(r) + "b", fmt.Sprintf("a&#%d;b", r)}
+		if decomposes {
+			ins = append(ins, "1,"+string(r)+",2", fmt.Sprintf("1,&#x%x;,2", r))
+		}
+		for _, in := range ins {
+			if got, want := Slugify(in), first(slugifyReference(in)); got != want {
+				t.Fatalf("Slugify(%+q) = %q, the reference %q", in, got, want)
+			}
+		}
+	})
+}
+
+// slugSeparators are what the reference turns into one "-": its disallowed characters and runs of "-".
+var slugSeparators = regexp.MustCompile(`[^a-z0-9]+`)
+
+func first(s string, _ bool) string { return s }
+
+// FuzzSlugifyReference: any valid text slugifies as the reference implementation does, but where
+// x/text inserts U+034F after 30 marks in a row (Python does not).
+func FuzzSlugifyReference(f *testing.F) {
+	for _, s := range []string{"Hello World AI Agent", "r&eacute;sum&eacute;", "a\u0363\u0353b", "\u1E69\u0323&#x1E69;", "客服 &#xFB01;", "1,000,&#8320;"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		want, cgj := slugifyReference(in)
+		if !utf8.ValidString(in) || cgj {
+			t.Skip()
+		}
+		if got := Slugify(in); got != want {
+			t.Fatalf("Slugify(%+q) = %q, the reference %q", in, got, want)
+		}
+	})
+}
+
+// TestParseSlugTablesRefusesDamage: a cut, padded or undecodable table is refused, never read
+// short (the embedded one parses: every other test reads it).
+func TestParseSlugTablesRefusesDamage(t *testing.T) {
+	if _, err := parseSlugTables(translitFlate); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(flate.NewReader(strings.NewReader(translitFlate)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deflate := func(b []byte) string {
+		var out bytes.Buffer
+		w, _ := flate.NewWriter(&out, flate.BestSpeed)
+		_, _ = w.Write(b)
+		_ = w.Close()
+		return out.String()
+	}
+	for name, compressed := range map[string]string{
+		"cut in the last entity":  deflate(raw[:len(raw)-1]),
+		"cut in the blocks":       deflate(raw[:1000]),
+		"trailing byte":           deflate(append(slices.Clip(raw), 0)),
+		"overlong uvarint":        deflate(bytes.Repeat([]byte{0xFF}, 12)),
+		"a length beyond the end": deflate(binary.AppendUvarint(nil, 1<<20)),
+		"not DEFLATE":             "\xff\xff\xff",
+	} {
+		if _, err := parseSlugTables(compressed); err == nil {
+			t.Errorf("%s: parsed", name)
+		}
+	}
+}
+
+func TestRandomUUID(t *testing.T) {
+	form := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	seen := map[string]bool{}
+	for range 64 {
+		id, err := RandomUUID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !form.MatchString(id) || seen[id] {
+			t.Fatalf("%q: not a fresh version 4 UUID", id)
+		}
+		seen[id] = true
 	}
 }

@@ -49,7 +49,7 @@ type deliveryKey struct{}
 
 // deliveryStarted starts the span of a delivery of m; done ends it with the delivery's error.
 func (t *jobsTelemetry) deliveryStarted(ctx context.Context, m Message, d Delivery) (context.Context, func(error)) {
-	if t.p.Tracers == nil {
+	if !t.p.Tracing() {
 		return ctx, func(error) {}
 	}
 	ctx, span := t.tracer.Start(ctx, "deliver "+m.Work, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
@@ -135,7 +135,7 @@ func (t *jobsTelemetry) jobEnded(ctx context.Context, r *record) {
 // stepStarted starts the span of a step's run (tries: its failed runs before this one); done
 // ends it with the step function's error and records its duration.
 func (t *jobsTelemetry) stepStarted(ctx context.Context, work, name string, tries int) (context.Context, func(error)) {
-	if t.p.Tracers == nil && t.p.Meters == nil {
+	if !t.p.Enabled() {
 		return ctx, func(error) {}
 	}
 	if tries > 0 && t.retries.On() {

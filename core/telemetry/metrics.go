@@ -7,7 +7,23 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	tnoop "go.opentelemetry.io/otel/trace/noop"
 )
+
+// Enabled reports whether anything is recorded: a tracer or a meter provider is set.
+func (p Providers) Enabled() bool { return p.Tracers != nil || p.Meters != nil }
+
+// Tracing reports whether spans are recorded: a tracer provider is set.
+func (p Providers) Tracing() bool { return p.Tracers != nil }
+
+// Tracer is svz's tracer, OpenTelemetry's no-op one when no provider is set.
+func (p Providers) Tracer() trace.Tracer {
+	if p.Tracers == nil {
+		return tnoop.Tracer{}
+	}
+	return p.Tracers.Tracer(ScopeName)
+}
 
 // Histogram records durations, in seconds, with DurationBuckets. The zero value records nothing.
 type Histogram struct{ h metric.Float64Histogram }

@@ -6,11 +6,23 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	tnoop "go.opentelemetry.io/otel/trace/noop"
 )
 
-// A binary built with svz_nootel (no OpenTelemetry SDK, so no meter provider to record with)
-// links no metric code: every instrument is the zero one, and records nothing. The API is
-// metrics.go's.
+// A binary built with svz_nootel (no OpenTelemetry SDK, so nothing to record with) links no
+// span or metric code: Enabled and Tracing are constants the compiler folds, so every recording
+// branch is dead code, and every instrument is the zero one. Providers set by hand in such a
+// binary are ignored. The API is metrics.go's.
+
+// Enabled is false: nothing is recorded in this build.
+func (p Providers) Enabled() bool { return false }
+
+// Tracing is false.
+func (p Providers) Tracing() bool { return false }
+
+// Tracer is OpenTelemetry's no-op tracer.
+func (p Providers) Tracer() trace.Tracer { return tnoop.Tracer{} }
 
 // Histogram records nothing in this build.
 type Histogram struct{}

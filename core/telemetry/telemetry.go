@@ -17,7 +17,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	tnoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // ScopeName is the instrumentation scope of every span and instrument svz records.
@@ -36,17 +35,6 @@ type Providers struct {
 	// makes several, so they are off unless asked for. Store latency is measured either way when
 	// Meters is set.
 	StoreSpans bool
-}
-
-// Enabled reports whether anything is recorded: a tracer or a meter provider is set.
-func (p Providers) Enabled() bool { return p.Tracers != nil || p.Meters != nil }
-
-// Tracer is svz's tracer, OpenTelemetry's no-op one when no provider is set.
-func (p Providers) Tracer() trace.Tracer {
-	if p.Tracers == nil {
-		return tnoop.Tracer{}
-	}
-	return p.Tracers.Tracer(ScopeName)
 }
 
 // Meter is svz's meter; nil when no provider is set (Histogram, Counter and UpDownCounter make

@@ -47,7 +47,7 @@ func Wrap(s store.Store, backend string, p telemetry.Providers) store.Store {
 		return s
 	}
 	t := &Store{inner: f, backend: backend}
-	if p.StoreSpans && p.Tracers != nil {
+	if p.StoreSpans && p.Tracing() {
 		t.tracer = p.Tracer()
 	}
 	t.duration = p.Histogram(telemetry.StoreDuration, "Duration of the controller's store requests.")

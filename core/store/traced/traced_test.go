@@ -1,3 +1,5 @@
+//go:build !svz_nootel
+
 package traced_test
 
 import (

@@ -1,15 +1,44 @@
-package contract
+// Package slugdata is the source of the tables Slugify reads: text-unidecode 1.3's
+// transliteration (go-unidecode v0.2.0's table corrected by Overrides) and Unicode's
+// compatibility decomposition (NFKD, from golang.org/x/text). Only the table generator
+// (../gentranslit) and package contract's tests import it: a controller binary carries the
+// generated, compressed tables (translit.flate), not this package nor x/text's tables.
+package slugdata
 
-// translitOverrides holds text-unidecode 1.3's spelling of the Basic Multilingual Plane
+import (
+	"sort"
+
+	"github.com/mozillazg/go-unidecode/table"
+	"golang.org/x/text/unicode/norm"
+)
+
+// NFKD returns the compatibility decomposition of s, golang.org/x/text's.
+func NFKD(s string) string { return norm.NFKD.String(s) }
+
+// Translit returns text-unidecode's spelling of r, a non-ASCII character of the BMP: the
+// override when one covers r, else go-unidecode's entry, else " " (text-unidecode writes "[?]",
+// a separator).
+func Translit(r rune) string {
+	i := sort.Search(len(Overrides), func(i int) bool { return Overrides[i].Hi >= r })
+	if i < len(Overrides) && Overrides[i].Lo <= r {
+		return Overrides[i].S
+	}
+	if blk := table.Tables[r>>8]; int(r&0xFF) < len(blk) && blk[r&0xFF] != "" {
+		return blk[r&0xFF]
+	}
+	return " "
+}
+
+// Overrides holds text-unidecode 1.3's spelling of the Basic Multilingual Plane
 // characters where go-unidecode v0.2.0's table (an empty entry read as a separator) differs from
 // it once runs of separator characters are made equal: "" for the characters text-unidecode
 // drops (C1 controls, most combining marks, joiners, bidi controls...), " " for those it spells
 // "[?]" (a separator), and text-unidecode's own spelling otherwise (Hebrew, kana like し "si",
 // some letterlike symbols). Ranges are inclusive, sorted and disjoint. The table was derived by
 // comparing the two tables for every BMP code point; TestTranslitOverridesShape keeps its shape.
-var translitOverrides = [...]struct {
-	lo, hi rune
-	s      string
+var Overrides = [...]struct {
+	Lo, Hi rune
+	S      string
 }{
 	{0x80, 0x9F, ""}, {0xAD, 0xAD, ""}, {0xBC, 0xBC, "1/4"}, {0xBD, 0xBD, "1/2"},
 	{0xBE, 0xBE, "3/4"}, {0x2E5, 0x2EB, ""}, {0x300, 0x34E, ""}, {0x360, 0x362, ""},
@@ -69,10 +98,10 @@ var translitOverrides = [...]struct {
 	{0xFEFF, 0xFEFF, ""}, {0xFFA0, 0xFFA0, ""}, {0xFFB7, 0xFFB7, ""}, {0xFFFC, 0xFFFF, ""},
 }
 
-// htmlEntities is Python's html.entities.name2codepoint (the HTML 4 entities), sorted by name.
-var htmlEntities = [...]struct {
-	name string
-	r    rune
+// Entities is Python's html.entities.name2codepoint (the HTML 4 entities), sorted by name.
+var Entities = [...]struct {
+	Name string
+	R    rune
 }{
 	{"AElig", 0xC6}, {"Aacute", 0xC1}, {"Acirc", 0xC2}, {"Agrave", 0xC0}, {"Alpha", 0x391},
 	{"Aring", 0xC5}, {"Atilde", 0xC3}, {"Auml", 0xC4}, {"Beta", 0x392}, {"Ccedil", 0xC7},
