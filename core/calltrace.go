@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -23,6 +24,7 @@ type callTelemetry struct {
 	tracer   trace.Tracer
 	duration telemetry.Histogram
 	streams  telemetry.UpDownCounter
+	sets     sync.Map // durationKey → attribute.Set
 }
 
 func newCallTelemetry(p telemetry.Providers) *callTelemetry {
@@ -33,14 +35,25 @@ func newCallTelemetry(p telemetry.Providers) *callTelemetry {
 }
 
 // call is what one /a2a call's telemetry learns as it goes; nil when nothing is recorded.
+//
+// Its attributes are gathered as the call goes and given to the span once, with its final name,
+// when it ends: one SetAttributes instead of five (each takes the span's lock and grows its
+// slice), a measurable part of what exporting adds to a call (make bench-controller).
 type call struct {
 	span    trace.Span
 	started time.Time
+	name    string
 	method  string
 	kind    string // telemetry.Action or telemetry.Surface
 	target  string // the action or surface, telemetry.OtherAttribute when not registered
 	outcome string
+	decided bool // a result or an error set outcome: the span says it
+	attrs   []attribute.KeyValue
+	buf     [16]attribute.KeyValue // attrs' first backing array: a call sets at most 16
 }
+
+// callSpanName names a call's span until its method is known.
+const callSpanName = "POST /a2a"
 
 type callKey struct{}
 
@@ -56,10 +69,11 @@ func (t *callTelemetry) start(r *http.Request, now time.Time) (context.Context, 
 	if !t.p.Enabled() {
 		return ctx, nil
 	}
-	ctx, span := t.tracer.Start(ctx, "POST /a2a", trace.WithSpanKind(trace.SpanKindServer),
+	ctx, span := t.tracer.Start(ctx, callSpanName, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithTimestamp(now),
 		trace.WithAttributes(attribute.String(telemetry.HTTPMethod, http.MethodPost), attribute.String(telemetry.HTTPRoute, "/a2a")))
-	c := &call{span: span, started: now, method: telemetry.OtherAttribute, outcome: "rpc_error"}
+	c := &call{span: span, started: now, name: callSpanName, method: telemetry.OtherAttribute, outcome: "rpc_error"}
+	c.attrs = c.buf[:0]
 	return context.WithValue(ctx, callKey{}, c), c
 }
 
@@ -71,12 +85,12 @@ func (c *call) envelope(method string, id []byte) {
 	c.method = telemetry.OtherAttribute
 	if method == grant.MethodActionInvoke || method == grant.MethodSurfaceLoad {
 		c.method = method // a known method names the span; another, sent by the caller, would make names unbounded
-		c.span.SetName(method)
+		c.name = method
 	}
-	c.span.SetAttributes(attribute.String(telemetry.RPCSystem, telemetry.JSONRPCSystem), attribute.String(telemetry.RPCMethod, method),
+	c.attrs = append(c.attrs, attribute.String(telemetry.RPCSystem, telemetry.JSONRPCSystem), attribute.String(telemetry.RPCMethod, method),
 		attribute.String(telemetry.RPCJSONRPCVersion, telemetry.JSONRPCVersion2))
 	if len(id) > 0 {
-		c.span.SetAttributes(attribute.String(telemetry.RPCJSONRPCID, string(id)))
+		c.attrs = append(c.attrs, attribute.String(telemetry.RPCJSONRPCID, string(id)))
 	}
 }
 
@@ -92,14 +106,14 @@ func (c *call) request(kind, target string, registered bool, agent, requestID st
 	c.kind, c.target = kind, telemetry.OtherAttribute
 	if registered {
 		c.target = target
-		c.span.SetName(c.method + " " + target)
+		c.name = c.method + " " + target
 	}
-	c.span.SetAttributes(attribute.String(kind, target), attribute.String(telemetry.Agent, agent), attribute.String(telemetry.RequestID, requestID))
+	c.attrs = append(c.attrs, attribute.String(kind, target), attribute.String(telemetry.Agent, agent), attribute.String(telemetry.RequestID, requestID))
 	if job != nil {
-		c.span.SetAttributes(attribute.String(telemetry.Job, *job))
+		c.attrs = append(c.attrs, attribute.String(telemetry.Job, *job))
 	}
 	if workspace != "" {
-		c.span.SetAttributes(attribute.String(telemetry.Workspace, workspace))
+		c.attrs = append(c.attrs, attribute.String(telemetry.Workspace, workspace))
 	}
 }
 
@@ -109,10 +123,10 @@ func (c *call) result(status string, errs []contract.ResultError, replayed bool)
 	if c == nil {
 		return
 	}
-	c.outcome = status
-	c.span.SetAttributes(attribute.String(telemetry.Outcome, status), attribute.Bool(telemetry.Replayed, replayed))
+	c.outcome, c.decided = status, true
+	c.attrs = append(c.attrs, attribute.Bool(telemetry.Replayed, replayed))
 	if status != contract.StatusOK && len(errs) > 0 {
-		c.span.SetAttributes(attribute.String(telemetry.ResultCode, errs[0].Code))
+		c.attrs = append(c.attrs, attribute.String(telemetry.ResultCode, errs[0].Code))
 	}
 }
 
@@ -126,22 +140,41 @@ func (t *callTelemetry) end(ctx context.Context, c *call, resp rpcResponse, now 
 		if e.Code == CodeWorkspaceAuthorizationFailed {
 			c.outcome = "refused"
 		}
-		c.span.SetAttributes(attribute.Int(telemetry.RPCJSONRPCCode, e.Code), attribute.String(telemetry.RPCJSONRPCMessage, e.Message),
-			attribute.String(telemetry.Outcome, c.outcome))
+		c.attrs = append(c.attrs, attribute.Int(telemetry.RPCJSONRPCCode, e.Code), attribute.String(telemetry.RPCJSONRPCMessage, e.Message))
 		if e.Code == CodeInternalError {
 			c.span.SetStatus(codes.Error, e.Message)
 		}
 	}
-	c.span.SetAttributes(attribute.Int(telemetry.HTTPStatus, http.StatusOK))
+	if c.name != callSpanName {
+		c.span.SetName(c.name)
+	}
+	if resp.Error != nil || c.decided {
+		c.attrs = append(c.attrs, attribute.String(telemetry.Outcome, c.outcome))
+	}
+	c.span.SetAttributes(append(c.attrs, attribute.Int(telemetry.HTTPStatus, http.StatusOK))...)
 	c.span.End(trace.WithTimestamp(now))
 	if t.duration.On() {
-		attrs := []attribute.KeyValue{attribute.String(telemetry.RPCSystem, telemetry.JSONRPCSystem), attribute.String(telemetry.RPCMethod, c.method),
-			attribute.String(telemetry.Outcome, c.outcome)}
-		if c.kind != "" {
-			attrs = append(attrs, attribute.String(c.kind, c.target))
-		}
-		t.duration.Record(ctx, now.Sub(c.started).Seconds(), attrs...)
+		t.duration.RecordSet(ctx, now.Sub(c.started).Seconds(), t.durationSet(c))
 	}
+}
+
+// durationKey is what tells a call's duration measurements apart: few values each (known
+// methods, statuses, registered targets, else telemetry.OtherAttribute).
+type durationKey struct{ method, outcome, kind, target string }
+
+// durationSet returns the attributes of c's duration, made once per key.
+func (t *callTelemetry) durationSet(c *call) attribute.Set {
+	k := durationKey{c.method, c.outcome, c.kind, c.target}
+	if s, ok := t.sets.Load(k); ok {
+		return s.(attribute.Set)
+	}
+	attrs := []attribute.KeyValue{attribute.String(telemetry.RPCSystem, telemetry.JSONRPCSystem), attribute.String(telemetry.RPCMethod, c.method),
+		attribute.String(telemetry.Outcome, c.outcome)}
+	if c.kind != "" {
+		attrs = append(attrs, attribute.String(c.kind, c.target))
+	}
+	s, _ := t.sets.LoadOrStore(k, attribute.NewSet(attrs...))
+	return s.(attribute.Set)
 }
 
 // streamOpened counts an open effect stream until the returned function is called.

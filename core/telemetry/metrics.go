@@ -72,6 +72,14 @@ func (h Histogram) Record(ctx context.Context, v float64, attrs ...attribute.Key
 	}
 }
 
+// RecordSet records v seconds with a set of attributes made once (attribute.NewSet sorts and
+// copies; a caller that records the same few sets over and over keeps them).
+func (h Histogram) RecordSet(ctx context.Context, v float64, set attribute.Set) {
+	if h.h != nil {
+		h.h.Record(ctx, v, metric.WithAttributeSet(set))
+	}
+}
+
 // On reports whether c counts.
 func (c Counter) On() bool { return c.c != nil }
 

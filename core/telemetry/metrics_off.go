@@ -50,6 +50,9 @@ func (h Histogram) On() bool { return false }
 // Record records nothing.
 func (h Histogram) Record(context.Context, float64, ...attribute.KeyValue) {}
 
+// RecordSet records nothing.
+func (h Histogram) RecordSet(context.Context, float64, attribute.Set) {}
+
 // On is false.
 func (c Counter) On() bool { return false }
 

@@ -1,11 +1,18 @@
 package hello_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/ed25519"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -145,24 +152,26 @@ func BenchmarkCallRatio(b *testing.B) {
 	})
 }
 
-// BenchmarkCallRatioExporting measures what telemetry export adds to a call: the same calls to a
-// controller whose traces and metrics are exported (the SDK's batch span processor and periodic
-// reader, OTLP/HTTP to a receiver on loopback that accepts everything), interleaved with calls to
-// one that exports nothing, as make bench-controller reports:
+// BenchmarkCallRatioExporting measures what telemetry export adds to a call's CPU cost: blocks of
+// the same calls to a controller whose traces and metrics are exported (the SDK's batch span
+// processor and periodic reader, OTLP/HTTP to a receiver in a child process, which accepts
+// everything) alternate with blocks of calls to one that exports nothing. Each block's CPU time is
+// the process's (getrusage: every goroutine, the exporter's and the garbage collector's included);
+// an exporting block ends by flushing its spans, so their export is counted in it. As make
+// bench-controller reports:
 //
-//	x-untraced   time of the exporting controller's call / time of the other's
+//	x-cpu-untraced   CPU of the exporting controller's calls / CPU of the other's
+//	x-cpu-bare-span  the same for a controller that exports nothing but makes one bare span per
+//	                 call (no attribute, no metric) through the same SDK and exporter: the floor
+//	                 any span per call costs with OpenTelemetry's Go SDK
 func BenchmarkCallRatioExporting(b *testing.B) {
 	ctx := context.Background()
-	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/x-protobuf")
-	}))
-	b.Cleanup(receiver.Close)
-	texp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(receiver.URL+"/v1/traces"))
+	receiver := startOTLPReceiver(b)
+	texp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(receiver+"/v1/traces"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	mexp, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(receiver.URL+"/v1/metrics"))
+	mexp, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(receiver+"/v1/metrics"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -179,30 +188,113 @@ func BenchmarkCallRatioExporting(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = traced.Controller.Close() })
-	call := func(b *testing.B, cb *callbench.Bench, body []byte) time.Duration {
+	bare := tp.Tracer("bare")
+	call := func(b *testing.B, cb *callbench.Bench, body []byte) {
 		rec := httptest.NewRecorder()
-		req := cb.Request(body, cb.Token)
-		start := time.Now()
-		cb.Controller.ServeHTTP(rec, req)
-		d := time.Since(start)
+		cb.Controller.ServeHTTP(rec, cb.Request(body, cb.Token))
 		if rec.Code != http.StatusOK || rec.Body.Len() < 200 {
 			b.Fatalf("%d %s", rec.Code, rec.Body)
 		}
-		return d
 	}
+	const block = 256 // calls per block: about one batch of spans
 	for _, name := range []string{"surface.load", "job.start"} {
 		b.Run(name, func(b *testing.B) {
-			var off, on time.Duration
-			for b.Loop() {
+			body := func(cb *callbench.Bench) []byte {
 				if name == "job.start" {
-					off += call(b, plain, plain.JobStartBody)
-					on += call(b, traced, traced.JobStartBody)
-				} else {
-					off += call(b, plain, plain.SurfaceLoadBody)
-					on += call(b, traced, traced.SurfaceLoadBody)
+					return cb.JobStartBody
 				}
+				return cb.SurfaceLoadBody
 			}
-			b.ReportMetric(float64(on)/float64(off), "x-untraced")
+			var off, on, spanned time.Duration
+			for b.Loop() {
+				t0 := processCPU(b)
+				for range block {
+					call(b, plain, body(plain))
+				}
+				t1 := processCPU(b)
+				for range block {
+					call(b, traced, body(traced))
+				}
+				if err := tp.ForceFlush(ctx); err != nil {
+					b.Fatal(err)
+				}
+				t2 := processCPU(b)
+				for range block {
+					_, span := bare.Start(ctx, "call")
+					call(b, plain, body(plain))
+					span.End()
+				}
+				if err := tp.ForceFlush(ctx); err != nil {
+					b.Fatal(err)
+				}
+				t3 := processCPU(b)
+				off, on, spanned = off+t1-t0, on+t2-t1, spanned+t3-t2
+			}
+			b.ReportMetric(float64(on)/float64(off), "x-cpu-untraced")
+			b.ReportMetric(float64(spanned)/float64(off), "x-cpu-bare-span")
 		})
 	}
+}
+
+// processCPU is the CPU time the process has used, user and system, all threads.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// startOTLPReceiver starts this test binary again as an OTLP/HTTP receiver that accepts
+// everything (TestMain), so that what it spends is not the benchmark's CPU, and returns its URL.
+func startOTLPReceiver(b *testing.B) string {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), otlpReceiverEnv+"=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("the receiver did not start: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// otlpReceiverEnv makes the test binary an OTLP receiver (startOTLPReceiver).
+const otlpReceiverEnv = "SVZ_BENCH_OTLP_RECEIVER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(otlpReceiverEnv) == "1" {
+		serveOTLPReceiver()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// serveOTLPReceiver accepts every OTLP/HTTP export on a loopback port it prints, until its
+// standard input closes.
+func serveOTLPReceiver() {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("http://%s\n", l.Addr())
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
+	_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
 }
