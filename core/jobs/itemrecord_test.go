@@ -1,0 +1,172 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/memory"
+)
+
+// itemStore wraps a store to play tricks on the records of fan-out items (keys with "/i/"):
+// another instance's record written first, a store that refuses the size, a smaller limit.
+type itemStore struct {
+	store.Store
+	limit     int  // MaxValueSize's answer when not 0
+	preempt   bool // write the item's record before the caller does, as another instance would
+	tooLarge  bool // refuse every item record with store.ErrTooLarge
+	mu        sync.Mutex
+	creates   map[string]int // item key → Create calls
+	lastValue int            // length of the last item value given to Create
+}
+
+func (s *itemStore) MaxValueSize() int {
+	if s.limit != 0 {
+		return s.limit
+	}
+	return s.Store.MaxValueSize()
+}
+
+func (s *itemStore) Create(ctx context.Context, key string, v []byte, exp time.Time) (store.Record, error) {
+	if !strings.Contains(key, "/i/") {
+		return s.Store.Create(ctx, key, v, exp)
+	}
+	s.mu.Lock()
+	if s.creates == nil {
+		s.creates = map[string]int{}
+	}
+	s.creates[key]++
+	s.lastValue = len(v)
+	s.mu.Unlock()
+	if s.tooLarge {
+		return store.Record{}, fmt.Errorf("%w: the store's own limit", store.ErrTooLarge)
+	}
+	if s.preempt {
+		if _, err := s.Store.Create(ctx, key, v, exp); err != nil {
+			return store.Record{}, err
+		}
+	}
+	return s.Store.Create(ctx, key, v, exp)
+}
+
+func (s *itemStore) calls() (keys, most int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.creates {
+		keys, most = keys+1, max(most, n)
+	}
+	return keys, most
+}
+
+// runItems runs a job that fans out 3 items on s (each counted, each returning its double and
+// 2 KB of incompressible bytes, so that an item's record is the largest the job writes) and
+// returns its state as JSON, the fan-out's results (the doubles) and how often each item ran.
+func runItems(t *testing.T, s store.Store) (string, []int, *counter) {
+	t.Helper()
+	o, c := newOwner(), &counter{}
+	var got []int
+	type result struct {
+		Double int
+		Pad    []byte
+	}
+	w := jobs.Define(o, "items", func(ctx context.Context, in []int) error {
+		res, err := jobs.Map(ctx, "double", in, func(_ context.Context, n int) (result, error) {
+			c.inc(fmt.Sprint(n))
+			return result{Double: 2 * n, Pad: noise(2048)}, nil
+		})
+		got = nil
+		for _, r := range res {
+			got = append(got, r.Double)
+		}
+		return err
+	})
+	in := newInstance(t, s, o, newClock(), &queue{})
+	job := start(t, in, w, []int{1, 2, 3})
+	if n := in.deliverAll(t, 3, nil); n != 1 {
+		t.Fatalf("%d deliveries", n)
+	}
+	return mustJSON(t, stateOf(t, in, job)), got, c
+}
+
+// TestItemRecordedByAnother: an item whose record another instance wrote first takes that
+// record's result, written once: the store's "exists" is final, not retried, not a failure.
+func TestItemRecordedByAnother(t *testing.T) {
+	s := &itemStore{Store: memory.New(), preempt: true}
+	state, got, c := runItems(t, s)
+	if !strings.Contains(state, `"status":"completed"`) || fmt.Sprint(got) != "[2 4 6]" {
+		t.Fatalf("results %v, state %s", got, state)
+	}
+	if keys, most := s.calls(); keys != 3 || most != 1 {
+		t.Fatalf("%d item records, Create called up to %d times for one", keys, most)
+	}
+	for _, n := range []string{"1", "2", "3"} {
+		if c.get(n) != 1 {
+			t.Fatalf("item %s ran %d times", n, c.get(n))
+		}
+	}
+}
+
+// TestItemStoreRefusesSize: a store that refuses an item's record as too large fails the job at
+// once, naming the item, without trying the write again.
+func TestItemStoreRefusesSize(t *testing.T) {
+	s := &itemStore{Store: memory.New(), tooLarge: true}
+	state, _, _ := runItems(t, s)
+	if !strings.Contains(state, `"status":"failed"`) || !strings.Contains(state, `step \"double (item `) ||
+		!strings.Contains(state, "more than the store holds in a record") {
+		t.Fatalf("state %s", state)
+	}
+	if _, most := s.calls(); most != 1 {
+		t.Fatalf("an item's record written %d times", most)
+	}
+}
+
+// TestItemAtSizeLimit: an item's record of exactly the store's limit is written; one byte over
+// it, the job fails before any write.
+func TestItemAtSizeLimit(t *testing.T) {
+	probe := &itemStore{Store: memory.New()}
+	if state, _, _ := runItems(t, probe); !strings.Contains(state, `"status":"completed"`) {
+		t.Fatalf("state %s", state)
+	}
+	size := probe.lastValue // the items' records all have this size: same hash, same result length
+	at := &itemStore{Store: memory.New(), limit: size}
+	if state, got, _ := runItems(t, at); !strings.Contains(state, `"status":"completed"`) || fmt.Sprint(got) != "[2 4 6]" {
+		t.Fatalf("at the limit (%d bytes): results %v, state %s", size, got, state)
+	}
+	over := &itemStore{Store: memory.New(), limit: size - 1}
+	state, _, _ := runItems(t, over)
+	if !strings.Contains(state, `"status":"failed"`) || !strings.Contains(state, "more than the store holds in a record") {
+		t.Fatalf("one byte over the limit: state %s", state)
+	}
+	if keys, _ := over.calls(); keys != 0 {
+		t.Fatalf("%d item records written over the limit", keys)
+	}
+}
+
+// TestRunningLimitOverTime: a limit on running jobs only (no rate) is taken again and again as
+// time passes: no token bucket is kept for it (one with a rate of 0 would divide by zero and
+// write a NaN the store cannot hold).
+func TestRunningLimitOverTime(t *testing.T) {
+	o := newOwner()
+	lim := jobs.NewLimit("one-at-a-time", jobs.MaxRunning(1))
+	w := jobs.Define(o, "limited", func(ctx context.Context, n int) error {
+		_, err := jobs.Step(ctx, "call", func(context.Context) (int, error) { return n, nil })
+		return err
+	}, jobs.Limited(lim))
+	clk := newClock()
+	in := newInstance(t, memory.New(), o, clk, &queue{})
+	for i := range 3 {
+		job := start(t, in, w, i)
+		if n := in.deliverAll(t, 3, nil); n != 1 {
+			t.Fatalf("job %d: %d deliveries", i, n)
+		}
+		if state := mustJSON(t, stateOf(t, in, job)); !strings.Contains(state, `"status":"completed"`) {
+			t.Fatalf("job %d: %s", i, state)
+		}
+		clk.Add(time.Second)
+	}
+}
