@@ -239,6 +239,7 @@ func TestNFKDReordering(t *testing.T) {
 		{"\uAC00\uD7A3", "\u1100\u1161\u1112\u1175\u11C2"},
 		{"\uFB01 \u2460 \U0001D538", "fi 1 A"},
 		{"a\xffb", "a\uFFFDb"}, // invalid UTF-8 becomes U+FFFD, a separator either way
+		{"a\x80b", "a\uFFFDb"}, // 0x80, the first byte that is not ASCII
 	} {
 		if got := nfkd(tc.in); got != tc.want {
 			t.Errorf("nfkd(%+q) = %+q, want %+q", tc.in, got, tc.want)
@@ -340,7 +341,8 @@ func TestParseSlugTablesRefusesDamage(t *testing.T) {
 		"cut in the last entity":  deflate(raw[:len(raw)-1]),
 		"cut in the blocks":       deflate(raw[:1000]),
 		"trailing byte":           deflate(append(slices.Clip(raw), 0)),
-		"overlong uvarint":        deflate(bytes.Repeat([]byte{0xFF}, 12)),
+		"unfinished uvarint":      deflate(bytes.Repeat([]byte{0xFF}, 12)),
+		"overflowing uvarint":     deflate(append(bytes.Repeat([]byte{0xFF}, 9), 0x7F)),
 		"a length beyond the end": deflate(binary.AppendUvarint(nil, 1<<20)),
 		"not DEFLATE":             "\xff\xff\xff",
 	} {
