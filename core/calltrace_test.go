@@ -323,3 +323,28 @@ func TestJobTrace(t *testing.T) {
 }
 
 func itoa(i int) string { return attribute.IntValue(i).String() }
+
+// TestCallSpanResultCode: only a status "error" result with an error names a code; an error
+// result without one, or an ok result carrying errors, names none.
+func TestCallSpanResultCode(t *testing.T) {
+	rec := newRecorded()
+	c := newController(t, core.Config{Telemetry: rec.p}, handlers{actions: map[string]core.ActionFunc{
+		"job.start": okAction(&contract.ActionResult{Status: contract.StatusError}),
+		"job.stop":  okAction(&contract.ActionResult{Status: contract.StatusOK, Errors: []contract.ResultError{{Code: "late", Message: "noted"}}}),
+	}})
+	post(t, c, rpcBody(t, 1, "supervaizer/action.invoke", params(map[string]any{"job_id": "job-8"})), nil)
+	post(t, c, rpcBody(t, 2, "supervaizer/action.invoke", params(map[string]any{"action": "job.stop"})), nil)
+	spans := rec.spans.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	for i, outcome := range []string{"error", "ok"} {
+		got := attrs(spans[i].Attributes())
+		if got["svz.outcome"] != outcome || got["svz.result.error_code"] != "" {
+			t.Errorf("span %d (%s): %v", i, spans[i].Name(), got)
+		}
+		if _, named := got["svz.result.error_code"]; named {
+			t.Errorf("span %d names a result code: %v", i, got)
+		}
+	}
+}
