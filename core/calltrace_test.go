@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -325,18 +326,29 @@ func TestJobTrace(t *testing.T) {
 func itoa(i int) string { return attribute.IntValue(i).String() }
 
 // TestCallSpanResultCode: only a status "error" result with an error names a code; an error
-// result without one, or an ok result carrying errors, names none.
+// result without one, or an ok result carrying errors, names none. Only an internal error (a
+// handler that failed) marks the span as an error: a refusal the caller caused does not.
 func TestCallSpanResultCode(t *testing.T) {
 	rec := newRecorded()
 	c := newController(t, core.Config{Telemetry: rec.p}, handlers{actions: map[string]core.ActionFunc{
 		"job.start": okAction(&contract.ActionResult{Status: contract.StatusError}),
 		"job.stop":  okAction(&contract.ActionResult{Status: contract.StatusOK, Errors: []contract.ResultError{{Code: "late", Message: "noted"}}}),
+		"job.start.preview": func(context.Context, *contract.ActionRequest) (*contract.ActionResult, error) {
+			return nil, errors.New("the database is down")
+		},
 	}})
 	post(t, c, rpcBody(t, 1, "supervaizer/action.invoke", params(map[string]any{"job_id": "job-8"})), nil)
 	post(t, c, rpcBody(t, 2, "supervaizer/action.invoke", params(map[string]any{"action": "job.stop"})), nil)
+	post(t, c, rpcBody(t, 3, "supervaizer/action.invoke", params(map[string]any{"action": "job.start.preview"})), nil)
+	post(t, c, rpcBody(t, 4, "supervaizer/action.invoke", params(map[string]any{"action": "nope"})), nil)
 	spans := rec.spans.Ended()
-	if len(spans) != 2 {
-		t.Fatalf("%d spans, want 2", len(spans))
+	if len(spans) != 4 {
+		t.Fatalf("%d spans, want 4", len(spans))
+	}
+	for i, want := range []sdktrace.Status{{Code: codes.Unset}, {Code: codes.Unset}, {Code: codes.Error, Description: "Action handler failed"}, {Code: codes.Unset}} {
+		if got := spans[i].Status(); got != want {
+			t.Errorf("span %d (%s): status %+v, want %+v", i, spans[i].Name(), got, want)
+		}
 	}
 	for i, outcome := range []string{"error", "ok"} {
 		got := attrs(spans[i].Attributes())
