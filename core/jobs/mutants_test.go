@@ -1,10 +1,14 @@
+// Tests written for mutants that lived in make mutate runs (docs/development.md): each fails
+// on its mutant.
 package jobs_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,5 +172,37 @@ func TestRunningLimitOverTime(t *testing.T) {
 			t.Fatalf("job %d: %s", i, state)
 		}
 		clk.Add(time.Second)
+	}
+}
+
+// TestSleepOutsideWork: SleepUntil outside a work's function is refused as Sleep is.
+func TestSleepOutsideWork(t *testing.T) {
+	if err := jobs.SleepUntil(context.Background(), "later", time.Now().Add(time.Hour)); !errors.Is(err, jobs.ErrNotInWork) {
+		t.Fatalf("SleepUntil: %v", err)
+	}
+	if err := jobs.Sleep(context.Background(), "later", time.Hour); !errors.Is(err, jobs.ErrNotInWork) {
+		t.Fatalf("Sleep: %v", err)
+	}
+}
+
+// TestSleepNamedAsAnOpenStep: a Sleep that takes the name of a step still open (failed, to be
+// retried) fails the job, naming the clash, instead of sleeping.
+func TestSleepNamedAsAnOpenStep(t *testing.T) {
+	o := newOwner()
+	var deliveries atomic.Int32
+	w := jobs.Define(o, "clash", func(ctx context.Context, _ struct{}) error {
+		if deliveries.Add(1) == 1 {
+			_, err := jobs.Step(ctx, "fetch", func(context.Context) (int, error) { return 0, errors.New("try again") })
+			return err
+		}
+		return jobs.Sleep(ctx, "fetch", time.Minute)
+	})
+	clk := newClock()
+	in := newInstance(t, memory.New(), o, clk, &queue{})
+	job := start(t, in, w, struct{}{})
+	in.deliverAll(t, 3, func() jobs.Delivery { clk.Add(time.Hour); return jobs.Delivery{} })
+	state := mustJSON(t, stateOf(t, in, job))
+	if !strings.Contains(state, `"status":"failed"`) || !strings.Contains(state, `\"fetch\" is not a Sleep step: step names are unique within a work`) {
+		t.Fatalf("after %d deliveries: %s", deliveries.Load(), state)
 	}
 }
