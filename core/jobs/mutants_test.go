@@ -206,3 +206,108 @@ func TestSleepNamedAsAnOpenStep(t *testing.T) {
 		t.Fatalf("after %d deliveries: %s", deliveries.Load(), state)
 	}
 }
+
+// TestParallelSleepsTakeTheEarliest: two branches that sleep hand the job on to the earlier
+// wake-up, whichever asked first, and both sleeps count from the delivery that reached them
+// (a sleep reached after the other had handed the job on used to be skipped, then counted from
+// the next delivery).
+func TestParallelSleepsTakeTheEarliest(t *testing.T) {
+	for _, first := range []time.Duration{time.Minute, 10 * time.Minute} {
+		t.Run(fmt.Sprint("first ", first), func(t *testing.T) {
+			o := newOwner()
+			second := 11*time.Minute - first
+			w := jobs.Define(o, "naps", func(ctx context.Context, _ struct{}) error {
+				asked := make(chan struct{})
+				return jobs.Parallel(ctx, func(ctx context.Context) error {
+					defer close(asked) // Sleep has handed the job on when it returns
+					return jobs.Sleep(ctx, "first", first)
+				}, func(ctx context.Context) error {
+					<-asked
+					return jobs.Sleep(ctx, "second", second)
+				})
+			})
+			in := newInstance(t, memory.New(), o, newClock(), &queue{})
+			job := start(t, in, w, struct{}{})
+			if err := in.svc.Deliver(context.Background(), in.q.take()[0].M, jobs.Delivery{}); err != nil {
+				t.Fatal(err)
+			}
+			msgs := in.q.take()
+			if len(msgs) != 1 || msgs[0].Delay != time.Minute {
+				t.Fatalf("dispatched %+v, want one message in 1m", msgs)
+			}
+			name := map[bool]string{true: "first", false: "second"}[first == time.Minute]
+			until := in.clock.Now().Add(time.Minute).Format(time.RFC3339Nano)
+			if got := mustJSON(t, stateOf(t, in, job)); !strings.Contains(got, `"waiting":{"reason":"timer","step_id":"`+job+`-`+name+`","until":"`+until+`"}`) {
+				t.Fatalf("state %s", got)
+			}
+			// The longer sleep counts from the first delivery too: 9 minutes are left of it.
+			in.clock.Add(time.Minute)
+			if err := in.svc.Deliver(context.Background(), msgs[0].M, jobs.Delivery{}); err != nil {
+				t.Fatal(err)
+			}
+			if msgs = in.q.take(); len(msgs) != 1 || msgs[0].Delay != 9*time.Minute {
+				t.Fatalf("dispatched %+v, want one message in 9m", msgs)
+			}
+			in.clock.Add(9 * time.Minute)
+			if err := in.svc.Deliver(context.Background(), msgs[0].M, jobs.Delivery{}); err != nil {
+				t.Fatal(err)
+			}
+			if got := mustJSON(t, stateOf(t, in, job)); !strings.Contains(got, `"status":"completed"`) {
+				t.Fatalf("state %s", got)
+			}
+		})
+	}
+}
+
+// TestSleepBadNameWhileHandingOn: a Sleep with an invalid name is refused even when another
+// branch has already handed the job on.
+func TestSleepBadNameWhileHandingOn(t *testing.T) {
+	o := newOwner()
+	var got error
+	w := jobs.Define(o, "naps", func(ctx context.Context, _ struct{}) error {
+		asked := make(chan struct{})
+		return jobs.Parallel(ctx, func(ctx context.Context) error {
+			defer close(asked)
+			return jobs.Sleep(ctx, "first", time.Minute)
+		}, func(ctx context.Context) error {
+			<-asked
+			got = jobs.Sleep(ctx, " ", time.Minute)
+			return got
+		})
+	})
+	in := newInstance(t, memory.New(), o, newClock(), &queue{})
+	start(t, in, w, struct{}{})
+	if err := in.svc.Deliver(context.Background(), in.q.take()[0].M, jobs.Delivery{}); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || !strings.Contains(got.Error(), "a step name is 1 to") {
+		t.Fatalf("Sleep(\" \") while handing on: %v", got)
+	}
+}
+
+// TestParallelSleepsEqual: of two sleeps that wake at the same time, job.sync shows the one that
+// asked first.
+func TestParallelSleepsEqual(t *testing.T) {
+	o := newOwner()
+	w := jobs.Define(o, "naps", func(ctx context.Context, _ struct{}) error {
+		asked := make(chan struct{})
+		return jobs.Parallel(ctx, func(ctx context.Context) error {
+			defer close(asked)
+			return jobs.Sleep(ctx, "first", 5*time.Minute)
+		}, func(ctx context.Context) error {
+			<-asked
+			return jobs.Sleep(ctx, "second", 5*time.Minute)
+		})
+	})
+	in := newInstance(t, memory.New(), o, newClock(), &queue{})
+	job := start(t, in, w, struct{}{})
+	if err := in.svc.Deliver(context.Background(), in.q.take()[0].M, jobs.Delivery{}); err != nil {
+		t.Fatal(err)
+	}
+	if msgs := in.q.take(); len(msgs) != 1 || msgs[0].Delay != 5*time.Minute {
+		t.Fatalf("dispatched %+v, want one message in 5m", msgs)
+	}
+	if got := mustJSON(t, stateOf(t, in, job)); !strings.Contains(got, `"waiting":{"reason":"timer","step_id":"`+job+`-first"`) {
+		t.Fatalf("state %s", got)
+	}
+}

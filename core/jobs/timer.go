@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -41,8 +42,15 @@ type timer struct {
 }
 
 func (t *task) sleep(ctx context.Context, name string, wake func(now time.Time) time.Time, opts []StepOption) error {
+	// A Sleep reached after another branch of a group handed the job on still sets its timer:
+	// the earliest wake-up wins, and the sleep counts from now, not from the delivery that
+	// reaches it next.
+	halting := false
 	if err := t.open(name); err != nil {
-		return err
+		if !errors.Is(err, errHalted) || !t.handingOn() {
+			return err
+		}
+		halting = true
 	}
 	if inItem(ctx) {
 		return Permanent(fmt.Errorf("jobs: Sleep %q runs inside a fan-out item", name))
@@ -71,12 +79,15 @@ func (t *task) sleep(ctx context.Context, name string, wake func(now time.Time) 
 		until = wake(now).UTC().Truncate(time.Millisecond)
 	}
 	if !now.Before(until) {
+		if halting {
+			return errHalted // the next delivery records it
+		}
 		st := &stepRecord{Name: name, Status: stepCompleted, Until: until}
 		o.place(t.msg.Work, st, t.svc.laneOf(t.msg.Agent))
 		_, err := t.record(ctx, st)
 		return err
 	}
-	if t.boundary(ctx) {
+	if !halting && t.boundary(ctx) {
 		return errHalted
 	}
 	t.mu.Lock()
@@ -91,6 +102,13 @@ func (t *task) sleep(ctx context.Context, name string, wake func(now time.Time) 
 	}
 	t.handOn(wakeAt.Sub(now), &waitRecord{Reason: waitTimer, Step: name, Until: until})
 	return errHalted
+}
+
+// handingOn reports whether the delivery ends to hand the job on (a timer, a retry, the margin).
+func (t *task) handingOn() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.halt == handOn
 }
 
 // handOn ends the delivery for a later one after delay: the earliest of the delays asked for
