@@ -114,3 +114,17 @@ func TestTaskBodyBound(t *testing.T) {
 		}
 	}
 }
+
+// TestCloudTasksCallsBounded: the queue's Cloud Tasks calls time out after 30 s, so that a
+// dispatch never waits on an API that does not answer (a mutant that left them unbounded lived,
+// issue 30).
+func TestCloudTasksCallsBounded(t *testing.T) {
+	j, err := JobsFromEnv(envMap(map[string]string{EnvJobsQueue: "projects/p-test1/locations/l/queues/q",
+		EnvJobsInvoker: "inv@p-test1.iam.gserviceaccount.com"}), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.client.HTTP == nil || j.client.HTTP.Timeout != 30*time.Second {
+		t.Fatalf("the Cloud Tasks client: %+v, want a 30 s timeout", j.client.HTTP)
+	}
+}

@@ -254,8 +254,7 @@ func (a *adapter) serveSQS(ctx context.Context, records []sqsRecord) (*batchResp
 	deadline, _ := ctx.Deadline()
 	var limit string
 	if !deadline.IsZero() {
-		// Lambda's timeouts are whole seconds, and the deadline was set as this invocation began.
-		limit = fmt.Sprintf("the function's timeout (%d s)", (time.Until(deadline)+time.Second-1)/time.Second)
+		limit = timeoutLimit(time.Until(deadline))
 	}
 	failed := make([]bool, len(records))
 	var wg sync.WaitGroup
@@ -270,6 +269,12 @@ func (a *adapter) serveSQS(ctx context.Context, records []sqsRecord) (*batchResp
 		}
 	}
 	return resp, nil
+}
+
+// timeoutLimit names the function's timeout when left remains of the invocation that just began:
+// Lambda's timeouts are whole seconds, so left rounded up to the second.
+func timeoutLimit(left time.Duration) string {
+	return fmt.Sprintf("the function's timeout (%d s)", (left+time.Second-1)/time.Second)
 }
 
 // deliverRecord runs one message (or fails the job of a dead-lettered one); false when the queue

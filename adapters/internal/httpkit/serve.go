@@ -48,10 +48,6 @@ type Server struct {
 func (s Server) Serve(ctx context.Context) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	readHeader := s.ReadHeaderTimeout
-	if readHeader <= 0 {
-		readHeader = 10 * time.Second
-	}
 	tracker := NewTracker(s.Log, s.RequestTimeout)
 	h := s.Handler
 	var connState func(net.Conn, http.ConnState)
@@ -67,7 +63,7 @@ func (s Server) Serve(ctx context.Context) error {
 		Handler:           tracker.Handler(h),
 		ConnContext:       connContext,
 		ConnState:         connState,
-		ReadHeaderTimeout: readHeader,
+		ReadHeaderTimeout: s.readHeaderTimeout(),
 		ReadTimeout:       s.ReadTimeout,
 		WriteTimeout:      s.WriteTimeout,
 		IdleTimeout:       s.IdleTimeout,
@@ -94,6 +90,14 @@ func (s Server) Serve(ctx context.Context) error {
 		return fmt.Errorf("%s: shutdown: %w", s.Name, drainErr)
 	}
 	return nil
+}
+
+// readHeaderTimeout is ReadHeaderTimeout, or 10 s when it is 0 or less: headers are always bounded.
+func (s Server) readHeaderTimeout() time.Duration {
+	if s.ReadHeaderTimeout <= 0 {
+		return 10 * time.Second
+	}
+	return s.ReadHeaderTimeout
 }
 
 // Listen listens on addr (TCP). An address in use gets the fix in the error: another process

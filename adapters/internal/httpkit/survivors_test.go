@@ -85,3 +85,20 @@ func TestRefusalClosesOnUnreadBody(t *testing.T) {
 		}
 	}
 }
+
+// TestPanicAfterWriteHeader: a handler that panics after WriteHeader(200), before writing any
+// body, has started its response: it is aborted (the client gets no complete response), never
+// completed with the 500 body under the 200 already set.
+func TestPanicAfterWriteHeader(t *testing.T) {
+	tr := httpkit.NewTracker(slog.New(slog.DiscardHandler), 0)
+	srv := server(t, tr.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		panic("after the header")
+	})))
+	resp, err := srv.Client().Get(srv.URL + "/x")
+	if err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("a response aborted after its header reached the client as %d %q", resp.StatusCode, body)
+	}
+}
