@@ -1,0 +1,111 @@
+package dynamodb_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/internal/awsapi"
+	"github.com/supervaize/svz/internal/testenv"
+)
+
+// The first append of a log when another appender starts it at the same time, and a claim whose
+// answer holds no head: each step of the race is a request the test holds, no clock.
+
+// afterClaim runs hook once, after the first claim (UpdateItem) of the appender it serves has
+// failed and before the appender reads that answer: another appender acting between the two
+// writes of a first append. Answers to UpdateItem are replaced by body while it is set.
+type afterClaim struct {
+	mu   sync.Mutex
+	hook func()
+	body string
+}
+
+func (a *afterClaim) Do(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || req.Header.Get("X-Amz-Target") != "DynamoDB_20120810.UpdateItem" {
+		return resp, err
+	}
+	a.mu.Lock()
+	hook, body := a.hook, a.body
+	a.hook = nil
+	a.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	if body != "" && resp.StatusCode == http.StatusOK {
+		resp.Body.Close()
+		resp.Body = io.NopCloser(strings.NewReader(body))
+		resp.ContentLength = int64(len(body))
+		resp.Header.Del("X-Amz-Crc32") // the checksum of the answer replaced
+	}
+	return resp, nil
+}
+
+// putHead writes the head of log as an appender that claimed position 1 (token tok) and has not
+// yet written its entry, with first set to first (0 is corrupt).
+func putHead(t *testing.T, c *awsapi.Client, table, log, tok string, first int) {
+	t.Helper()
+	it := map[string]any{"k": map[string]string{"S": "\x00log\x00" + log}, "ep": map[string]string{"S": "theirs"}, "tok": map[string]string{"S": tok}}
+	for k, v := range map[string]int{"seq": 1, "at": 1, "pseq": 0, "pat": 1, "keepn": 0, "keepage": 0, "first": first, "gone": 1, "mv": 0} {
+		it[k] = map[string]string{"N": strconv.Itoa(v)}
+	}
+	if err := c.Call(context.Background(), "PutItem", map[string]any{"TableName": table, "Item": it}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLogFirstAppendRace: an appender whose new head loses to another appender's claims after
+// that one's position 1 (still being written), never position 1 too; and a head found corrupt
+// there is an error, not claimed.
+func TestLogFirstAppendRace(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	admin := client(t, endpoint)
+	name := table(t, admin)
+	ctx := context.Background()
+	a := &afterClaim{}
+	s := open(t, client(t, endpoint, awsapi.WithHTTPClient(a)), name)
+
+	a.hook = func() { putHead(t, admin, name, "race", "theirs", 1) }
+	p, err := s.AppendLog(ctx, "race", []byte("mine"), store.Retention{})
+	if err != nil || p.Epoch != "theirs" || p.Seq != 2 {
+		t.Fatalf("append after another appender created the head: %+v %v; want theirs-2", p, err)
+	}
+
+	a.hook = func() { putHead(t, admin, name, "corrupt", "theirs", 0) }
+	if p, err := s.AppendLog(ctx, "corrupt", []byte("mine"), store.Retention{}); err == nil || !strings.Contains(err.Error(), "seq 1 first 0") {
+		t.Fatalf("append over a corrupt head: %+v %v; want the head's error, seq 1", p, err)
+	}
+	var head struct{ Item map[string]map[string]string }
+	key := map[string]any{"k": map[string]string{"S": "\x00log\x00corrupt"}}
+	if err := admin.Call(ctx, "GetItem", map[string]any{"TableName": name, "Key": key, "ConsistentRead": true}, &head); err != nil || head.Item["seq"]["N"] != "1" {
+		t.Fatalf("the corrupt head after the append: %v %v; want it unclaimed, seq 1", head.Item, err)
+	}
+}
+
+// TestLogClaimWithoutHead: a claim answered without the head it returns (a broken endpoint) fails
+// the append; nothing is written at a position 0.
+func TestLogClaimWithoutHead(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	admin := client(t, endpoint)
+	name := table(t, admin)
+	ctx := context.Background()
+	a := &afterClaim{}
+	s := open(t, client(t, endpoint, awsapi.WithHTTPClient(a)), name)
+	if _, err := s.AppendLog(ctx, "nohead", []byte("1"), store.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	a.body = `{}`
+	p, err := s.AppendLog(ctx, "nohead", []byte("2"), store.Retention{})
+	if err == nil || !strings.Contains(err.Error(), "the claim returned no head") {
+		t.Fatalf("append whose claim returned no head: %+v %v", p, err)
+	}
+	if keys := scanLog(t, admin, name); len(keys) != 2 {
+		t.Fatalf("log items %q; want the head and entry 1", keys)
+	}
+}
