@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/internal/awsapi"
@@ -108,4 +109,38 @@ func TestLogClaimWithoutHead(t *testing.T) {
 	if keys := scanLog(t, admin, name); len(keys) != 2 {
 		t.Fatalf("log items %q; want the head and entry 1", keys)
 	}
+}
+
+// TestLogLostHeadAnswer: a first append whose new head was written but whose answer was lost
+// finds its own head on the retry and takes it as written: no claim beyond the first (the one
+// that found no head).
+func TestLogLostHeadAnswer(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	name := table(t, client(t, endpoint))
+	l := &loseNth{op: "PutItem", n: 1}
+	o := &opsOf{next: l}
+	s := open(t, client(t, endpoint, awsapi.WithHTTPClient(o), awsapi.WithRetries(3, time.Millisecond)), name)
+	p, err := s.AppendLog(context.Background(), "lost", []byte("e"), store.Retention{})
+	if err != nil || p.Seq != 1 || l.lost.Load() != 1 {
+		t.Fatalf("first append with the head's answer lost: %+v %v (%d lost)", p, err, l.lost.Load())
+	}
+	if claims, puts := o.n["UpdateItem"], o.n["PutItem"]; claims != 1 || puts != 3 {
+		t.Fatalf("%d UpdateItem, %d PutItem; want 1 (no head yet) and 3 (the head twice, the entry)", claims, puts)
+	}
+}
+
+// opsOf counts the requests of one goroutine per operation and sends them through next.
+type opsOf struct {
+	next interface {
+		Do(*http.Request) (*http.Response, error)
+	}
+	n map[string]int
+}
+
+func (o *opsOf) Do(req *http.Request) (*http.Response, error) {
+	if o.n == nil {
+		o.n = map[string]int{}
+	}
+	o.n[strings.TrimPrefix(req.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")]++
+	return o.next.Do(req)
 }
