@@ -1,7 +1,9 @@
 package dynamodb_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -143,4 +145,56 @@ func (o *opsOf) Do(req *http.Request) (*http.Response, error) {
 	}
 	o.n[strings.TrimPrefix(req.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")]++
 	return o.next.Do(req)
+}
+
+// unprocessed answers the first times requests of op (BatchGetItem or BatchWriteItem) as
+// DynamoDB does when it is throttled: nothing done, every key or item handed back unprocessed.
+// The others go to the server.
+type unprocessed struct {
+	op    string
+	times int
+	seen  int
+}
+
+func (u *unprocessed) Do(req *http.Request) (*http.Response, error) {
+	if req.Header.Get("X-Amz-Target") != "DynamoDB_20120810."+u.op {
+		return http.DefaultClient.Do(req)
+	}
+	if u.seen++; u.seen > u.times {
+		return http.DefaultClient.Do(req)
+	}
+	var in struct{ RequestItems json.RawMessage }
+	if err := json.NewDecoder(req.Body).Decode(&in); err != nil {
+		return nil, err
+	}
+	field := map[string]string{"BatchGetItem": "UnprocessedKeys", "BatchWriteItem": "UnprocessedItems"}[u.op]
+	body, _ := json.Marshal(map[string]json.RawMessage{field: in.RequestItems})
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+		Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: req}, nil
+}
+
+// TestLogReadUnprocessedKeys: a read asks again for the keys DynamoDB left unprocessed, and gives
+// up with an error after 5 answers that processed none (never a range with entries missing).
+func TestLogReadUnprocessedKeys(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	admin := client(t, endpoint)
+	name := table(t, admin)
+	ctx := context.Background()
+	w := open(t, admin, name)
+	for _, d := range []string{"a", "b", "c"} {
+		if _, err := w.AppendLog(ctx, "u", []byte(d), store.Retention{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		times, requests int
+		ok              bool
+	}{{1, 2, true}, {4, 5, true}, {5, 5, false}} {
+		u := &unprocessed{op: "BatchGetItem", times: tc.times}
+		s := open(t, client(t, endpoint, awsapi.WithHTTPClient(u)), name)
+		r, err := s.ReadLog(ctx, "u", 0, 10)
+		if tc.ok && (err != nil || logSeqs(r) != "1=a 2=b 3=c") || !tc.ok && (err == nil || !strings.Contains(err.Error(), "unprocessed 5 times")) || u.seen != tc.requests {
+			t.Fatalf("read with %d answers processing nothing: %+v %v after %d BatchGetItem; want ok %v after %d", tc.times, r, err, u.seen, tc.ok, tc.requests)
+		}
+	}
 }
