@@ -198,3 +198,59 @@ func TestLogReadUnprocessedKeys(t *testing.T) {
 		}
 	}
 }
+
+// beforeMaintain runs hook once, just before the first maintenance write (the UpdateItem
+// conditional on mv) it forwards: another appender's maintenance winning the race.
+type beforeMaintain struct{ hook func() }
+
+func (b *beforeMaintain) Do(req *http.Request) (*http.Response, error) {
+	if b.hook != nil && req.Header.Get("X-Amz-Target") == "DynamoDB_20120810.UpdateItem" {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`":mv0"`)) {
+			hook := b.hook
+			b.hook = nil
+			hook()
+		}
+	}
+	return http.DefaultClient.Do(req)
+}
+
+// TestLogMaintenanceRace: a maintenance that loses to another's (mv moved under it) redoes its
+// work on the head as it now is: the reclaim batch is still deleted.
+func TestLogMaintenanceRace(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	admin := client(t, endpoint)
+	name := table(t, admin)
+	ctx := context.Background()
+	b := &beforeMaintain{}
+	s := open(t, client(t, endpoint, awsapi.WithHTTPClient(b)), name)
+	keep := store.Retention{MaxCount: 5}
+	for range 29 {
+		if _, err := s.AppendLog(ctx, "race", []byte("e"), keep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.hook = func() {
+		key := map[string]any{"k": map[string]string{"S": "\x00log\x00race"}}
+		if err := admin.Call(ctx, "UpdateItem", map[string]any{"TableName": name, "Key": key, "UpdateExpression": "SET mv = mv + :one",
+			"ExpressionAttributeValues": map[string]any{":one": map[string]string{"N": "1"}}}, nil); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := s.AppendLog(ctx, "race", []byte("e"), keep); err != nil || b.hook != nil {
+		t.Fatalf("the 30th append: %v (maintenance raced: %v)", err, b.hook == nil)
+	}
+	entries := 0
+	for _, k := range scanLog(t, admin, name) {
+		if strings.Count(k, "\x00") == 3 {
+			entries++
+		}
+	}
+	if entries != 5 {
+		t.Fatalf("after 30 appends keeping 5 and a lost maintenance race: %d entries; want 5 (the batch of 25 deleted on the retry)", entries)
+	}
+}
