@@ -254,3 +254,37 @@ func TestLogMaintenanceRace(t *testing.T) {
 		t.Fatalf("after 30 appends keeping 5 and a lost maintenance race: %d entries; want 5 (the batch of 25 deleted on the retry)", entries)
 	}
 }
+
+// TestLogEntriesWithoutAgeBoundKeepNoTTL: the entries of a log without an age bound carry no
+// ttl (DynamoDB's sweeper would delete them while retention keeps them), a log with one does.
+func TestLogEntriesWithoutAgeBoundKeepNoTTL(t *testing.T) {
+	c := client(t, testenv.Need(t, testenv.AWSEndpoint))
+	name := table(t, c)
+	s := open(t, c, name)
+	ctx := context.Background()
+	for log, keep := range map[string]store.Retention{"none": {}, "count": {MaxCount: 10}, "bytes": {MaxBytes: 1000}, "age": {MaxAge: time.Hour}} {
+		if _, err := s.AppendLog(ctx, log, []byte("e"), keep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out struct {
+		Items []map[string]map[string]string
+	}
+	if err := c.Call(ctx, "Scan", map[string]string{"TableName": name}, &out); err != nil {
+		t.Fatal(err)
+	}
+	entries := 0
+	for _, it := range out.Items {
+		k := it["k"]["S"]
+		if strings.Count(k, "\x00") != 3 {
+			continue
+		}
+		entries++
+		if _, has := it["ttl"]; has != strings.HasPrefix(k, "\x00log\x00age\x00") {
+			t.Errorf("entry %q: ttl %v", k, it["ttl"])
+		}
+	}
+	if entries != 4 {
+		t.Fatalf("%d entries, want 4", entries)
+	}
+}
