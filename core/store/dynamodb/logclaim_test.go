@@ -288,3 +288,28 @@ func TestLogEntriesWithoutAgeBoundKeepNoTTL(t *testing.T) {
 		t.Fatalf("%d entries, want 4", entries)
 	}
 }
+
+// TestLogReclaimUnprocessedItems: a reclaim batch that DynamoDB leaves unprocessed is sent again
+// once: the entries are deleted when the second answer processes them.
+func TestLogReclaimUnprocessedItems(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	admin := client(t, endpoint)
+	name := table(t, admin)
+	ctx := context.Background()
+	u := &unprocessed{op: "BatchWriteItem", times: 1}
+	s := open(t, client(t, endpoint, awsapi.WithHTTPClient(u)), name)
+	for range 30 { // keeping 5, the 30th append reclaims 25
+		if _, err := s.AppendLog(ctx, "u", []byte("e"), store.Retention{MaxCount: 5}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries := 0
+	for _, k := range scanLog(t, admin, name) {
+		if strings.Count(k, "\x00") == 3 {
+			entries++
+		}
+	}
+	if entries != 5 || u.seen != 2 {
+		t.Fatalf("after a reclaim left unprocessed once: %d entries after %d BatchWriteItem; want 5 after 2", entries, u.seen)
+	}
+}
