@@ -1,6 +1,7 @@
 package core
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/supervaize/svz/core/store"
@@ -26,6 +27,8 @@ func TestParsePosition(t *testing.T) {
 		{"a.b-1", position{}, false},
 		{"abc-18446744073709551616", position{}, false},
 		{"abc-1x", position{}, false},
+		{strings.Repeat("e", 64) + "-1", position{strings.Repeat("e", 64), 1}, true}, // the longest epoch
+		{strings.Repeat("e", 65) + "-1", position{}, false},
 	} {
 		got, err := parsePosition(tc.id)
 		if (err == nil) != tc.ok || got != tc.want {

@@ -286,3 +286,32 @@ type deadlineOnly struct {
 }
 
 func (d deadlineOnly) Deadline() (time.Time, bool) { return d.dl, true }
+
+// TestEffectStreamGoesOnAfterHeartbeats: a heartbeat written and flushed keeps the stream open:
+// more heartbeats follow, then the next effect.
+func TestEffectStreamGoesOnAfterHeartbeats(t *testing.T) {
+	c := effectController(t, core.Config{HeartbeatInterval: time.Millisecond})
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := openStream(t, ctx, srv.URL, nil)
+	if ev := readEvent(t, r); ev.event != "supervaizer.connected" {
+		t.Fatalf("first event %+v", ev)
+	}
+	for range 2 {
+		if ev := readEvent(t, r); ev.event != "supervaizer.heartbeat" {
+			t.Fatalf("idle stream sent %+v, want a heartbeat", ev)
+		}
+	}
+	post(t, c, rpcBody(t, 1, actionInvoke, params(nil)), nil)
+	for {
+		ev := readEvent(t, r)
+		if ev.event == "supervaizer.effect" {
+			break
+		}
+		if ev.event != "supervaizer.heartbeat" {
+			t.Fatalf("got %+v, want heartbeats, then the effect", ev)
+		}
+	}
+}

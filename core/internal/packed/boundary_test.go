@@ -3,6 +3,7 @@ package packed_test
 import (
 	"bytes"
 	"compress/flate"
+	"strings"
 	"testing"
 
 	"github.com/supervaize/svz/core/internal/packed"
@@ -41,5 +42,20 @@ func TestUnpackAtTheBound(t *testing.T) {
 	out, err := packed.Unpack(v.Bytes())
 	if err != nil || len(out) != 64<<20 {
 		t.Fatalf("Unpack of a value of exactly 64 MiB: %d bytes, %v", len(out), err)
+	}
+}
+
+// TestPackHoldsItsOwnSize: a packed value's backing array is sized for the packed bytes, not for
+// the value: a store that keeps it (the memory store, a cache) holds less than the value, not a
+// buffer larger than what was packed.
+func TestPackHoldsItsOwnSize(t *testing.T) {
+	v := []byte(`{"steps":[` + strings.Repeat(`{"name":"find","status":"completed"},`, 100) + `{}]}`)
+	var p packed.Packer
+	got := p.Pack(v)
+	if got[0] != packed.Mark {
+		t.Fatalf("Pack of %d bytes of repeated JSON: not packed", len(v))
+	}
+	if cap(got) >= len(v) {
+		t.Fatalf("Pack of %d bytes = %d bytes in an array of %d: want an array smaller than the value", len(v), len(got), cap(got))
 	}
 }

@@ -210,3 +210,58 @@ func TestLogGapAtFirst(t *testing.T) {
 		t.Fatalf("position 2, the oldest kept, claimed and never written: %+v %v; want First 2, 2 sealed, 3 read", r, err)
 	}
 }
+
+// TestLogAgeMarks: every claim that enters another eighth of MaxAge records the claim before it
+// as a time mark, not only the first: the oldest entries go by the newest mark older than MaxAge
+// even when the claim before the newest is recent.
+func TestLogAgeMarks(t *testing.T) {
+	c := client(t, testenv.Need(t, testenv.AWSEndpoint))
+	name := table(t, c)
+	clock := storetest.NewClock()
+	s := open(t, c, name, dynamodb.WithClock(clock.Now))
+	ctx := context.Background()
+	keep := store.Retention{MaxAge: 8 * time.Second} // eighths of a second
+	for i, data := range []string{"a", "b", "c"} {
+		if i > 0 {
+			clock.Advance(1500 * time.Millisecond) // another eighth: the claim before becomes a mark
+		}
+		if _, err := s.AppendLog(ctx, "marks", []byte(data), keep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 9.6 s after a and 8.1 s after b: both go, by the marks of 1 and 2; c (6.6 s) stays.
+	clock.Advance(6600 * time.Millisecond)
+	if _, err := s.AppendLog(ctx, "marks", []byte("d"), keep); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.ReadLog(ctx, "marks", 0, 10); err != nil || r.First != 3 || logSeqs(r) != "3=c 4=d" {
+		t.Fatalf("read: %+v %v; want First 3 and 3=c 4=d", r, err)
+	}
+}
+
+// TestLogMaintainsOnlyWhatIsDue: an append writes nothing beyond its claim and its entry when no
+// mark is due: in a log without an age bound however the clock moves, and in the first append of
+// a log with a byte bound whatever its size (there is no claim before it to mark).
+func TestLogMaintainsOnlyWhatIsDue(t *testing.T) {
+	var o ops
+	c := client(t, testenv.Need(t, testenv.AWSEndpoint), awsapi.WithHTTPClient(&o))
+	name := table(t, c)
+	clock := storetest.NewClock()
+	s := open(t, c, name, dynamodb.WithClock(clock.Now))
+	ctx := context.Background()
+	appendOne := func(log string, data []byte, keep store.Retention, claims int) {
+		t.Helper()
+		before := o.count("UpdateItem")
+		if _, err := s.AppendLog(ctx, log, data, keep); err != nil {
+			t.Fatal(err)
+		}
+		if got := o.count("UpdateItem") - before; got != claims {
+			t.Fatalf("append to %s: %d UpdateItem, want %d (its claim alone)", log, got, claims)
+		}
+	}
+	appendOne("bytes", make([]byte, 200), store.Retention{MaxBytes: 800}, 1) // 200 bytes: past an eighth
+	for range 3 {
+		appendOne("count", []byte("e"), store.Retention{MaxCount: 100}, 1)
+		clock.Advance(time.Millisecond)
+	}
+}

@@ -1,0 +1,85 @@
+package core
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/core/store"
+)
+
+// followTo starts e's follower and appends data, one event each, waiting (on the follower's
+// signal, no clock) until it holds them all. It returns the follower's epoch.
+func followTo(t *testing.T, e *effectLog, data ...string) string {
+	t.Helper()
+	t.Cleanup(e.follow())
+	ctx := context.Background()
+	wait := func(done func() bool) {
+		t.Helper()
+		for {
+			e.mu.Lock()
+			ok, changed := done(), e.changed
+			e.mu.Unlock()
+			if ok {
+				return
+			}
+			select {
+			case <-changed:
+			case <-time.After(time.Minute): // a failure bound only
+				t.Fatal("the follower never got there")
+			}
+		}
+	}
+	wait(func() bool { return e.ready })
+	var last store.LogPosition
+	for _, d := range data {
+		var err error
+		if last, err = e.log.AppendLog(ctx, e.name, []byte(d), e.keep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait(func() bool { return e.to >= last.Seq })
+	return e.epoch
+}
+
+// heldSeqs is the positions the follower holds, and from.
+func heldSeqs(e *effectLog) (seqs []uint64, from uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ev := range e.recent {
+		seqs = append(seqs, ev.Seq)
+	}
+	return seqs, e.from
+}
+
+// TestFollowerBufferBytes: the follower keeps the newest events within EventBufferBytes, dropping
+// the oldest first, and always the newest one however large; a stream behind what it keeps is
+// told to read the store.
+func TestFollowerBufferBytes(t *testing.T) {
+	newLog := func() *effectLog {
+		return newEffectLog(Config{EventBuffer: 100, EventBufferBytes: 25, EventReplayBytes: 1 << 20, EventPageBytes: 1 << 20},
+			slog.New(slog.DiscardHandler), make(chan struct{}))
+	}
+	ten := strings.Repeat("x", 10)
+
+	e := newLog()
+	epoch := followTo(t, e, ten, ten, ten) // 30 bytes: the first goes
+	if seqs, from := heldSeqs(e); !slices.Equal(seqs, []uint64{2, 3}) || from != 1 {
+		t.Fatalf("after three events of 10 bytes within 25: holds %v from %d; want [2 3] from 1", seqs, from)
+	}
+	if events, through, ok, _, _ := e.since(position{epoch, 1}); !ok || through != 3 || len(events) != 2 || events[0].Seq != 2 {
+		t.Fatalf("since 1: %v through %d ok %v; want 2 and 3", events, through, ok)
+	}
+	if _, _, ok, _, _ := e.since(position{epoch, 0}); ok {
+		t.Fatal("since 0, behind what the follower holds: answered; want the store read")
+	}
+
+	e = newLog()
+	followTo(t, e, strings.Repeat("x", 40)) // larger than the bound alone: kept
+	if seqs, from := heldSeqs(e); !slices.Equal(seqs, []uint64{1}) || from != 0 {
+		t.Fatalf("after one event of 40 bytes within 25: holds %v from %d; want [1] from 0", seqs, from)
+	}
+}
