@@ -131,8 +131,11 @@ func TestLogReclaimsItems(t *testing.T) {
 	}
 }
 
-// ops counts requests per DynamoDB operation.
+// ops counts requests per DynamoDB operation and sends them through next (nil: the server).
 type ops struct {
+	next interface {
+		Do(*http.Request) (*http.Response, error)
+	}
 	mu sync.Mutex
 	n  map[string]int
 }
@@ -144,6 +147,9 @@ func (o *ops) Do(req *http.Request) (*http.Response, error) {
 	}
 	o.n[strings.TrimPrefix(req.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")]++
 	o.mu.Unlock()
+	if o.next != nil {
+		return o.next.Do(req)
+	}
 	return http.DefaultClient.Do(req)
 }
 

@@ -120,31 +120,15 @@ func TestLogLostHeadAnswer(t *testing.T) {
 	endpoint := testenv.Need(t, testenv.AWSEndpoint)
 	name := table(t, client(t, endpoint))
 	l := &loseNth{op: "PutItem", n: 1}
-	o := &opsOf{next: l}
+	o := &ops{next: l}
 	s := open(t, client(t, endpoint, awsapi.WithHTTPClient(o), awsapi.WithRetries(3, time.Millisecond)), name)
 	p, err := s.AppendLog(context.Background(), "lost", []byte("e"), store.Retention{})
 	if err != nil || p.Seq != 1 || l.lost.Load() != 1 {
 		t.Fatalf("first append with the head's answer lost: %+v %v (%d lost)", p, err, l.lost.Load())
 	}
-	if claims, puts := o.n["UpdateItem"], o.n["PutItem"]; claims != 1 || puts != 3 {
+	if claims, puts := o.count("UpdateItem"), o.count("PutItem"); claims != 1 || puts != 3 {
 		t.Fatalf("%d UpdateItem, %d PutItem; want 1 (no head yet) and 3 (the head twice, the entry)", claims, puts)
 	}
-}
-
-// opsOf counts the requests of one goroutine per operation and sends them through next.
-type opsOf struct {
-	next interface {
-		Do(*http.Request) (*http.Response, error)
-	}
-	n map[string]int
-}
-
-func (o *opsOf) Do(req *http.Request) (*http.Response, error) {
-	if o.n == nil {
-		o.n = map[string]int{}
-	}
-	o.n[strings.TrimPrefix(req.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")]++
-	return o.next.Do(req)
 }
 
 // unprocessed answers the first times requests of op (BatchGetItem or BatchWriteItem) as
