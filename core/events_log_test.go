@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -210,6 +211,12 @@ type gatedLog struct {
 	*memory.Store
 	waiting chan struct{}
 	release chan struct{}
+	reads   atomic.Int64 // ReadLog calls
+}
+
+func (g *gatedLog) ReadLog(ctx context.Context, name string, after uint64, limit int) (store.LogRange, error) {
+	g.reads.Add(1)
+	return g.Store.ReadLog(ctx, name, after, limit)
 }
 
 func (g *gatedLog) WaitLog(ctx context.Context, name string, after uint64) error {
@@ -388,9 +395,49 @@ func TestSlowReaderNeverSlowsActions(t *testing.T) {
 // stream is stuck writing; the events it dropped from its buffer meanwhile come to the stream
 // from the log, every one, in order.
 func TestSlowReaderBehindTheBuffer(t *testing.T) {
+	body, _ := behindTheBuffer(t, core.Config{}, `"request_id":"behind-19"`)
+	r := bufio.NewReader(strings.NewReader(body))
+	readEvent(t, r) // connected
+	for i := 2; i <= 22; i++ {
+		if ev := readEvent(t, r); ev.event != "supervaizer.effect" || !strings.HasSuffix(ev.id, fmt.Sprintf("-%d", i)) {
+			t.Fatalf("event at position %d: %+v", i, ev)
+		}
+	}
+}
+
+// TestSlowReaderBehindTheBufferBudget: a live stream that falls behind the follower's buffer
+// reads the log within its catch-up budget, and ends, cleanly, once the budget is spent: the
+// client resumes from the last id it got.
+func TestSlowReaderBehindTheBufferBudget(t *testing.T) {
+	body, reads := behindTheBuffer(t, core.Config{EventCatchUp: 3}, "")
+	if reads != 1 { // the follower waits at the gate: every read is the stream's
+		t.Errorf("the stream read the log %d times, want once", reads)
+	}
+	r := bufio.NewReader(strings.NewReader(body))
+	readEvent(t, r) // connected
+	// Position 2 came from the follower, 3 to 5 are the budget's.
+	for i := 2; i <= 5; i++ {
+		if ev := readEvent(t, r); ev.event != "supervaizer.effect" || !strings.HasSuffix(ev.id, fmt.Sprintf("-%d", i)) {
+			t.Fatalf("event at position %d: %+v", i, ev)
+		}
+	}
+	if rest, _ := io.ReadAll(r); len(rest) != 0 {
+		t.Fatalf("after the budget: %q", rest)
+	}
+}
+
+// behindTheBuffer connects a stream at position 1 of a log whose follower keeps 4 events and
+// reads only when the test lets it; the stream gets stuck writing position 2 while 20 more
+// events are appended and read (the buffer then keeps 19 to 22), then its client reads again.
+// It returns the body once it holds until (or, with until empty, once the response ended: it
+// must end before the request's deadline), and how many times the log was read since the
+// client read again.
+func behindTheBuffer(t *testing.T, cfg core.Config, until string) (string, int64) {
+	t.Helper()
 	st := &gatedLog{Store: memory.New(), waiting: make(chan struct{}), release: make(chan struct{})}
 	t.Cleanup(func() { _ = st.Close() })
-	c := effectController(t, core.Config{Store: st, EventBuffer: 4, HeartbeatInterval: time.Hour})
+	cfg.Store, cfg.EventBuffer, cfg.HeartbeatInterval = st, 4, time.Hour
+	c := effectController(t, cfg)
 	invokeN(t, c, 1, "before") // position 1: the stream starts in the log's epoch
 	w := &blockedWriter{hdr: http.Header{}, release: make(chan struct{}), wrote: make(chan struct{}, 1)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -429,27 +476,30 @@ func TestSlowReaderBehindTheBuffer(t *testing.T) {
 		step("release", st.release, true)
 		step("the follower to wait", st.waiting, false)
 	}
+	reads := st.reads.Load()
 	close(w.release)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	body := func() string {
 		w.mu.Lock()
-		body := w.body.String()
-		w.mu.Unlock()
-		if strings.Contains(body, `"request_id":"behind-19"`) {
-			break
+		defer w.mu.Unlock()
+		return w.body.String()
+	}
+	if until == "" {
+		select {
+		case <-served:
+			return body(), st.reads.Load() - reads
+		case <-ctx.Done():
+			t.Fatalf("the stream did not end: %q", body())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the stream never got the last event: %q", body)
+	}
+	for !strings.Contains(body(), until) {
+		if ctx.Err() != nil {
+			t.Fatalf("the stream never got %s: %q", until, body())
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
 	<-served
-	r := bufio.NewReader(&w.body)
-	readEvent(t, r) // connected
-	for i := 2; i <= 22; i++ {
-		if ev := readEvent(t, r); ev.event != "supervaizer.effect" || !strings.HasSuffix(ev.id, fmt.Sprintf("-%d", i)) {
-			t.Fatalf("event at position %d: %+v", i, ev)
-		}
-	}
+	return body(), st.reads.Load() - reads
 }
 
 // failingLog is a store whose appends fail.

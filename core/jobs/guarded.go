@@ -48,25 +48,40 @@ func Guarded[In, Out any](ctx context.Context, name string, s *checkpoint.Step[I
 	o := applyOpts(opts)
 	occ := checkpoint.Occurrence{JobID: job, CaseID: CaseID(job, cmpOr(o.caseID, defaultCase)), StepID: StepID(job, name),
 		OccurrenceID: StepID(job, name) + "-1"}
-	if err := t.acquire(ctx, name, o.limits); err != nil { // the limits bound the effect
+	run := func() (checkpoint.Outcome[Out], error) {
+		if err := t.acquire(ctx, name, o.limits); err != nil { // the limits bound the effect
+			return checkpoint.Outcome[Out]{}, err
+		}
+		defer t.releaseLimits(ctx, name, o.limits)
+		out, err := checkpoint.RunGuardedStep(ctx, g, s, occ, before, in)
+		if errors.Is(err, checkpoint.ErrEffectStarted) && recover != nil {
+			var res Out
+			if res, err = recover(ctx, in); err == nil {
+				out, err = checkpoint.RecoverGuardedStep(ctx, g, s, occ, res)
+			}
+		}
+		if err != nil {
+			return out, fmt.Errorf("jobs: guarded step %q of job %s: %w", name, job, err)
+		}
+		return out, nil
+	}
+	out, err := run()
+	if err != nil {
 		return none, err
 	}
-	out, err := checkpoint.RunGuardedStep(ctx, g, s, occ, before, in)
-	if errors.Is(err, checkpoint.ErrEffectStarted) && recover != nil {
-		var res Out
-		if res, err = recover(ctx, in); err == nil {
-			out, err = checkpoint.RecoverGuardedStep(ctx, g, s, occ, res)
-		}
-	}
-	t.releaseLimits(ctx, name, o.limits)
-	opts = append(opts[:len(opts):len(opts)], func(o *stepOpts) { o.limits = nil }) // taken above
-	if err != nil {
-		return none, fmt.Errorf("jobs: guarded step %q of job %s: %w", name, job, err)
-	}
-	if out.Status == checkpoint.Awaiting {
+	opts = append(opts[:len(opts):len(opts)], func(o *stepOpts) { o.limits = nil }) // taken in run
+	for answered := ""; out.Status == checkpoint.Awaiting && out.Phase != answered; {
 		// A step per phase: the after checkpoint may pause once the woken before one allowed.
 		wait := append(opts[:len(opts):len(opts)], Title("Studio's rules decide ("+out.Phase+" "+name+")"))
 		if _, err := Await[any](ctx, name+".wait."+out.Phase, contract.Awaiting{Reason: "rule_checkpoint", Action: contract.RuleCheckpointResumeAction}, wait...); err != nil {
+			return none, err
+		}
+		// Answered in this delivery: the decision came while it was on its way to the wait (the
+		// wake was kept for it). The occurrence has gone on since: read where it is. (Still
+		// waiting on the phase just answered, it fails below: a wake comes only once Studio's
+		// decision is delivered.)
+		answered = out.Phase
+		if out, err = run(); err != nil {
 			return none, err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
 )
 
@@ -26,7 +27,14 @@ func (s *studioStandIn) RuleCheckpoint(_ context.Context, _ string, r checkpoint
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seen = append(s.seen, r)
-	return checkpoint.Response{CheckpointID: "chk-" + r.Phase, Status: s.decide[r.Phase], SnapshotHash: r.SnapshotHash}, nil
+	return checkpoint.Response{CheckpointID: "chk-" + r.Phase, Status: s.decide[r.Phase], SnapshotHash: r.SnapshotHash, InputHash: "in-" + r.Phase}, nil
+}
+
+// paused reports whether it has paused a before checkpoint.
+func (s *studioStandIn) paused() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.seen) > 0 && s.seen[0].Phase == "before" && s.decide["before"] == "pause"
 }
 
 func (s *studioStandIn) TokenSecret() []byte { return []byte("a secret of the test, 32 bytes long") }
@@ -44,12 +52,29 @@ type guardedWorld struct {
 	effects int
 	fail    bool // the effect fails half way (its outcome unknown)
 	w       *jobs.Work[string]
+	// beforeWait, when set, runs once, just before the first write of the job's record after
+	// Studio paused the before checkpoint: the one that records the step waiting for it.
+	beforeWait func()
+}
+
+// waitHook is the world's store: it runs the world's beforeWait at its moment.
+type waitHook struct {
+	*memory.Store
+	g *guardedWorld
+}
+
+func (h *waitHook) Update(ctx context.Context, key string, version uint64, value []byte, expiresAt time.Time) (store.Record, error) {
+	if f := h.g.beforeWait; f != nil && h.g.studio.paused() && strings.HasPrefix(key, jobs.TaskKeyPrefix) {
+		h.g.beforeWait = nil
+		f()
+	}
+	return h.Store.Update(ctx, key, version, value, expiresAt)
 }
 
 func newGuardedWorld(t *testing.T, decide map[string]string, recover bool) *guardedWorld {
-	s := memory.New()
-	t.Cleanup(func() { _ = s.Close() })
 	g := &guardedWorld{studio: &studioStandIn{decide: decide}}
+	s := &waitHook{Store: memory.New(), g: g}
+	t.Cleanup(func() { _ = s.Close() })
 	creg := checkpoint.NewRegistry(&contract.RuleCheckpoints{Phases: []string{contract.PhaseBefore, contract.PhaseAfter}})
 	imp := checkpoint.Define(guardOwner{creg}, "import", checkpoint.Funcs[string, int]{
 		Effect: func(context.Context, string) (int, error) {
@@ -100,6 +125,24 @@ func (g *guardedWorld) start(t *testing.T, job string) {
 	}
 }
 
+// allow delivers Studio's allow of job's paused before checkpoint as the controller does:
+// rule.checkpoint.resume (which runs the effect and the after checkpoint), then the job's wake,
+// which continues the job when it waits (woken), else keeps the answer for its Await.
+func (g *guardedWorld) allow(t *testing.T, job string, woken bool) {
+	t.Helper()
+	caseID, step := jobs.CaseID(job, "report"), jobs.StepID(job, "import")
+	input, _ := json.Marshal(map[string]any{"checkpoint_id": "chk-before", "occurrence_id": step + "-1", "phase": "before",
+		"status": "allow", "snapshot_hash": "rules-v1", "input_hash": "in-before"})
+	res, err := checkpoint.Resume(g.bound(), &contract.ActionRequest{AgentSlug: agentSlug, Action: contract.RuleCheckpointResumeAction,
+		JobID: &job, CaseID: &caseID, Input: input})
+	if err != nil || res.Status != "ok" || len(res.Effects) != 1 || res.Effects[0].Status != "allow" {
+		t.Fatalf("resume: %v %s", err, mustJSON(t, res))
+	}
+	if woke, err := jobs.Wake(g.in.ctx(), job, contract.RuleCheckpointResumeAction, json.RawMessage(`{"status":"allow"}`)); woke != woken || err != nil {
+		t.Fatalf("wake: %v %v, want %v", woke, err, woken)
+	}
+}
+
 // bound is a handler's context for the test workspace, with the checkpoint scope.
 func (g *guardedWorld) bound() context.Context {
 	return checkpoint.NewContext(g.in.ctx(), g.csvc, g.creg, agentSlug, wsID)
@@ -129,6 +172,51 @@ func TestGuarded(t *testing.T) {
 		if snap.Job.Status != contract.StateAwaiting || st.ID != jobs.StepID(job, "import.wait.before") || st.Awaiting == nil ||
 			st.Awaiting.Action != contract.RuleCheckpointResumeAction || st.Title != "Studio's rules decide (before import)" || g.effects != 0 {
 			t.Fatalf("effects %d; state %s", g.effects, mustJSON(t, snap))
+		}
+	})
+	// Paused, then allowed: rule.checkpoint.resume runs the effect, the wake continues the work,
+	// whose guarded step returns the effect's result (the work checks it is 3).
+	t.Run("paused then allowed", func(t *testing.T) {
+		g := newGuardedWorld(t, map[string]string{"before": "pause", "after": "allow"}, false)
+		job := jobID(t)
+		g.start(t, job)
+		g.in.deliverAll(t, 2, nil)
+		g.allow(t, job, true)
+		g.in.deliverAll(t, 2, nil)
+		snap := stateOf(t, g.in, job)
+		if snap.Job.Status != contract.StateCompleted || g.effects != 1 || len(g.studio.seen) != 2 {
+			t.Fatalf("effects %d, checkpoints %d; state %s", g.effects, len(g.studio.seen), mustJSON(t, snap))
+		}
+	})
+	// The decision comes while the delivery that met the pause is on its way to record its wait:
+	// the wake finds no waiting step yet (it is kept for it), and the guarded step goes on with
+	// the decision applied, in the same delivery.
+	t.Run("allowed while pausing", func(t *testing.T) {
+		g := newGuardedWorld(t, map[string]string{"before": "pause", "after": "allow"}, false)
+		job := jobID(t)
+		g.beforeWait = func() { g.allow(t, job, false) }
+		g.start(t, job)
+		g.in.deliverAll(t, 1, nil)
+		snap := stateOf(t, g.in, job)
+		if snap.Job.Status != contract.StateCompleted || g.effects != 1 || len(g.studio.seen) != 2 {
+			t.Fatalf("effects %d, checkpoints %d; state %s", g.effects, len(g.studio.seen), mustJSON(t, snap))
+		}
+	})
+	// A wake with no decision delivered (jobs.Wake called by hand): the checkpoint still waits
+	// after its wait was answered; the step fails, once, rather than wait for what never comes.
+	t.Run("woken without a decision", func(t *testing.T) {
+		g := newGuardedWorld(t, map[string]string{"before": "pause"}, false)
+		job := jobID(t)
+		g.beforeWait = func() {
+			if woke, err := jobs.Wake(g.in.ctx(), job, contract.RuleCheckpointResumeAction, json.RawMessage(`{"status":"allow"}`)); woke || err != nil {
+				t.Errorf("wake: %v %v", woke, err)
+			}
+		}
+		g.start(t, job)
+		g.in.deliverAll(t, 1, nil)
+		got := mustJSON(t, stateOf(t, g.in, job))
+		if !strings.Contains(got, `"status":"failed"`) || !strings.Contains(got, `guarded step \"import\" of job `+job+`: awaiting`) || g.effects != 0 || len(g.studio.seen) != 1 {
+			t.Fatalf("effects %d, checkpoints %d; state %s", g.effects, len(g.studio.seen), got)
 		}
 	})
 	t.Run("stopped", func(t *testing.T) {
