@@ -106,8 +106,14 @@ type instance struct {
 
 func newInstance(t testing.TB, s store.Store, o owner, c *clock, q *queue) *instance {
 	t.Helper()
+	return newLoggedInstance(t, s, o, c, q, quiet)
+}
+
+// newLoggedInstance is newInstance logging to log.
+func newLoggedInstance(t testing.TB, s store.Store, o owner, c *clock, q *queue, log *slog.Logger) *instance {
+	t.Helper()
 	in := &instance{q: q, clock: c, after: newManualAfter(), o: o}
-	in.svc = jobs.NewService(jobs.Config{Store: s, Dispatcher: q, Now: c.Now, After: in.after.After, Logger: quiet,
+	in.svc = jobs.NewService(jobs.Config{Store: s, Dispatcher: q, Now: c.Now, After: in.after.After, Logger: log,
 		Works: func(slug string) (*jobs.Registry, time.Duration, bool) {
 			if slug != agentSlug {
 				return nil, 0, false

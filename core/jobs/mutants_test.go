@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -309,5 +310,53 @@ func TestParallelSleepsEqual(t *testing.T) {
 	}
 	if got := mustJSON(t, stateOf(t, in, job)); !strings.Contains(got, `"waiting":{"reason":"timer","step_id":"`+job+`-first"`) {
 		t.Fatalf("state %s", got)
+	}
+}
+
+// signalOn is a log handler that closes said the first time a record with message msg is logged.
+type signalOn struct {
+	msg  string
+	said chan struct{}
+	once *sync.Once
+}
+
+func (h signalOn) Enabled(context.Context, slog.Level) bool { return true }
+func (h signalOn) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h signalOn) WithGroup(string) slog.Handler            { return h }
+func (h signalOn) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.said) })
+	}
+	return nil
+}
+
+// TestItemFailsForGoodAfterARetry: an item that fails for good after another item of the same
+// fan-out asked for a retry fails the job in that delivery, naming it; the retry asked first
+// does not hide it.
+func TestItemFailsForGoodAfterARetry(t *testing.T) {
+	o := newOwner()
+	retried := signalOn{msg: "fan-out item failed: retried in a later delivery", said: make(chan struct{}), once: &sync.Once{}}
+	w := jobs.Define(o, "items", func(ctx context.Context, in []int) error {
+		_, err := jobs.Map(ctx, "check", in, func(ctx context.Context, n int) (int, error) {
+			if n == 0 {
+				return 0, errors.New("the CRM is busy")
+			}
+			select { // item 1 fails once item 0's retry is recorded
+			case <-retried.said:
+			case <-time.After(time.Minute):
+				return 0, errors.New("item 0's retry was never logged")
+			}
+			return 0, jobs.Permanent(errors.New("the lead is malformed"))
+		}, jobs.Concurrency(2))
+		return err
+	})
+	s := memory.New()
+	t.Cleanup(func() { _ = s.Close() })
+	in := newLoggedInstance(t, s, o, newClock(), &queue{}, slog.New(retried))
+	job := start(t, in, w, []int{0, 1})
+	in.deliverAll(t, 1, nil)
+	state := mustJSON(t, stateOf(t, in, job))
+	if !strings.Contains(state, `"status":"failed"`) || !strings.Contains(state, `item 1 of fan-out \"check\" failed: the lead is malformed`) {
+		t.Fatalf("state %s", state)
 	}
 }
