@@ -1,6 +1,7 @@
 package core
 
 import (
+	"io"
 	"strings"
 	"testing"
 
@@ -80,4 +81,37 @@ func FuzzParsePosition(f *testing.F) {
 			t.Fatalf("%q parsed as %+v, whose id %q parses as %+v, %v", id, p, p.id(), again, err)
 		}
 	})
+}
+
+// TestSSEEventOneAllocation: a small event is laid out in one buffer of the right size (one
+// allocation, one write); a larger one is written in three pieces, its data never copied.
+func TestSSEEventOneAllocation(t *testing.T) {
+	for _, tc := range []struct {
+		data   int
+		writes int
+		allocs float64
+	}{{0, 1, 1}, {100, 1, 1}, {4 << 10, 1, 1}, {4<<10 + 1, 3, 1}} {
+		e := sseEvent{id: "0123456789abcdef-18446744073709551615", name: "supervaizer.effect", data: []byte(strings.Repeat("x", tc.data))}
+		var w countingWriter
+		if err := e.writeTo(&w); err != nil {
+			t.Fatal(err)
+		}
+		want := "id: " + e.id + "\nevent: " + e.name + "\ndata: " + string(e.data) + "\n\n"
+		if w.writes != tc.writes || w.buf.String() != want {
+			t.Errorf("%d bytes of data: %d writes of %q", tc.data, w.writes, w.buf.String())
+		}
+		if n := testing.AllocsPerRun(20, func() { _ = e.writeTo(io.Discard) }); n != tc.allocs {
+			t.Errorf("%d bytes of data: %v allocations, want %v", tc.data, n, tc.allocs)
+		}
+	}
+}
+
+type countingWriter struct {
+	buf    strings.Builder
+	writes int
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	w.writes++
+	return w.buf.Write(b)
 }
