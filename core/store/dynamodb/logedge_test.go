@@ -265,3 +265,25 @@ func TestLogMaintainsOnlyWhatIsDue(t *testing.T) {
 		clock.Advance(time.Millisecond)
 	}
 }
+
+// TestLogReadAcrossBatches: a read of more positions than one BatchGetItem takes (100) reads
+// them all, batch after batch, in one call.
+func TestLogReadAcrossBatches(t *testing.T) {
+	c := client(t, testenv.Need(t, testenv.AWSEndpoint))
+	s := open(t, c, table(t, c))
+	ctx := context.Background()
+	for i := 1; i <= 150; i++ {
+		if _, err := s.AppendLog(ctx, "batches", []byte(fmt.Sprint(i)), store.Retention{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := s.ReadLog(ctx, "batches", 0, 1000)
+	if err != nil || len(r.Entries) != 150 || r.Through != 150 || r.Last != 150 {
+		t.Fatalf("%d entries, through %d, last %d: %v", len(r.Entries), r.Through, r.Last, err)
+	}
+	for i, e := range r.Entries {
+		if e.Seq != uint64(i+1) || string(e.Data) != fmt.Sprint(i+1) {
+			t.Fatalf("entry %d: %d=%s", i, e.Seq, e.Data)
+		}
+	}
+}
