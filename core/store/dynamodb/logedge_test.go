@@ -287,3 +287,33 @@ func TestLogReadAcrossBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestLogGapDatedByTheNextEntry: a position claimed and never written is dated by the first entry
+// read after it (claimed later, so no later than it), not by the one before it nor by the head's
+// newest claim: an old entry before a gap does not seal it, an old entry after it at the end of
+// the read does, even when the head's newest claim is recent.
+func TestLogGapDatedByTheNextEntry(t *testing.T) {
+	c := client(t, testenv.Need(t, testenv.AWSEndpoint))
+	name := table(t, c)
+	clock := storetest.NewClock()
+	s := open(t, c, name, dynamodb.WithClock(clock.Now))
+	ctx := context.Background()
+	appendLog := func(data string) {
+		t.Helper()
+		if _, err := s.AppendLog(ctx, "dated", []byte(data), store.Retention{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendLog("1")
+	claimDead(t, c, name, "dated") // 2
+	clock.Advance(dynamodb.LogGapTimeout)
+	appendLog("3") // 1 is a gap timeout old, 3 new: 2 may still be written
+	if r, err := s.ReadLog(ctx, "dated", 0, 10); err != nil || r.Through != 1 || logSeqs(r) != "1=1" {
+		t.Fatalf("a gap after an old entry, before a new one: %+v %v; want 1 read, then to wait", r, err)
+	}
+	clock.Advance(dynamodb.LogGapTimeout)
+	appendLog("4") // 3 is now old; the head's newest claim (4) is new
+	if r, err := s.ReadLog(ctx, "dated", 1, 2); err != nil || r.Through != 3 || logSeqs(r) != "3=3" {
+		t.Fatalf("a gap before an old entry that ends the read: %+v %v; want 2 sealed and 3 read", r, err)
+	}
+}
