@@ -19,6 +19,13 @@ func TestParsePosition(t *testing.T) {
 		{" 0123456789abcdef-42 ", position{"0123456789abcdef", 42}, true},
 		{"0-7", position{"0", 7}, true}, // a foreign epoch
 		{"A_z-18446744073709551615", position{"A_z", 1<<64 - 1}, true},
+		{"09azAZ_-1", position{"09azAZ_", 1}, true}, // each end of each range
+		{"/-1", position{}, false},                  // and the byte beyond it
+		{":-1", position{}, false},
+		{"`-1", position{}, false},
+		{"{-1", position{}, false},
+		{"@-1", position{}, false},
+		{"[-1", position{}, false},
 		{"", position{}, false},
 		{"abc", position{}, false},
 		{"abc-", position{}, false},

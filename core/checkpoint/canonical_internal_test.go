@@ -99,3 +99,20 @@ func FuzzCanonical(f *testing.F) {
 		}
 	})
 }
+
+// TestPyRepr: the reference's messages quote ids as Python's repr of a str (values from
+// Python 3: repr(s)).
+func TestPyRepr(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain", `'plain'`},
+		{"it's", `"it's"`},
+		{`it's "x"`, `'it\'s "x"'`},
+		{`"q"`, `'"q"'`},
+		{`a\b`, `'a\\b'`},
+		{"tab\t\n\r", `'tab\t\n\r'`},
+	} {
+		if got := pyRepr(tc.in); got != tc.want {
+			t.Errorf("pyRepr(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
