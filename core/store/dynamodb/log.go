@@ -699,7 +699,12 @@ func (s *Store) missing(ctx context.Context, name string, seq uint64, got map[ui
 	if err != nil {
 		return readEntry{}, false, false, err
 	}
-	if curFirst := cur.kept().first; cur.exists && cur.epoch == h.epoch && seq < curFirst {
+	if cur.epoch != h.epoch {
+		// The log was reset (or deleted) after the head was read: its positions are another log's
+		// now. The read ends here; the next one starts in the new log.
+		return readEntry{}, false, true, nil
+	}
+	if curFirst := cur.kept().first; seq < curFirst {
 		r.First = curFirst // deleted by retention after the head was read
 		return readEntry{}, false, true, nil
 	}

@@ -3,7 +3,11 @@ package dynamodb_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -315,5 +319,134 @@ func TestLogGapDatedByTheNextEntry(t *testing.T) {
 	appendLog("4") // 3 is now old; the head's newest claim (4) is new
 	if r, err := s.ReadLog(ctx, "dated", 1, 2); err != nil || r.Through != 3 || logSeqs(r) != "3=3" {
 		t.Fatalf("a gap before an old entry that ends the read: %+v %v; want 2 sealed and 3 read", r, err)
+	}
+}
+
+// onCall sends requests to the server and runs f once, before the n-th request of operation op;
+// with fail set it answers that request with a non-retryable error instead of sending it.
+type onCall struct {
+	op   string
+	n    int
+	f    func()
+	fail bool
+	mu   sync.Mutex
+	seen int
+}
+
+func (o *onCall) Do(req *http.Request) (*http.Response, error) {
+	o.mu.Lock()
+	hit := false
+	if req.Header.Get("X-Amz-Target") == "DynamoDB_20120810."+o.op {
+		o.seen++
+		hit = o.seen == o.n
+	}
+	o.mu.Unlock()
+	if hit && o.f != nil {
+		o.f()
+	}
+	if hit && o.fail {
+		return &http.Response{StatusCode: http.StatusBadRequest, Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+			Body: io.NopCloser(strings.NewReader(`{"__type":"com.amazonaws.dynamodb.v20120810#ValidationException","message":"injected"}`)), Request: req}, nil
+	}
+	return http.DefaultClient.Do(req)
+}
+
+// gapOld makes log "moved" of store s (through c, table name) a gap between two entries, older
+// than the gap timeout: 1 written, 2 claimed and never written, 3 written, the clock then past
+// the gap timeout.
+func gapOld(t *testing.T, s *dynamodb.Store, c *awsapi.Client, name string, clock *storetest.Clock, keep store.Retention) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.AppendLog(ctx, "moved", []byte("1"), keep); err != nil {
+		t.Fatal(err)
+	}
+	claimDead(t, c, name, "moved")
+	if _, err := s.AppendLog(ctx, "moved", []byte("3"), keep); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(dynamodb.LogGapTimeout)
+}
+
+// TestLogMovesDuringARead: a read that finds a gap old enough to seal reads the head again
+// first. Retention that passed the gap meanwhile moves First and ends the read there; a log reset
+// meanwhile (its positions now another log's) ends it there too: neither seals the gap, nor
+// returns the new log's entry at that position as the old log's.
+func TestLogMovesDuringARead(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	plain := client(t, endpoint)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		keep store.Retention
+		move func(t *testing.T, s *dynamodb.Store, c *awsapi.Client, table string) // between the two head reads
+		want string                                                                // First, Through and entries
+	}{
+		{"retention", store.Retention{MaxCount: 3}, func(t *testing.T, s *dynamodb.Store, _ *awsapi.Client, _ string) {
+			for _, d := range []string{"4", "5", "6"} { // keeps 4 to 6
+				if _, err := s.AppendLog(ctx, "moved", []byte(d), store.Retention{MaxCount: 3}); err != nil {
+					t.Error(err)
+				}
+			}
+		}, "first 4 through 1: 1=1"},
+		{"reset", store.Retention{}, func(t *testing.T, s *dynamodb.Store, c *awsapi.Client, table string) {
+			key := map[string]any{"k": map[string]string{"S": "\x00log\x00moved"}}
+			if err := c.Call(ctx, "DeleteItem", map[string]any{"TableName": table, "Key": key}, nil); err != nil {
+				t.Error(err)
+			}
+			for _, d := range []string{"new-1", "new-2", "new-3"} { // a new log, its 2 written
+				if _, err := s.AppendLog(ctx, "moved", []byte(d), store.Retention{}); err != nil {
+					t.Error(err)
+				}
+			}
+		}, "first 1 through 1: 1=1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := table(t, plain)
+			clock := storetest.NewClock()
+			other := open(t, plain, name, dynamodb.WithClock(clock.Now)) // another instance
+			hook := &onCall{op: "GetItem", n: 2}
+			s := open(t, client(t, endpoint, awsapi.WithHTTPClient(hook)), name, dynamodb.WithClock(clock.Now))
+			gapOld(t, other, plain, name, clock, tc.keep)
+			hook.f = func() { tc.move(t, other, plain, name) }
+			r, err := s.ReadLog(ctx, "moved", 0, 10)
+			if got := fmt.Sprintf("first %d through %d: %s", r.First, r.Through, logSeqs(r)); err != nil || got != tc.want {
+				t.Fatalf("%s, %v; want %s", got, err, tc.want)
+			}
+			var entry struct{ Item map[string]map[string]any }
+			key := map[string]any{"k": map[string]string{"S": "\x00log\x00moved\x00" + fmt.Sprintf("%020d", 2)}}
+			if err := plain.Call(ctx, "GetItem", map[string]any{"TableName": name, "Key": key, "ConsistentRead": true}, &entry); err != nil {
+				t.Fatal(err)
+			}
+			if _, sealed := entry.Item["tomb"]; sealed {
+				t.Fatalf("position 2 sealed: %v", entry.Item)
+			}
+		})
+	}
+}
+
+// TestLogSealFails: a read whose seal of an old gap fails returns the error and reads nothing
+// past the gap; the next read seals it, with the sweeper's ttl (now + SweepGrace), and goes on.
+func TestLogSealFails(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	plain := client(t, endpoint)
+	name := table(t, plain)
+	clock := storetest.NewClock()
+	hook := &onCall{op: "PutItem", n: 1, fail: true}
+	s := open(t, client(t, endpoint, awsapi.WithHTTPClient(hook)), name, dynamodb.WithClock(clock.Now))
+	gapOld(t, open(t, plain, name, dynamodb.WithClock(clock.Now)), plain, name, clock, store.Retention{})
+	ctx := context.Background()
+	if r, err := s.ReadLog(ctx, "moved", 1, 10); err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("a read whose seal failed: %+v %v", r, err)
+	}
+	if r, err := s.ReadLog(ctx, "moved", 1, 10); err != nil || r.Through != 3 || logSeqs(r) != "3=3" {
+		t.Fatalf("the next read: %+v %v; want 2 sealed and 3 read", r, err)
+	}
+	var entry struct{ Item map[string]map[string]any }
+	key := map[string]any{"k": map[string]string{"S": "\x00log\x00moved\x00" + fmt.Sprintf("%020d", 2)}}
+	if err := plain.Call(ctx, "GetItem", map[string]any{"TableName": name, "Key": key, "ConsistentRead": true}, &entry); err != nil {
+		t.Fatal(err)
+	}
+	if want := strconv.FormatInt(clock.Now().Unix()+int64(dynamodb.SweepGrace/time.Second), 10); entry.Item["ttl"]["N"] != want || entry.Item["tomb"]["BOOL"] != true {
+		t.Fatalf("the seal: %v; want ttl %s", entry.Item, want)
 	}
 }
