@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/memory"
 )
 
 // followTo starts e's follower and appends data, one event each, waiting (on the follower's
@@ -81,5 +82,65 @@ func TestFollowerBufferBytes(t *testing.T) {
 	followTo(t, e, strings.Repeat("x", 40)) // larger than the bound alone: kept
 	if seqs, from := heldSeqs(e); !slices.Equal(seqs, []uint64{1}) || from != 0 {
 		t.Fatalf("after one event of 40 bytes within 25: holds %v from %d; want [1] from 0", seqs, from)
+	}
+}
+
+// TestFollowerStopsWithItsLastStream: the follower runs while a stream follows and stops with
+// the last one, forgetting what it held; a second stream keeps it running.
+func TestFollowerStopsWithItsLastStream(t *testing.T) {
+	closing := make(chan struct{})
+	defer close(closing)
+	e := newEffectLog(Config{EventBuffer: 4, EventBufferBytes: 1 << 20, EventReplayBytes: 1 << 20, EventPageBytes: 1 << 16},
+		slog.New(slog.DiscardHandler), closing)
+	running := func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.stop != nil
+	}
+	first := e.follow()
+	second := e.follow()
+	first()
+	if !running() {
+		t.Fatal("one of two streams left: the follower stopped")
+	}
+	second()
+	if running() {
+		t.Fatal("the last stream left: the follower still runs")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ready || e.recent != nil || e.followers != 0 {
+		t.Fatalf("a stopped follower: ready %v, %d events held, %d followers", e.ready, len(e.recent), e.followers)
+	}
+}
+
+// TestPageLimit: a page holds as many events of the largest size seen as fit its bytes, at
+// least one, at most what the read may take; one event when no size is known yet.
+func TestPageLimit(t *testing.T) {
+	e := &effectLog{}
+	for _, tc := range []struct {
+		largest, bytes int64
+		most, want     int
+	}{{0, 1 << 20, 100, 1}, {0, 1 << 20, 0, 0}, {1000, 4500, 100, 4}, {1000, 4000, 100, 4}, {1000, 500, 100, 1}, {1000, 1 << 20, 100, 100}} {
+		e.maxEvent.Store(tc.largest)
+		if got := e.pageLimit(tc.bytes, tc.most); got != tc.want {
+			t.Errorf("largest %d, %d bytes, at most %d: %d, want %d", tc.largest, tc.bytes, tc.most, got, tc.want)
+		}
+	}
+}
+
+// TestEffectLogInProcessWarns: a store that keeps no logs is warned about (effect events then
+// reach this instance's streams only); no store at all is local mode's choice, not warned about.
+func TestEffectLogInProcessWarns(t *testing.T) {
+	type kvOnly struct{ store.Store } // a store.Store and nothing more
+	for _, tc := range []struct {
+		store store.Store
+		warn  bool
+	}{{nil, false}, {kvOnly{memory.New()}, true}} {
+		var out strings.Builder
+		e := newEffectLog(Config{Store: tc.store}, slog.New(slog.NewTextHandler(&out, nil)), nil)
+		if got := strings.Contains(out.String(), "the store keeps no logs"); got != tc.warn || !e.inProcess {
+			t.Errorf("store %T: warned %v (%q), in process %v; want warned %v", tc.store, got, out.String(), e.inProcess, tc.warn)
+		}
 	}
 }
