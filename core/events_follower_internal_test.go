@@ -2,9 +2,11 @@ package core
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,22 +20,7 @@ func followTo(t *testing.T, e *effectLog, data ...string) string {
 	t.Helper()
 	t.Cleanup(e.follow())
 	ctx := context.Background()
-	wait := func(done func() bool) {
-		t.Helper()
-		for {
-			e.mu.Lock()
-			ok, changed := done(), e.changed
-			e.mu.Unlock()
-			if ok {
-				return
-			}
-			select {
-			case <-changed:
-			case <-time.After(time.Minute): // a failure bound only
-				t.Fatal("the follower never got there")
-			}
-		}
-	}
+	wait := func(done func() bool) { t.Helper(); waitFollower(t, e, done) }
 	wait(func() bool { return e.ready })
 	var last store.LogPosition
 	for _, d := range data {
@@ -44,6 +31,24 @@ func followTo(t *testing.T, e *effectLog, data ...string) string {
 	}
 	wait(func() bool { return e.to >= last.Seq })
 	return e.epoch
+}
+
+// waitFollower waits (on the follower's signal, no clock) until done, called under e.mu, holds.
+func waitFollower(t *testing.T, e *effectLog, done func() bool) {
+	t.Helper()
+	for {
+		e.mu.Lock()
+		ok, changed := done(), e.changed
+		e.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-changed:
+		case <-time.After(time.Minute): // a failure bound only
+			t.Fatal("the follower never got there")
+		}
+	}
 }
 
 // heldSeqs is the positions the follower holds, and from.
@@ -76,6 +81,12 @@ func TestFollowerBufferBytes(t *testing.T) {
 	}
 	if _, _, ok, _, _ := e.since(position{epoch, 0}); ok {
 		t.Fatal("since 0, behind what the follower holds: answered; want the store read")
+	}
+
+	e = newLog()
+	followTo(t, e, ten, ten, "xxxxx") // 25 bytes: exactly the bound, all kept
+	if seqs, from := heldSeqs(e); !slices.Equal(seqs, []uint64{1, 2, 3}) || from != 0 {
+		t.Fatalf("after 25 bytes of events within 25: holds %v from %d; want [1 2 3] from 0", seqs, from)
 	}
 
 	e = newLog()
@@ -142,5 +153,70 @@ func TestEffectLogInProcessWarns(t *testing.T) {
 		if got := strings.Contains(out.String(), "the store keeps no logs"); got != tc.warn || !e.inProcess {
 			t.Errorf("store %T: warned %v (%q), in process %v; want warned %v", tc.store, got, out.String(), e.inProcess, tc.warn)
 		}
+	}
+}
+
+// heldLog is a log whose WaitLog the test controls: it fails the first call when failFirst is
+// set, and otherwise waits for release (closed) before waiting on the log.
+type heldLog struct {
+	*memory.Store
+	failFirst bool
+	failed    atomic.Bool
+	release   chan struct{}
+}
+
+func (h *heldLog) WaitLog(ctx context.Context, name string, after uint64) error {
+	if h.failFirst && h.failed.CompareAndSwap(false, true) {
+		return errors.New("the store is unreachable")
+	}
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return h.Store.WaitLog(ctx, name, after)
+}
+
+// TestFollowerRetriesAFailedWait: a wait on the log that fails (the store unreachable) is tried
+// again after a pause; the follower does not stop.
+func TestFollowerRetriesAFailedWait(t *testing.T) {
+	h := &heldLog{Store: memory.New(), failFirst: true, release: make(chan struct{})}
+	close(h.release)
+	e := newEffectLog(Config{Store: h, EventBuffer: 100, EventBufferBytes: 1 << 20, EventReplayBytes: 1 << 20, EventPageBytes: 1 << 20},
+		slog.New(slog.DiscardHandler), make(chan struct{}))
+	followTo(t, e, "after the failure")
+	if seqs, _ := heldSeqs(e); !slices.Equal(seqs, []uint64{1}) || !h.failed.Load() {
+		t.Fatalf("holds %v (the wait failed: %v)", seqs, h.failed.Load())
+	}
+}
+
+// TestFollowerPassedByRetention: a burst of more events than the log keeps lands between two
+// reads of a follower that started on an empty log: it holds the events kept and vouches for
+// nothing before them (a stream there reads the store, and is told what was lost).
+func TestFollowerPassedByRetention(t *testing.T) {
+	h := &heldLog{Store: memory.New(), release: make(chan struct{})}
+	e := newEffectLog(Config{Store: h, EventRetentionCount: 2, EventBuffer: 100, EventBufferBytes: 1 << 20, EventReplayBytes: 1 << 20,
+		EventPageBytes: 1 << 20}, slog.New(slog.DiscardHandler), make(chan struct{}))
+	t.Cleanup(e.follow())
+	wait := func(done func() bool) { t.Helper(); waitFollower(t, e, done) }
+	wait(func() bool { return e.ready })
+	for _, d := range []string{"1", "2", "3", "4", "5"} { // the log keeps 4 and 5
+		if _, err := e.log.AppendLog(context.Background(), e.name, []byte(d), e.keep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(h.release)
+	wait(func() bool { return e.to >= 5 })
+	e.mu.Lock()
+	epoch := e.epoch
+	e.mu.Unlock()
+	if seqs, from := heldSeqs(e); !slices.Equal(seqs, []uint64{4, 5}) || from != 3 {
+		t.Fatalf("holds %v from %d; want [4 5] from 3", seqs, from)
+	}
+	if events, through, ok, _, _ := e.since(position{epoch, 3}); !ok || through != 5 || len(events) != 2 {
+		t.Fatalf("since 3: %v through %d ok %v; want 4 and 5", events, through, ok)
+	}
+	if _, _, ok, _, _ := e.since(position{epoch, 2}); ok {
+		t.Fatal("since 2, before what the log kept: answered; want the store read")
 	}
 }
