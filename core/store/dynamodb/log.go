@@ -720,6 +720,7 @@ func (s *Store) missing(ctx context.Context, name string, seq uint64, got map[ui
 	}, nil)
 	if old, failed := conditionFailed(err); failed {
 		e, err := decodeEntry(old)
+		e.Seq = seq
 		return e, err == nil, false, err // it was written meanwhile
 	}
 	if err != nil {
@@ -735,8 +736,10 @@ func (s *Store) getEntries(ctx context.Context, name string, from, to uint64) (m
 		ConsistentRead bool
 	}
 	var keys []keyItem
+	asked := make(map[string]uint64, to-from+1) // an entry's position is the one its key was asked for
 	for seq := from; seq <= to; seq++ {
-		keys = append(keys, keyItem{sAttr{entryKey(name, seq)}})
+		k := entryKey(name, seq)
+		keys, asked[k] = append(keys, keyItem{sAttr{k}}), seq
 	}
 	out := map[uint64]readEntry{}
 	for attempt := 0; len(keys) > 0; attempt++ {
@@ -756,9 +759,8 @@ func (s *Store) getEntries(ctx context.Context, name string, from, to uint64) (m
 			if err != nil {
 				return nil, err
 			}
-			i := strings.LastIndexByte(k, 0)
-			seq, err := strconv.ParseUint(k[i+1:], 10, 64)
-			if i < 0 || err != nil {
+			seq, ok := asked[k]
+			if !ok {
 				return nil, fmt.Errorf("%w: log entry key %q", errCorrupt, k)
 			}
 			e, err := decodeEntry(it)
@@ -773,6 +775,8 @@ func (s *Store) getEntries(ctx context.Context, name string, from, to uint64) (m
 	return out, nil
 }
 
+// decodeEntry decodes an entry's item, all but its position: the caller knows it (the key it
+// asked for), and an item at a key it did not ask for is not an entry it may take.
 func decodeEntry(it item) (readEntry, error) {
 	var e readEntry
 	at, err := numberAttr(it, "at")
@@ -796,11 +800,6 @@ func decodeEntry(it item) (readEntry, error) {
 	}
 	if e.Data == nil {
 		e.Data = []byte{}
-	}
-	if k, _ := optionalString(it, AttrKey); k != "" {
-		if i := strings.LastIndexByte(k, 0); i >= 0 {
-			e.Seq, _ = strconv.ParseUint(k[i+1:], 10, 64)
-		}
 	}
 	return e, nil
 }
