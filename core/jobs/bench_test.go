@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,13 +25,20 @@ type counting struct {
 }
 
 // countingLister is counting over a store that lists (a pool needs one); a list is no write.
+// listed, when set, is closed once the first List has answered.
 type countingLister struct {
 	*counting
-	l store.Lister
+	l      store.Lister
+	listed chan struct{}
+	once   *sync.Once
 }
 
 func (c countingLister) List(ctx context.Context, prefix, after string, limit int) (store.Page, error) {
-	return c.l.List(ctx, prefix, after, limit)
+	p, err := c.l.List(ctx, prefix, after, limit)
+	if c.listed != nil {
+		c.once.Do(func() { close(c.listed) })
+	}
+	return p, err
 }
 
 var _ store.Lister = countingLister{}
@@ -75,8 +83,19 @@ func writesOf(t testing.TB, n int, pool bool) int64 {
 	if pool {
 		d = p
 	}
-	svc := jobs.NewService(jobs.Config{Store: countingLister{cs, mem}, Dispatcher: d, Logger: quiet, Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
+	st := countingLister{counting: cs, l: mem, listed: make(chan struct{}), once: &sync.Once{}}
+	svc := jobs.NewService(jobs.Config{Store: st, Dispatcher: d, Logger: quiet, Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
 	defer svc.Close()
+	if pool {
+		// The pool's first scan (at its start) must have looked at the empty index before the job
+		// starts: on a loaded machine it could otherwise run after the job ended and drop the
+		// index entry the scan below is counted on.
+		select {
+		case <-st.listed:
+		case <-time.After(time.Minute): // a failure bound only
+			t.Fatal("the pool's first scan never listed the index")
+		}
+	}
 	ctx := jobs.NewContext(context.Background(), svc, o.reg, agentSlug, &contract.VerifiedWorkspaceContext{WorkspaceID: wsID})
 	if _, err := w.Start(ctx, startReq("job"), struct{}{}); err != nil {
 		t.Fatal(err)
