@@ -579,9 +579,9 @@ func (s *eventStream) flush() error {
 	return s.rc.Flush()
 }
 
-// deadline bounds the next write to the stream's write timeout from now.
+// deadline bounds the next write to the stream's write timeout from now (New makes it positive).
 func (s *eventStream) deadline() {
-	if s.noDeadline || s.e.writeTimeout <= 0 {
+	if s.noDeadline {
 		return
 	}
 	if err := s.rc.SetWriteDeadline(time.Now().Add(s.e.writeTimeout)); errors.Is(err, http.ErrNotSupported) {
