@@ -1,0 +1,310 @@
+package checkpoint_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/core/checkpoint"
+	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/memory"
+)
+
+// Tests that each kill a mutant a gremlins run of the package left alive, on the memory store.
+
+// hookStore is a memory store whose calls a test intercepts: hook, when set, runs before each
+// Get, Update and Delete ("get", "update", "delete") with the call's context and key, and an
+// error it returns is the call's, the store left untouched.
+type hookStore struct {
+	*memory.Store
+	mu   sync.Mutex
+	hook func(ctx context.Context, op, key string) error
+}
+
+func newHookStore(t testing.TB) *hookStore {
+	s := &hookStore{Store: memory.New()}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func (s *hookStore) setHook(h func(ctx context.Context, op, key string) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hook = h
+}
+
+func (s *hookStore) call(ctx context.Context, op, key string) error {
+	s.mu.Lock()
+	h := s.hook
+	s.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	return h(ctx, op, key)
+}
+
+func (s *hookStore) Get(ctx context.Context, key string) (store.Record, error) {
+	if err := s.call(ctx, "get", key); err != nil {
+		return store.Record{}, err
+	}
+	return s.Store.Get(ctx, key)
+}
+
+func (s *hookStore) Update(ctx context.Context, key string, version uint64, v []byte, exp time.Time) (store.Record, error) {
+	if err := s.call(ctx, "update", key); err != nil {
+		return store.Record{}, err
+	}
+	return s.Store.Update(ctx, key, version, v, exp)
+}
+
+func (s *hookStore) Delete(ctx context.Context, key string, version uint64) error {
+	if err := s.call(ctx, "delete", key); err != nil {
+		return err
+	}
+	return s.Store.Delete(ctx, key, version)
+}
+
+const (
+	stepKeys     = "rulecheckpoint/v1/step/"
+	decisionKeys = "rulecheckpoint/v1/decision/"
+)
+
+// A job.start delivered again with the same snapshot and token writes nothing: the gate record
+// keeps its version and bytes. One with a newer token replaces the stored token, which the
+// job's later checkpoints then carry.
+func TestFromJobStartAgainWritesOnlyANewerToken(t *testing.T) {
+	w := memoryWorld(t, map[string]string{"before": "pause"})
+	i := w.instance(behaviour{})
+	j := w.job()
+	j.gate(t, i)
+	first := gateRecordOf(t, w.store, j.occ.JobID)
+	j.gate(t, i)
+	if again := gateRecordOf(t, w.store, j.occ.JobID); again.Version != first.Version || !bytes.Equal(again.Value, first.Value) {
+		t.Fatalf("the same job.start again rewrote the gate record (version %d → %d)", first.Version, again.Version)
+	}
+
+	newer := j.token + "-newer"
+	w.tokens = append(w.tokens, newer)
+	var in map[string]any
+	if err := json.Unmarshal(j.req.Input, &in); err != nil {
+		t.Fatal(err)
+	}
+	in["rule_snapshot"].(map[string]any)["checkpoint_token"] = newer
+	req := *j.req
+	req.Input, _ = json.Marshal(in)
+	if _, err := checkpoint.FromJobStart(i.ctx(), &req); err != nil {
+		t.Fatal(err)
+	}
+	g, err := checkpoint.JobGate(i.ctx(), j.occ.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, j.occ, j.before(), j.order)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	if calls := w.studio.callsOf(j.occ.OccurrenceID); len(calls) != 1 || calls[0].Token != newer {
+		t.Errorf("%d checkpoint calls; want one, with the newer token", len(calls))
+	}
+	w.noSecrets(t)
+}
+
+// A rule.checkpoint.resume with no input at all (or only blanks) is refused as input, every
+// required member named: it is not "an input that is no JSON object".
+func TestResumeRefusesAnEmptyInput(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{})
+	want := `[` +
+		`{"code":"input_required","message":"rule.checkpoint.resume: input.checkpoint_id is required","field":"checkpoint_id"},` +
+		`{"code":"input_required","message":"rule.checkpoint.resume: input.occurrence_id is required","field":"occurrence_id"},` +
+		`{"code":"input_required","message":"rule.checkpoint.resume: input.phase is required","field":"phase"},` +
+		`{"code":"input_required","message":"rule.checkpoint.resume: input.status is required","field":"status"},` +
+		`{"code":"input_required","message":"rule.checkpoint.resume: input.snapshot_hash is required","field":"snapshot_hash"},` +
+		`{"code":"input_required","message":"rule.checkpoint.resume: input.input_hash is required","field":"input_hash"}]`
+	for _, input := range []string{"", " \n\t"} {
+		job, cs := "job-1", "case-1"
+		req := &contract.ActionRequest{RequestID: "r", AgentSlug: agentSlug, Action: contract.RuleCheckpointResumeAction,
+			Surface: "mission.agent", MissionID: "m1", JobID: &job, CaseID: &cs, Input: json.RawMessage(input)}
+		res, err := checkpoint.Resume(i.ctx(), req)
+		if err != nil {
+			t.Fatalf("input %q: an error (-32603), not an input refusal: %v", input, err)
+		}
+		got, _ := json.Marshal(res.Errors)
+		if !res.Refusal() || string(got) != want {
+			t.Errorf("input %q: refusal %v, errors:\n got %s\nwant %s", input, res.Refusal(), got, want)
+		}
+	}
+}
+
+// A resume whose claim loses to another write of the occurrence (an instance that took and gave
+// up the paused occurrence meanwhile) reads the occurrence again and claims it then: the
+// decision is delivered and the step finishes, rather than being answered pending for a
+// checkpoint nobody holds.
+func TestResumeReadsTheOccurrenceAgainAfterALostClaim(t *testing.T) {
+	s := newHookStore(t)
+	w := newWorld(t, s, map[string]string{"before": "pause"})
+	a, b := w.instance(behaviour{}), w.instance(behaviour{})
+	j := w.job()
+	out, err := j.run(t, a)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	var rewritten atomic.Bool
+	s.setHook(func(ctx context.Context, op, key string) error {
+		if op == "update" && strings.HasPrefix(key, stepKeys) && rewritten.CompareAndSwap(false, true) {
+			// Another instance writes the occurrence, unchanged, just before this claim.
+			cur, err := s.Store.Get(ctx, key)
+			if err != nil {
+				return err
+			}
+			if _, err := s.Store.Update(ctx, key, cur.Version, cur.Value, store.Never); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	res, err := j.resume(t, b, "before", "allow")
+	if !rewritten.Load() {
+		t.Fatal("the resume never claimed the occurrence")
+	}
+	if err != nil || res != resumed(j.occ.JobID, "allow", out.CheckpointID) {
+		t.Fatalf("resume after a lost claim: %s, %v", res, err)
+	}
+	st, err := checkpoint.StepState(b.ctx(), b.step, j.occ)
+	wantStatus(t, st, err, checkpoint.Completed, "")
+	j.wantCounts(t, 1, 1)
+}
+
+// A decision delivered while the instance that got the pause still holds the occurrence (between
+// recording the pause and letting go) is kept and answered pending_delivery, not as delivered:
+// the holder applies it when it looks for a decision, and the step finishes on its run.
+func TestResumePendingWhileThePausedHolderHasNotLetGo(t *testing.T) {
+	s := newHookStore(t)
+	w := newWorld(t, s, map[string]string{"before": "pause"})
+	a, b := w.instance(behaviour{}), w.instance(behaviour{})
+	j := w.job()
+	var early string
+	var earlyErr error
+	var delivered atomic.Bool
+	s.setHook(func(_ context.Context, op, key string) error {
+		// A's first look for a kept decision: the pause is recorded and A still holds the lease.
+		if op == "get" && strings.HasPrefix(key, decisionKeys) && delivered.CompareAndSwap(false, true) {
+			early, earlyErr = j.resume(t, b, "before", "allow")
+		}
+		return nil
+	})
+	out, err := j.run(t, a)
+	if !delivered.Load() {
+		t.Fatal("the run never looked for a kept decision")
+	}
+	ans, _ := w.studio.answer(j.occ.OccurrenceID, "before")
+	if earlyErr != nil || early != resumed(j.occ.JobID, checkpoint.StatusPendingDelivery, ans.CheckpointID) {
+		t.Errorf("resume while the holder has not let go: %s, %v", early, earlyErr)
+	}
+	wantStatus(t, out, err, checkpoint.Completed, "")
+	j.wantCounts(t, 1, 1)
+	if left := records(t, s, decisionKeys); len(left) != 0 {
+		t.Errorf("%d kept decisions left after it was applied", len(left))
+	}
+}
+
+// Deleting an applied decision: done, or found replaced (a conflict: another write's business),
+// it logs nothing; a failure is logged as a warning naming the error (the decision expires by
+// itself), and the resume's answer is the same.
+func TestResumeDropsTheAppliedDecision(t *testing.T) {
+	const warning = "cannot delete a kept decision"
+	for _, c := range []struct {
+		name     string
+		err      error
+		warns    bool
+		leftKept int
+	}{
+		{"deleted", nil, false, 0},
+		{"replaced meanwhile", store.ErrConflict, false, 1},
+		{"the store fails", errBoom, true, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newHookStore(t)
+			w := newWorld(t, s, map[string]string{"before": "pause"})
+			a := w.instance(behaviour{})
+			j := w.job()
+			out, err := j.run(t, a)
+			wantStatus(t, out, err, checkpoint.Awaiting, "before")
+			var deletes atomic.Int32
+			s.setHook(func(_ context.Context, op, key string) error {
+				if op == "delete" && strings.HasPrefix(key, decisionKeys) {
+					deletes.Add(1)
+					return c.err
+				}
+				return nil
+			})
+			res, err := j.resume(t, a, "before", "allow")
+			if err != nil || res != resumed(j.occ.JobID, "allow", out.CheckpointID) {
+				t.Fatalf("resume: %s, %v", res, err)
+			}
+			j.wantCounts(t, 1, 1)
+			if n := deletes.Load(); n != 1 {
+				t.Fatalf("%d deletes of the kept decision, want 1", n)
+			}
+			logs := w.logs.String()
+			if got := strings.Contains(logs, warning); got != c.warns {
+				t.Errorf("warning logged: %v, want %v; logs:\n%s", got, c.warns, logs)
+			}
+			if c.warns && !strings.Contains(logs, errBoom.Error()) {
+				t.Errorf("the warning does not name the store's error:\n%s", logs)
+			}
+			if n := len(records(t, s, decisionKeys)); n != c.leftKept {
+				t.Errorf("%d kept decisions left, want %d", n, c.leftKept)
+			}
+		})
+	}
+}
+
+// A lease renewal's write is bounded by a quarter lease (when shorter than the write timeout of
+// 10 s), so that a slow store cannot make a renewal outlast the lease it renews.
+func TestRecordRenewalWriteBoundedByAQuarterLease(t *testing.T) {
+	const lease = 8 * time.Second // a quarter is 2 s; four leases would be past the write timeout
+	s := newHookStore(t)
+	w := newWorld(t, s, nil)
+	clock := newManualClock()
+	release, started := make(chan struct{}), make(chan struct{}, 1)
+	a := w.instance(behaviour{effect: func(_ context.Context, o order) (receipt, error) {
+		started <- struct{}{}
+		<-release
+		return receipt{Order: o.ID, Ref: "rcpt-" + o.ID}, nil
+	}}, clock.renewing(lease))
+	j := w.job()
+	done := make(chan error, 1)
+	go func() { _, err := j.run(t, a); done <- err }()
+	recv(t, started, "the effect to start")
+	timer := clock.effectTimer(t)
+
+	var mu sync.Mutex
+	var left []time.Duration // the time each renewal write had left, -1 for none
+	s.setHook(func(ctx context.Context, op, key string) error {
+		if op == "update" && strings.HasPrefix(key, stepKeys) {
+			d := time.Duration(-1)
+			if dl, ok := ctx.Deadline(); ok {
+				d = time.Until(dl)
+			}
+			mu.Lock()
+			left = append(left, d)
+			mu.Unlock()
+		}
+		return nil
+	})
+	timer <- time.Now()
+	clock.nextTimer(t, "the renewal to end")
+	s.setHook(nil)
+	close(release)
+	if err := recv(t, done, "the run"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(left) != 1 || left[0] <= 0 || left[0] > lease/4 {
+		t.Fatalf("renewal writes with %v left; want one, bounded by %s", left, lease/4)
+	}
+}
