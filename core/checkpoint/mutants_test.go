@@ -308,3 +308,62 @@ func TestRecordRenewalWriteBoundedByAQuarterLease(t *testing.T) {
 		t.Fatalf("renewal writes with %v left; want one, bounded by %s", left, lease/4)
 	}
 }
+
+// Only the gate's context.* secret_refs are removed from a checkpoint's context: a member of the
+// context at the path of another ref (case.metadata.iban names the case's metadata, which Studio
+// keeps itself) is the agent's own and sent as it is.
+func TestGateSecretRefsRemoveOnlyContextPaths(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	g := j.gate(t, i)
+	before := j.before()
+	before["case"] = map[string]any{"metadata": map[string]any{"iban": "FR76-agent-own"}}
+	out, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, j.occ, before, j.order)
+	wantStatus(t, out, err, checkpoint.Completed, "")
+	calls := w.studio.callsOf(j.occ.OccurrenceID)
+	if len(calls) == 0 {
+		t.Fatal("no checkpoint sent")
+	}
+	got, _ := json.Marshal(calls[0].Body.Context)
+	want := `{"amount":12,"case":{"metadata":{"iban":"FR76-agent-own"}},"customer":{"name":"Ada"},"operation":"charge"}`
+	if string(got) != want {
+		t.Errorf("before context sent:\n got %s\nwant %s", got, want)
+	}
+	w.noSecrets(t)
+}
+
+// A decision delivered after the holder of a paused occurrence looked for one and before it let
+// go is kept (the holder still holds it) and answered pending_delivery; the holder looks once
+// more after letting go, takes the occurrence back and applies it: the step finishes on its run.
+func TestResumeKeptWhileTheHolderLetsGoIsApplied(t *testing.T) {
+	s := newHookStore(t)
+	w := newWorld(t, s, map[string]string{"before": "pause"})
+	a, b := w.instance(behaviour{}), w.instance(behaviour{})
+	j := w.job()
+	var early string
+	var earlyErr error
+	var looked, delivered atomic.Bool
+	s.setHook(func(_ context.Context, op, key string) error {
+		switch {
+		case op == "get" && strings.HasPrefix(key, decisionKeys):
+			looked.Store(true) // A found no decision: it lets go next
+		case op == "update" && strings.HasPrefix(key, stepKeys) && looked.Load() && delivered.CompareAndSwap(false, true):
+			early, earlyErr = j.resume(t, b, "before", "allow")
+		}
+		return nil
+	})
+	out, err := j.run(t, a)
+	if !delivered.Load() {
+		t.Fatal("the run never let the paused occurrence go")
+	}
+	ans, _ := w.studio.answer(j.occ.OccurrenceID, "before")
+	if earlyErr != nil || early != resumed(j.occ.JobID, checkpoint.StatusPendingDelivery, ans.CheckpointID) {
+		t.Errorf("resume while the holder lets go: %s, %v", early, earlyErr)
+	}
+	wantStatus(t, out, err, checkpoint.Completed, "")
+	j.wantCounts(t, 1, 1)
+	if left := records(t, s, decisionKeys); len(left) != 0 {
+		t.Errorf("%d kept decisions left after it was applied", len(left))
+	}
+}
