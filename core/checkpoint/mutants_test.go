@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/internal/packed"
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
 )
@@ -19,12 +21,12 @@ import (
 // Tests that each kill a mutant a gremlins run of the package left alive, on the memory store.
 
 // hookStore is a memory store whose calls a test intercepts: hook, when set, runs before each
-// Get, Update and Delete ("get", "update", "delete") with the call's context and key, and an
-// error it returns is the call's, the store left untouched.
+// Get, Update and Delete ("get", "update", "delete") with the call's context, key and value (an
+// update's, unpacked), and an error it returns is the call's, the store left untouched.
 type hookStore struct {
 	*memory.Store
 	mu   sync.Mutex
-	hook func(ctx context.Context, op, key string) error
+	hook func(ctx context.Context, op, key string, value []byte) error
 }
 
 func newHookStore(t testing.TB) *hookStore {
@@ -33,38 +35,42 @@ func newHookStore(t testing.TB) *hookStore {
 	return s
 }
 
-func (s *hookStore) setHook(h func(ctx context.Context, op, key string) error) {
+func (s *hookStore) setHook(h func(ctx context.Context, op, key string, value []byte) error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hook = h
 }
 
-func (s *hookStore) call(ctx context.Context, op, key string) error {
+func (s *hookStore) call(ctx context.Context, op, key string, value []byte) error {
 	s.mu.Lock()
 	h := s.hook
 	s.mu.Unlock()
 	if h == nil {
 		return nil
 	}
-	return h(ctx, op, key)
+	value, err := packed.Unpack(value)
+	if err != nil {
+		return err
+	}
+	return h(ctx, op, key, value)
 }
 
 func (s *hookStore) Get(ctx context.Context, key string) (store.Record, error) {
-	if err := s.call(ctx, "get", key); err != nil {
+	if err := s.call(ctx, "get", key, nil); err != nil {
 		return store.Record{}, err
 	}
 	return s.Store.Get(ctx, key)
 }
 
 func (s *hookStore) Update(ctx context.Context, key string, version uint64, v []byte, exp time.Time) (store.Record, error) {
-	if err := s.call(ctx, "update", key); err != nil {
+	if err := s.call(ctx, "update", key, v); err != nil {
 		return store.Record{}, err
 	}
 	return s.Store.Update(ctx, key, version, v, exp)
 }
 
 func (s *hookStore) Delete(ctx context.Context, key string, version uint64) error {
-	if err := s.call(ctx, "delete", key); err != nil {
+	if err := s.call(ctx, "delete", key, nil); err != nil {
 		return err
 	}
 	return s.Store.Delete(ctx, key, version)
@@ -152,7 +158,7 @@ func TestResumeReadsTheOccurrenceAgainAfterALostClaim(t *testing.T) {
 	out, err := j.run(t, a)
 	wantStatus(t, out, err, checkpoint.Awaiting, "before")
 	var rewritten atomic.Bool
-	s.setHook(func(ctx context.Context, op, key string) error {
+	s.setHook(func(ctx context.Context, op, key string, _ []byte) error {
 		if op == "update" && strings.HasPrefix(key, stepKeys) && rewritten.CompareAndSwap(false, true) {
 			// Another instance writes the occurrence, unchanged, just before this claim.
 			cur, err := s.Store.Get(ctx, key)
@@ -175,39 +181,6 @@ func TestResumeReadsTheOccurrenceAgainAfterALostClaim(t *testing.T) {
 	st, err := checkpoint.StepState(b.ctx(), b.step, j.occ)
 	wantStatus(t, st, err, checkpoint.Completed, "")
 	j.wantCounts(t, 1, 1)
-}
-
-// A decision delivered while the instance that got the pause still holds the occurrence (between
-// recording the pause and letting go) is kept and answered pending_delivery, not as delivered:
-// the holder applies it when it looks for a decision, and the step finishes on its run.
-func TestResumePendingWhileThePausedHolderHasNotLetGo(t *testing.T) {
-	s := newHookStore(t)
-	w := newWorld(t, s, map[string]string{"before": "pause"})
-	a, b := w.instance(behaviour{}), w.instance(behaviour{})
-	j := w.job()
-	var early string
-	var earlyErr error
-	var delivered atomic.Bool
-	s.setHook(func(_ context.Context, op, key string) error {
-		// A's first look for a kept decision: the pause is recorded and A still holds the lease.
-		if op == "get" && strings.HasPrefix(key, decisionKeys) && delivered.CompareAndSwap(false, true) {
-			early, earlyErr = j.resume(t, b, "before", "allow")
-		}
-		return nil
-	})
-	out, err := j.run(t, a)
-	if !delivered.Load() {
-		t.Fatal("the run never looked for a kept decision")
-	}
-	ans, _ := w.studio.answer(j.occ.OccurrenceID, "before")
-	if earlyErr != nil || early != resumed(j.occ.JobID, checkpoint.StatusPendingDelivery, ans.CheckpointID) {
-		t.Errorf("resume while the holder has not let go: %s, %v", early, earlyErr)
-	}
-	wantStatus(t, out, err, checkpoint.Completed, "")
-	j.wantCounts(t, 1, 1)
-	if left := records(t, s, decisionKeys); len(left) != 0 {
-		t.Errorf("%d kept decisions left after it was applied", len(left))
-	}
 }
 
 // Deleting an applied decision: done, or found replaced (a conflict: another write's business),
@@ -233,7 +206,7 @@ func TestResumeDropsTheAppliedDecision(t *testing.T) {
 			out, err := j.run(t, a)
 			wantStatus(t, out, err, checkpoint.Awaiting, "before")
 			var deletes atomic.Int32
-			s.setHook(func(_ context.Context, op, key string) error {
+			s.setHook(func(_ context.Context, op, key string, _ []byte) error {
 				if op == "delete" && strings.HasPrefix(key, decisionKeys) {
 					deletes.Add(1)
 					return c.err
@@ -283,7 +256,7 @@ func TestRecordRenewalWriteBoundedByAQuarterLease(t *testing.T) {
 
 	var mu sync.Mutex
 	var left []time.Duration // the time each renewal write had left, -1 for none
-	s.setHook(func(ctx context.Context, op, key string) error {
+	s.setHook(func(ctx context.Context, op, key string, _ []byte) error {
 		if op == "update" && strings.HasPrefix(key, stepKeys) {
 			d := time.Duration(-1)
 			if dl, ok := ctx.Deadline(); ok {
@@ -333,37 +306,110 @@ func TestGateSecretRefsRemoveOnlyContextPaths(t *testing.T) {
 	w.noSecrets(t)
 }
 
-// A decision delivered after the holder of a paused occurrence looked for one and before it let
-// go is kept (the holder still holds it) and answered pending_delivery; the holder looks once
-// more after letting go, takes the occurrence back and applies it: the step finishes on its run.
-func TestResumeKeptWhileTheHolderLetsGoIsApplied(t *testing.T) {
-	s := newHookStore(t)
-	w := newWorld(t, s, map[string]string{"before": "pause"})
-	a, b := w.instance(behaviour{}), w.instance(behaviour{})
-	j := w.job()
-	var early string
-	var earlyErr error
-	var looked, delivered atomic.Bool
-	s.setHook(func(_ context.Context, op, key string) error {
-		switch {
-		case op == "get" && strings.HasPrefix(key, decisionKeys):
-			looked.Store(true) // A found no decision: it lets go next
-		case op == "update" && strings.HasPrefix(key, stepKeys) && looked.Load() && delivered.CompareAndSwap(false, true):
-			early, earlyErr = j.resume(t, b, "before", "allow")
-		}
-		return nil
-	})
-	out, err := j.run(t, a)
-	if !delivered.Load() {
-		t.Fatal("the run never let the paused occurrence go")
+// A decision delivered while the instance that got the pause still holds the occurrence is kept
+// and answered pending_delivery, not as delivered; the holder applies it and the step finishes
+// on its run. The holder looks for a decision first, then lets go and looks once more: a
+// decision delivered before the first look is applied by it; one delivered after it, before
+// the holder lets go, by the second look, after the holder takes the occurrence back.
+func TestResumePendingWhileThePausedHolderHasNotLetGo(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// deliver tells the call before which the decision is delivered; looked says whether
+		// the holder has looked for a decision already.
+		deliver func(op, key string, looked bool) bool
+	}{
+		{"before the holder looks", func(op, key string, _ bool) bool {
+			return op == "get" && strings.HasPrefix(key, decisionKeys)
+		}},
+		{"as the holder lets go", func(op, key string, looked bool) bool {
+			return op == "update" && strings.HasPrefix(key, stepKeys) && looked
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newHookStore(t)
+			w := newWorld(t, s, map[string]string{"before": "pause"})
+			a, b := w.instance(behaviour{}), w.instance(behaviour{})
+			j := w.job()
+			var early string
+			var earlyErr error
+			var looked, delivered atomic.Bool
+			s.setHook(func(_ context.Context, op, key string, _ []byte) error {
+				if c.deliver(op, key, looked.Load()) && delivered.CompareAndSwap(false, true) {
+					early, earlyErr = j.resume(t, b, "before", "allow")
+				}
+				if op == "get" && strings.HasPrefix(key, decisionKeys) {
+					looked.Store(true)
+				}
+				return nil
+			})
+			out, err := j.run(t, a)
+			if !delivered.Load() {
+				t.Fatal("the decision was never delivered")
+			}
+			ans, _ := w.studio.answer(j.occ.OccurrenceID, "before")
+			if earlyErr != nil || early != resumed(j.occ.JobID, checkpoint.StatusPendingDelivery, ans.CheckpointID) {
+				t.Errorf("resume while the holder holds the occurrence: %s, %v", early, earlyErr)
+			}
+			wantStatus(t, out, err, checkpoint.Completed, "")
+			j.wantCounts(t, 1, 1)
+			if left := records(t, s, decisionKeys); len(left) != 0 {
+				t.Errorf("%d kept decisions left after it was applied", len(left))
+			}
+		})
 	}
-	ans, _ := w.studio.answer(j.occ.OccurrenceID, "before")
-	if earlyErr != nil || early != resumed(j.occ.JobID, checkpoint.StatusPendingDelivery, ans.CheckpointID) {
-		t.Errorf("resume while the holder lets go: %s, %v", early, earlyErr)
-	}
-	wantStatus(t, out, err, checkpoint.Completed, "")
-	j.wantCounts(t, 1, 1)
-	if left := records(t, s, decisionKeys); len(left) != 0 {
-		t.Errorf("%d kept decisions left after it was applied", len(left))
+}
+
+// A run that cannot let its occurrence go (the write of the release fails) still answers its
+// outcome, and the failure is logged as a warning naming the error: the occurrence frees when
+// its lease ends. A release that finds the lease lost (another instance took the occurrence), a
+// run that failed already (its error says it) and a release that succeeds log nothing.
+func TestRecordReleaseFailureLogged(t *testing.T) {
+	const warning = "cannot release the occurrence"
+	for _, c := range []struct {
+		name   string
+		effect error // the effect's error, nil for none
+		err    error // the release's error, nil for none
+		warns  bool
+	}{
+		{"released", nil, nil, false},
+		{"the store fails", nil, errBoom, true},
+		{"the lease was lost", nil, store.ErrConflict, false},
+		{"the run failed too", errors.New("card declined"), errBoom, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newHookStore(t)
+			w := newWorld(t, s, nil)
+			i := w.instance(behaviour{effect: func(_ context.Context, o order) (receipt, error) {
+				return receipt{Order: o.ID, Ref: "rcpt-" + o.ID}, c.effect
+			}})
+			j := w.job()
+			var releases atomic.Int32
+			s.setHook(func(_ context.Context, op, key string, value []byte) error {
+				var rec struct {
+					Lease *json.RawMessage `json:"lease"`
+				}
+				if op == "update" && strings.HasPrefix(key, stepKeys) && json.Unmarshal(value, &rec) == nil && rec.Lease == nil {
+					releases.Add(1)
+					return c.err
+				}
+				return nil
+			})
+			out, err := j.run(t, i)
+			if n := releases.Load(); n != 1 {
+				t.Fatalf("%d releases, want 1", n)
+			}
+			if c.effect == nil {
+				wantStatus(t, out, err, checkpoint.Completed, "")
+			} else if !errors.Is(err, c.effect) || !errors.Is(err, checkpoint.ErrEffectStarted) {
+				t.Fatalf("run: %v; want the effect's error, ErrEffectStarted", err)
+			}
+			logs := w.logs.String()
+			if got := strings.Contains(logs, warning); got != c.warns {
+				t.Errorf("warning logged: %v, want %v; logs:\n%s", got, c.warns, logs)
+			}
+			if c.warns && !strings.Contains(logs, errBoom.Error()) {
+				t.Errorf("the warning does not name the store's error:\n%s", logs)
+			}
+		})
 	}
 }
