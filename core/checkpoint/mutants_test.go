@@ -413,3 +413,28 @@ func TestRecordReleaseFailureLogged(t *testing.T) {
 		})
 	}
 }
+
+// Any non-empty checkpoint token is sealed in the job's gate record and opens again, the
+// shortest too (sealing sizes its buffer from the token: nonce, token and tag).
+func TestGateSealsAOneByteToken(t *testing.T) {
+	w := memoryWorld(t, map[string]string{"before": "pause"})
+	i := w.instance(behaviour{})
+	j := w.job()
+	const token = "~" // in no context, input or result of the test's step
+	var in map[string]any
+	if err := json.Unmarshal(j.req.Input, &in); err != nil {
+		t.Fatal(err)
+	}
+	in["rule_snapshot"].(map[string]any)["checkpoint_token"] = token
+	j.req.Input, _ = json.Marshal(in)
+	j.gate(t, i)
+	g, err := checkpoint.JobGate(i.ctx(), j.occ.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, j.occ, j.before(), j.order)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	if calls := w.studio.callsOf(j.occ.OccurrenceID); len(calls) != 1 || calls[0].Token != token {
+		t.Errorf("%d checkpoint calls; want one, with the one-byte token", len(calls))
+	}
+}
