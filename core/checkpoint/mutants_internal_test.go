@@ -1,6 +1,9 @@
 package checkpoint
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 // TestResumeDecisionMatchesEveryMember: a kept decision decides the checkpoint an occurrence
 // waits on only when every member names it: agent, occurrence, snapshot, and the phase's
@@ -31,6 +34,35 @@ func TestResumeDecisionMatchesEveryMember(t *testing.T) {
 		c.edit(&d)
 		if got := d.matches(rec); got != c.want {
 			t.Errorf("%s: matches = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestGateTokenSealRoundTrip: open gives back every token seal sealed, the empty one and one of
+// a byte too (the shortest sealed values: a nonce and a tag, and one byte more); a sealed value
+// opens only under its own record key and secret, and one cut short is unreadable, not a crash.
+func TestGateTokenSealRoundTrip(t *testing.T) {
+	secret := []byte("studio-api-key")
+	for _, token := range []string{"", "~", "checkpoint-token-0123456789abcdef"} {
+		sealed, err := seal(secret, token, "key-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := open(secret, sealed, "key-1"); err != nil || got != token {
+			t.Errorf("open(seal(%q)) = %q, %v", token, got, err)
+		}
+		for name, c := range map[string]struct {
+			secret, sealed []byte
+			aad            string
+		}{
+			"another record":  {secret, sealed, "key-2"},
+			"another secret":  {[]byte("rotated"), sealed, "key-1"},
+			"one byte short":  {secret, sealed[:len(sealed)-1], "key-1"},
+			"a nonce, no tag": {secret, sealed[:12], "key-1"},
+		} {
+			if got, err := open(c.secret, c.sealed, c.aad); !errors.Is(err, ErrTokenUnreadable) || got != "" {
+				t.Errorf("token %q, %s: %q, %v; want ErrTokenUnreadable", token, name, got, err)
+			}
 		}
 	}
 }
