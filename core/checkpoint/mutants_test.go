@@ -97,26 +97,40 @@ func TestFromJobStartAgainWritesOnlyANewerToken(t *testing.T) {
 
 	newer := j.token + "-newer"
 	w.tokens = append(w.tokens, newer)
+	j.startWithToken(t, i, newer)
+	if got := j.tokenSent(t, i); got != newer {
+		t.Error("the checkpoint carried the first token, not the newer one")
+	}
+	w.noSecrets(t)
+}
+
+// startWithToken delivers the job's job.start (again) with token as its checkpoint token.
+func (j *job) startWithToken(t *testing.T, i *instance, token string) {
+	t.Helper()
 	var in map[string]any
 	if err := json.Unmarshal(j.req.Input, &in); err != nil {
 		t.Fatal(err)
 	}
-	in["rule_snapshot"].(map[string]any)["checkpoint_token"] = newer
-	req := *j.req
-	req.Input, _ = json.Marshal(in)
-	if _, err := checkpoint.FromJobStart(i.ctx(), &req); err != nil {
-		t.Fatal(err)
-	}
+	in["rule_snapshot"].(map[string]any)["checkpoint_token"] = token
+	j.req.Input, _ = json.Marshal(in)
+	j.gate(t, i)
+}
+
+// tokenSent runs the job's step, paused at its before checkpoint, under the gate JobGate gives
+// for the job, and returns the token its checkpoint carried to Studio.
+func (j *job) tokenSent(t *testing.T, i *instance) string {
+	t.Helper()
 	g, err := checkpoint.JobGate(i.ctx(), j.occ.JobID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, j.occ, j.before(), j.order)
 	wantStatus(t, out, err, checkpoint.Awaiting, "before")
-	if calls := w.studio.callsOf(j.occ.OccurrenceID); len(calls) != 1 || calls[0].Token != newer {
-		t.Errorf("%d checkpoint calls; want one, with the newer token", len(calls))
+	calls := j.w.studio.callsOf(j.occ.OccurrenceID)
+	if len(calls) != 1 {
+		t.Fatalf("%d checkpoint calls, want 1", len(calls))
 	}
-	w.noSecrets(t)
+	return calls[0].Token
 }
 
 // A rule.checkpoint.resume with no input at all (or only blanks) is refused as input, every
@@ -221,17 +235,23 @@ func TestResumeDropsTheAppliedDecision(t *testing.T) {
 			if n := deletes.Load(); n != 1 {
 				t.Fatalf("%d deletes of the kept decision, want 1", n)
 			}
-			logs := w.logs.String()
-			if got := strings.Contains(logs, warning); got != c.warns {
-				t.Errorf("warning logged: %v, want %v; logs:\n%s", got, c.warns, logs)
-			}
-			if c.warns && !strings.Contains(logs, errBoom.Error()) {
-				t.Errorf("the warning does not name the store's error:\n%s", logs)
-			}
+			w.wantWarning(t, warning, c.warns, errBoom)
 			if n := len(records(t, s, decisionKeys)); n != c.leftKept {
 				t.Errorf("%d kept decisions left, want %d", n, c.leftKept)
 			}
 		})
+	}
+}
+
+// wantWarning fails t unless the logs hold warning exactly when want is set, naming cause then.
+func (w *world) wantWarning(t *testing.T, warning string, want bool, cause error) {
+	t.Helper()
+	logs := w.logs.String()
+	if got := strings.Contains(logs, warning); got != want {
+		t.Errorf("%q logged: %v, want %v; logs:\n%s", warning, got, want, logs)
+	}
+	if want && !strings.Contains(logs, cause.Error()) {
+		t.Errorf("the warning does not name the error %q:\n%s", cause, logs)
 	}
 }
 
@@ -403,13 +423,7 @@ func TestRecordReleaseFailureLogged(t *testing.T) {
 			} else if !errors.Is(err, c.effect) || !errors.Is(err, checkpoint.ErrEffectStarted) {
 				t.Fatalf("run: %v; want the effect's error, ErrEffectStarted", err)
 			}
-			logs := w.logs.String()
-			if got := strings.Contains(logs, warning); got != c.warns {
-				t.Errorf("warning logged: %v, want %v; logs:\n%s", got, c.warns, logs)
-			}
-			if c.warns && !strings.Contains(logs, errBoom.Error()) {
-				t.Errorf("the warning does not name the store's error:\n%s", logs)
-			}
+			w.wantWarning(t, warning, c.warns, errBoom)
 		})
 	}
 }
@@ -421,20 +435,8 @@ func TestGateSealsAOneByteToken(t *testing.T) {
 	i := w.instance(behaviour{})
 	j := w.job()
 	const token = "~" // in no context, input or result of the test's step
-	var in map[string]any
-	if err := json.Unmarshal(j.req.Input, &in); err != nil {
-		t.Fatal(err)
-	}
-	in["rule_snapshot"].(map[string]any)["checkpoint_token"] = token
-	j.req.Input, _ = json.Marshal(in)
-	j.gate(t, i)
-	g, err := checkpoint.JobGate(i.ctx(), j.occ.JobID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, j.occ, j.before(), j.order)
-	wantStatus(t, out, err, checkpoint.Awaiting, "before")
-	if calls := w.studio.callsOf(j.occ.OccurrenceID); len(calls) != 1 || calls[0].Token != token {
-		t.Errorf("%d checkpoint calls; want one, with the one-byte token", len(calls))
+	j.startWithToken(t, i, token)
+	if got := j.tokenSent(t, i); got != token {
+		t.Errorf("the checkpoint carried a token of %d bytes, want the one-byte token", len(got))
 	}
 }
