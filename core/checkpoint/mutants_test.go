@@ -440,3 +440,47 @@ func TestGateSealsAOneByteToken(t *testing.T) {
 		t.Errorf("the checkpoint carried a token of %d bytes, want the one-byte token", len(got))
 	}
 }
+
+// An occurrence names its job, case and occurrence id, every missing one named at once; the step
+// id is needed to run a step only: StepState and RecoverGuardedStep find the occurrence without.
+func TestRefusalsOfAnOccurrenceWithoutIDs(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	g := j.gate(t, i)
+	for _, c := range []struct {
+		name      string
+		occ       checkpoint.Occurrence
+		run, read string // RunGuardedStep's error, StepState's and RecoverGuardedStep's
+	}{
+		{"none", checkpoint.Occurrence{},
+			"checkpoint: the occurrence needs JobID, CaseID, StepID, OccurrenceID", "checkpoint: the occurrence needs JobID, CaseID, OccurrenceID"},
+		{"no job", checkpoint.Occurrence{CaseID: "c", OccurrenceID: "o"},
+			"checkpoint: the occurrence needs JobID, StepID", "checkpoint: the occurrence needs JobID"},
+		{"no step", checkpoint.Occurrence{JobID: j.occ.JobID, CaseID: "c", OccurrenceID: "o"},
+			"checkpoint: the occurrence needs StepID", ""},
+	} {
+		if _, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, c.occ, j.before(), j.order); err == nil || err.Error() != c.run {
+			t.Errorf("%s: RunGuardedStep: %v, want %q", c.name, err, c.run)
+		}
+		_, err := checkpoint.StepState(i.ctx(), i.step, c.occ)
+		if c.read == "" {
+			if !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("%s: StepState: %v, want ErrNotFound", c.name, err)
+			}
+		} else if err == nil || err.Error() != c.read {
+			t.Errorf("%s: StepState: %v, want %q", c.name, err, c.read)
+		}
+		_, err = checkpoint.RecoverGuardedStep(i.ctx(), g, i.step, c.occ, receipt{})
+		if c.read == "" {
+			if !errors.Is(err, checkpoint.ErrNotReady) {
+				t.Errorf("%s: RecoverGuardedStep: %v, want ErrNotReady", c.name, err)
+			}
+		} else if err == nil || err.Error() != c.read {
+			t.Errorf("%s: RecoverGuardedStep: %v, want %q", c.name, err, c.read)
+		}
+	}
+	if n := len(w.studio.allCalls()); n != 0 {
+		t.Errorf("%d checkpoint calls", n)
+	}
+}
