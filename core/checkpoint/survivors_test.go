@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/supervaize/svz/core/checkpoint"
+	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/store"
 )
 
@@ -49,10 +51,30 @@ func TestRetryUnderAnotherSnapshotRefused(t *testing.T) {
 }
 
 // A resume delivered again while the instance that ran the first one is dead in its after
-// checkpoint waits out that instance's lease, even one that ends lease + 1.5 × SkewMargin after
-// the resume starts (the two instances' clocks may disagree by a skew margin each way), then
-// sends the after checkpoint again and finishes the step.
+// checkpoint waits out that instance's lease, even one that ends up to lease + 2 × SkewMargin
+// after the resume starts (the two instances' clocks may disagree by a skew margin each way),
+// then sends the after checkpoint again and finishes the step. A lease that ends later is being
+// renewed by a live instance, and one that ends past the call's deadline cannot be waited out:
+// both are refused at once (ErrActive, for Studio to deliver the resume again), nothing waited.
 func TestResumeWaitsOutALeaseWithinTwoSkewMargins(t *testing.T) {
+	const lease, skew = checkpoint.DefaultLease, checkpoint.SkewMargin
+	for _, c := range []struct {
+		name     string
+		ends     time.Duration // when the dead instance's lease ends, after the resume starts
+		deadline time.Duration // of the resume's context (real time), 0 for none
+		refused  string        // the refusal's words; "" when the resume waits
+	}{
+		{"1.5 skew margins", lease + skew*3/2, 0, ""},
+		{"exactly 2 skew margins", lease + 2*skew, 0, ""},
+		{"past 2 skew margins", lease + 2*skew + time.Nanosecond, 0, "its lease keeps being renewed"},
+		{"a deadline after the lease", lease + skew*3/2, time.Hour, ""},
+		{"a deadline before the lease ends", lease + skew*3/2, 10 * time.Second, "past this call's deadline"},
+	} {
+		t.Run(c.name, func(t *testing.T) { resumeWhileDeadInAfter(t, c.ends, c.deadline, c.refused) })
+	}
+}
+
+func resumeWhileDeadInAfter(t *testing.T, ends, deadline time.Duration, refused string) {
 	w := memoryWorld(t, map[string]string{"before": "pause"})
 	clockA := newManualClock()
 	a := w.instance(behaviour{}, clockA.frozen(0))
@@ -80,9 +102,9 @@ func TestResumeWaitsOutALeaseWithinTwoSkewMargins(t *testing.T) {
 		t.Fatal("A holds no lease")
 	}
 
-	// B's clock reads the lease as ending DefaultLease + 1.5 × SkewMargin from now.
+	// B's clock reads the lease as ending ends from now.
 	var mu sync.Mutex
-	now := until.Add(-(checkpoint.DefaultLease + checkpoint.SkewMargin*3/2))
+	now := until.Add(-ends)
 	type timer struct {
 		d time.Duration
 		c chan time.Time
@@ -96,18 +118,47 @@ func TestResumeWaitsOutALeaseWithinTwoSkewMargins(t *testing.T) {
 			return ch
 		}
 	})
+	ctx := b.ctx()
+	if deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, deadline)
+		defer cancel()
+	}
 	type result struct {
 		res string
 		err error
 	}
 	doneB := make(chan result, 1)
-	go func() { res, err := j.resume(t, b, "before", "allow"); doneB <- result{res, err} }()
+	go func() {
+		var r result
+		res, err := checkpoint.Resume(ctx, req)
+		if r.err = err; err == nil {
+			b, _ := contract.AppendJSON(nil, res)
+			r.res = string(b)
+		}
+		doneB <- r
+	}()
 	select {
 	case r := <-doneB:
-		t.Fatalf("the resume answered without waiting for the dead instance's lease: %s, %v", r.res, r.err)
+		if refused == "" {
+			t.Fatalf("the resume answered without waiting for the dead instance's lease: %s, %v", r.res, r.err)
+		}
+		if !errors.Is(r.err, checkpoint.ErrActive) || !strings.Contains(r.err.Error(), refused) {
+			t.Fatalf("the resume answered %s, %v; want ErrActive, %q", r.res, r.err, refused)
+		}
+		j.wantCounts(t, 1, 0) // A, still in its after checkpoint, finishes the step
+		once.Do(func() { close(unblock) })
+		if err := <-doneA; err != nil {
+			t.Fatal(err)
+		}
+		j.wantCounts(t, 1, 1)
+		return
 	case tm := <-timers:
-		if want := checkpoint.DefaultLease + checkpoint.SkewMargin*3/2; tm.d != want {
-			t.Fatalf("the resume waits %s, want %s", tm.d, want)
+		if refused != "" {
+			t.Fatalf("the resume waits %s, want it refused (%s)", tm.d, refused)
+		}
+		if tm.d != ends {
+			t.Fatalf("the resume waits %s, want %s", tm.d, ends)
 		}
 		mu.Lock()
 		now = now.Add(tm.d)
@@ -117,14 +168,14 @@ func TestResumeWaitsOutALeaseWithinTwoSkewMargins(t *testing.T) {
 		t.Fatal("the resume neither answered nor waited")
 	}
 	var got result
-	deadline := time.After(positiveWait)
+	timeout := time.After(positiveWait)
 wait:
 	for {
 		select {
 		case got = <-doneB:
 			break wait
 		case <-timers: // B's own lease renewals, never fired
-		case <-deadline:
+		case <-timeout:
 			t.Fatal("the resume did not answer after the lease ended")
 		}
 	}

@@ -1,0 +1,489 @@
+package checkpoint_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/core/checkpoint"
+	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/internal/packed"
+	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/memory"
+)
+
+// Tests that each kill a mutant a gremlins run of the package left alive, on the memory store.
+
+// hookStore is a memory store whose calls a test intercepts: hook, when set, runs before each
+// Get, Update and Delete ("get", "update", "delete") with the call's context, key and value (an
+// update's, unpacked), and an error it returns is the call's, the store left untouched.
+type hookStore struct {
+	*memory.Store
+	mu   sync.Mutex
+	hook func(ctx context.Context, op, key string, value []byte) error
+}
+
+func newHookStore(t testing.TB) *hookStore {
+	s := &hookStore{Store: memory.New()}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func (s *hookStore) setHook(h func(ctx context.Context, op, key string, value []byte) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hook = h
+}
+
+func (s *hookStore) call(ctx context.Context, op, key string, value []byte) error {
+	s.mu.Lock()
+	h := s.hook
+	s.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	value, err := packed.Unpack(value)
+	if err != nil {
+		return err
+	}
+	return h(ctx, op, key, value)
+}
+
+func (s *hookStore) Get(ctx context.Context, key string) (store.Record, error) {
+	if err := s.call(ctx, "get", key, nil); err != nil {
+		return store.Record{}, err
+	}
+	return s.Store.Get(ctx, key)
+}
+
+func (s *hookStore) Update(ctx context.Context, key string, version uint64, v []byte, exp time.Time) (store.Record, error) {
+	if err := s.call(ctx, "update", key, v); err != nil {
+		return store.Record{}, err
+	}
+	return s.Store.Update(ctx, key, version, v, exp)
+}
+
+func (s *hookStore) Delete(ctx context.Context, key string, version uint64) error {
+	if err := s.call(ctx, "delete", key, nil); err != nil {
+		return err
+	}
+	return s.Store.Delete(ctx, key, version)
+}
+
+const (
+	stepKeys     = "rulecheckpoint/v1/step/"
+	decisionKeys = "rulecheckpoint/v1/decision/"
+)
+
+// A job.start delivered again with the same snapshot and token writes nothing: the gate record
+// keeps its version and bytes. One with a newer token replaces the stored token, which the
+// job's later checkpoints then carry.
+func TestFromJobStartAgainWritesOnlyANewerToken(t *testing.T) {
+	w := memoryWorld(t, map[string]string{"before": "pause"})
+	i := w.instance(behaviour{})
+	j := w.job()
+	j.gate(t, i)
+	first := gateRecordOf(t, w.store, j.occ.JobID)
+	j.gate(t, i)
+	if again := gateRecordOf(t, w.store, j.occ.JobID); again.Version != first.Version || !bytes.Equal(again.Value, first.Value) {
+		t.Fatalf("the same job.start again rewrote the gate record (version %d → %d)", first.Version, again.Version)
+	}
+
+	newer := j.token + "-newer"
+	w.tokens = append(w.tokens, newer)
+	j.startWithToken(t, i, newer)
+	if got := j.tokenSent(t, i); got != newer {
+		t.Error("the checkpoint carried the first token, not the newer one")
+	}
+	w.noSecrets(t)
+}
+
+// startWithToken delivers the job's job.start (again) with token as its checkpoint token.
+func (j *job) startWithToken(t *testing.T, i *instance, token string) {
+	t.Helper()
+	var in map[string]any
+	if err := json.Unmarshal(j.req.Input, &in); err != nil {
+		t.Fatal(err)
+	}
+	in["rule_snapshot"].(map[string]any)["checkpoint_token"] = token
+	j.req.Input, _ = json.Marshal(in)
+	j.gate(t, i)
+}
+
+// tokenSent runs the job's step, paused at its before checkpoint, under the gate JobGate gives
+// for the job, and returns the token its checkpoint carried to Studio.
+func (j *job) tokenSent(t *testing.T, i *instance) string {
+	t.Helper()
+	g, err := checkpoint.JobGate(i.ctx(), j.occ.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, j.occ, j.before(), j.order)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	calls := j.w.studio.callsOf(j.occ.OccurrenceID)
+	if len(calls) != 1 {
+		t.Fatalf("%d checkpoint calls, want 1", len(calls))
+	}
+	return calls[0].Token
+}
+
+// A rule.checkpoint.resume with no input at all (or only blanks) is refused as input, every
+// required member named: it is not "an input that is no JSON object".
+func TestResumeRefusesAnEmptyInput(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{})
+	want := `[` +
+		`{"code":"input_required","message":"rule.checkpoint.resume: input.checkpoint_id is required","field":"checkpoint_id"},` +
+		`{"code":"input_required","message":"rule.checkpoint.resume: input.occurrence_id is required","field":"occurrence_id"},` +
+		`{"code":"input_required","message":"rule.checkpoint.resume: input.phase is required","field":"phase"},` +
+		`{"code":"input_required","message":"rule.checkpoint.resume: input.status is required","field":"status"},` +
+		`{"code":"input_required","message":"rule.checkpoint.resume: input.snapshot_hash is required","field":"snapshot_hash"},` +
+		`{"code":"input_required","message":"rule.checkpoint.resume: input.input_hash is required","field":"input_hash"}]`
+	for _, input := range []string{"", " \n\t"} {
+		job, cs := "job-1", "case-1"
+		req := &contract.ActionRequest{RequestID: "r", AgentSlug: agentSlug, Action: contract.RuleCheckpointResumeAction,
+			Surface: "mission.agent", MissionID: "m1", JobID: &job, CaseID: &cs, Input: json.RawMessage(input)}
+		res, err := checkpoint.Resume(i.ctx(), req)
+		if err != nil {
+			t.Fatalf("input %q: an error (-32603), not an input refusal: %v", input, err)
+		}
+		got, _ := json.Marshal(res.Errors)
+		if !res.Refusal() || string(got) != want {
+			t.Errorf("input %q: refusal %v, errors:\n got %s\nwant %s", input, res.Refusal(), got, want)
+		}
+	}
+}
+
+// A resume whose claim loses to another write of the occurrence (an instance that took and gave
+// up the paused occurrence meanwhile) reads the occurrence again and claims it then: the
+// decision is delivered and the step finishes, rather than being answered pending for a
+// checkpoint nobody holds.
+func TestResumeReadsTheOccurrenceAgainAfterALostClaim(t *testing.T) {
+	s := newHookStore(t)
+	w := newWorld(t, s, map[string]string{"before": "pause"})
+	a, b := w.instance(behaviour{}), w.instance(behaviour{})
+	j := w.job()
+	out, err := j.run(t, a)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	var rewritten atomic.Bool
+	s.setHook(func(ctx context.Context, op, key string, _ []byte) error {
+		if op == "update" && strings.HasPrefix(key, stepKeys) && rewritten.CompareAndSwap(false, true) {
+			// Another instance writes the occurrence, unchanged, just before this claim.
+			cur, err := s.Store.Get(ctx, key)
+			if err != nil {
+				return err
+			}
+			if _, err := s.Store.Update(ctx, key, cur.Version, cur.Value, store.Never); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	res, err := j.resume(t, b, "before", "allow")
+	if !rewritten.Load() {
+		t.Fatal("the resume never claimed the occurrence")
+	}
+	if err != nil || res != resumed(j.occ.JobID, "allow", out.CheckpointID) {
+		t.Fatalf("resume after a lost claim: %s, %v", res, err)
+	}
+	st, err := checkpoint.StepState(b.ctx(), b.step, j.occ)
+	wantStatus(t, st, err, checkpoint.Completed, "")
+	j.wantCounts(t, 1, 1)
+}
+
+// Deleting an applied decision: done, or found replaced (a conflict: another write's business),
+// it logs nothing; a failure is logged as a warning naming the error (the decision expires by
+// itself), and the resume's answer is the same.
+func TestResumeDropsTheAppliedDecision(t *testing.T) {
+	const warning = "cannot delete a kept decision"
+	for _, c := range []struct {
+		name     string
+		err      error
+		warns    bool
+		leftKept int
+	}{
+		{"deleted", nil, false, 0},
+		{"replaced meanwhile", store.ErrConflict, false, 1},
+		{"the store fails", errBoom, true, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newHookStore(t)
+			w := newWorld(t, s, map[string]string{"before": "pause"})
+			a := w.instance(behaviour{})
+			j := w.job()
+			out, err := j.run(t, a)
+			wantStatus(t, out, err, checkpoint.Awaiting, "before")
+			var deletes atomic.Int32
+			s.setHook(func(_ context.Context, op, key string, _ []byte) error {
+				if op == "delete" && strings.HasPrefix(key, decisionKeys) {
+					deletes.Add(1)
+					return c.err
+				}
+				return nil
+			})
+			res, err := j.resume(t, a, "before", "allow")
+			if err != nil || res != resumed(j.occ.JobID, "allow", out.CheckpointID) {
+				t.Fatalf("resume: %s, %v", res, err)
+			}
+			j.wantCounts(t, 1, 1)
+			if n := deletes.Load(); n != 1 {
+				t.Fatalf("%d deletes of the kept decision, want 1", n)
+			}
+			w.wantWarning(t, warning, c.warns, errBoom)
+			if n := len(records(t, s, decisionKeys)); n != c.leftKept {
+				t.Errorf("%d kept decisions left, want %d", n, c.leftKept)
+			}
+		})
+	}
+}
+
+// wantWarning fails t unless the logs hold warning exactly when want is set, naming cause then.
+func (w *world) wantWarning(t *testing.T, warning string, want bool, cause error) {
+	t.Helper()
+	logs := w.logs.String()
+	if got := strings.Contains(logs, warning); got != want {
+		t.Errorf("%q logged: %v, want %v; logs:\n%s", warning, got, want, logs)
+	}
+	if want && !strings.Contains(logs, cause.Error()) {
+		t.Errorf("the warning does not name the error %q:\n%s", cause, logs)
+	}
+}
+
+// A lease renewal's write is bounded by a quarter lease (when shorter than the write timeout of
+// 10 s), so that a slow store cannot make a renewal outlast the lease it renews.
+func TestRecordRenewalWriteBoundedByAQuarterLease(t *testing.T) {
+	const lease = 8 * time.Second // a quarter is 2 s; four leases would be past the write timeout
+	s := newHookStore(t)
+	w := newWorld(t, s, nil)
+	clock := newManualClock()
+	release, started := make(chan struct{}), make(chan struct{}, 1)
+	a := w.instance(behaviour{effect: func(_ context.Context, o order) (receipt, error) {
+		started <- struct{}{}
+		<-release
+		return receipt{Order: o.ID, Ref: "rcpt-" + o.ID}, nil
+	}}, clock.renewing(lease))
+	j := w.job()
+	done := make(chan error, 1)
+	go func() { _, err := j.run(t, a); done <- err }()
+	recv(t, started, "the effect to start")
+	timer := clock.effectTimer(t)
+
+	var mu sync.Mutex
+	var left []time.Duration // the time each renewal write had left; none: unbounded
+	s.setHook(func(ctx context.Context, op, key string, _ []byte) error {
+		if op == "update" && strings.HasPrefix(key, stepKeys) {
+			d := time.Duration(math.MaxInt64)
+			if dl, ok := ctx.Deadline(); ok {
+				d = time.Until(dl)
+			}
+			mu.Lock()
+			left = append(left, d)
+			mu.Unlock()
+		}
+		return nil
+	})
+	timer <- time.Now()
+	clock.nextTimer(t, "the renewal to end")
+	s.setHook(nil)
+	close(release)
+	if err := recv(t, done, "the run"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(left) != 1 || left[0] > lease/4 {
+		t.Fatalf("renewal writes with %v left; want one, bounded by %s", left, lease/4)
+	}
+}
+
+// Only the gate's context.* secret_refs are removed from a checkpoint's context: a member of the
+// context at the path of another ref (case.metadata.iban names the case's metadata, which Studio
+// keeps itself) is the agent's own and sent as it is.
+func TestGateSecretRefsRemoveOnlyContextPaths(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	g := j.gate(t, i)
+	before := j.before()
+	before["case"] = map[string]any{"metadata": map[string]any{"iban": "FR76-agent-own"}}
+	out, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, j.occ, before, j.order)
+	wantStatus(t, out, err, checkpoint.Completed, "")
+	calls := w.studio.callsOf(j.occ.OccurrenceID)
+	if len(calls) == 0 {
+		t.Fatal("no checkpoint sent")
+	}
+	got, _ := json.Marshal(calls[0].Body.Context)
+	want := `{"amount":12,"case":{"metadata":{"iban":"FR76-agent-own"}},"customer":{"name":"Ada"},"operation":"charge"}`
+	if string(got) != want {
+		t.Errorf("before context sent:\n got %s\nwant %s", got, want)
+	}
+	w.noSecrets(t)
+}
+
+// A decision delivered while the instance that got the pause still holds the occurrence is kept
+// and answered pending_delivery, not as delivered; the holder applies it and the step finishes
+// on its run. The holder looks for a decision first, then lets go and looks once more: a
+// decision delivered before the first look is applied by it; one delivered after it, before
+// the holder lets go, by the second look, after the holder takes the occurrence back.
+func TestResumePendingWhileThePausedHolderHasNotLetGo(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// deliver tells the call before which the decision is delivered; looked says whether
+		// the holder has looked for a decision already.
+		deliver func(op, key string, looked bool) bool
+	}{
+		{"before the holder looks", func(op, key string, _ bool) bool {
+			return op == "get" && strings.HasPrefix(key, decisionKeys)
+		}},
+		{"as the holder lets go", func(op, key string, looked bool) bool {
+			return op == "update" && strings.HasPrefix(key, stepKeys) && looked
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newHookStore(t)
+			w := newWorld(t, s, map[string]string{"before": "pause"})
+			// A manual clock that never moves: A's lease cannot lapse on a slow machine.
+			clock := newManualClock()
+			a, b := w.instance(behaviour{}, clock.frozen(0)), w.instance(behaviour{}, clock.frozen(0))
+			j := w.job()
+			var early string
+			var earlyErr error
+			var looked, delivered atomic.Bool
+			s.setHook(func(_ context.Context, op, key string, _ []byte) error {
+				if c.deliver(op, key, looked.Load()) && delivered.CompareAndSwap(false, true) {
+					early, earlyErr = j.resume(t, b, "before", "allow")
+				}
+				if op == "get" && strings.HasPrefix(key, decisionKeys) {
+					looked.Store(true)
+				}
+				return nil
+			})
+			out, err := j.run(t, a)
+			if !delivered.Load() {
+				t.Fatal("the decision was never delivered")
+			}
+			ans, _ := w.studio.answer(j.occ.OccurrenceID, "before")
+			if earlyErr != nil || early != resumed(j.occ.JobID, checkpoint.StatusPendingDelivery, ans.CheckpointID) {
+				t.Errorf("resume while the holder holds the occurrence: %s, %v", early, earlyErr)
+			}
+			wantStatus(t, out, err, checkpoint.Completed, "")
+			j.wantCounts(t, 1, 1)
+			if left := records(t, s, decisionKeys); len(left) != 0 {
+				t.Errorf("%d kept decisions left after it was applied", len(left))
+			}
+		})
+	}
+}
+
+// A run that cannot let its occurrence go (the write of the release fails) still answers its
+// outcome, and the failure is logged as a warning naming the error: the occurrence frees when
+// its lease ends. A release that finds the lease lost (another instance took the occurrence), a
+// run that failed already (its error says it) and a release that succeeds log nothing.
+func TestRecordReleaseFailureLogged(t *testing.T) {
+	const warning = "cannot release the occurrence"
+	for _, c := range []struct {
+		name   string
+		effect error // the effect's error, nil for none
+		err    error // the release's error, nil for none
+		warns  bool
+	}{
+		{"released", nil, nil, false},
+		{"the store fails", nil, errBoom, true},
+		{"the lease was lost", nil, store.ErrConflict, false},
+		{"the run failed too", errors.New("card declined"), errBoom, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newHookStore(t)
+			w := newWorld(t, s, nil)
+			i := w.instance(behaviour{effect: func(_ context.Context, o order) (receipt, error) {
+				return receipt{Order: o.ID, Ref: "rcpt-" + o.ID}, c.effect
+			}})
+			j := w.job()
+			var releases atomic.Int32
+			s.setHook(func(_ context.Context, op, key string, value []byte) error {
+				var rec struct {
+					Lease *json.RawMessage `json:"lease"`
+				}
+				if op == "update" && strings.HasPrefix(key, stepKeys) && json.Unmarshal(value, &rec) == nil && rec.Lease == nil {
+					releases.Add(1)
+					return c.err
+				}
+				return nil
+			})
+			out, err := j.run(t, i)
+			if n := releases.Load(); n != 1 {
+				t.Fatalf("%d releases, want 1", n)
+			}
+			if c.effect == nil {
+				wantStatus(t, out, err, checkpoint.Completed, "")
+			} else if !errors.Is(err, c.effect) || !errors.Is(err, checkpoint.ErrEffectStarted) {
+				t.Fatalf("run: %v; want the effect's error, ErrEffectStarted", err)
+			}
+			w.wantWarning(t, warning, c.warns, errBoom)
+		})
+	}
+}
+
+// Any non-empty checkpoint token is sealed in the job's gate record and opens again, the
+// shortest too (sealing sizes its buffer from the token: nonce, token and tag).
+func TestGateSealsAOneByteToken(t *testing.T) {
+	w := memoryWorld(t, map[string]string{"before": "pause"})
+	i := w.instance(behaviour{})
+	j := w.job()
+	const token = "~" // in no context, input or result of the test's step
+	j.startWithToken(t, i, token)
+	if got := j.tokenSent(t, i); got != token {
+		t.Errorf("the checkpoint carried a token of %d bytes, want the one-byte token", len(got))
+	}
+}
+
+// An occurrence names its job, case and occurrence id, every missing one named at once; the step
+// id is needed to run a step only: StepState and RecoverGuardedStep find the occurrence without.
+func TestRefusalsOfAnOccurrenceWithoutIDs(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	g := j.gate(t, i)
+	for _, c := range []struct {
+		name      string
+		occ       checkpoint.Occurrence
+		run, read string // RunGuardedStep's error, StepState's and RecoverGuardedStep's
+	}{
+		{"none", checkpoint.Occurrence{},
+			"checkpoint: the occurrence needs JobID, CaseID, StepID, OccurrenceID", "checkpoint: the occurrence needs JobID, CaseID, OccurrenceID"},
+		{"no job", checkpoint.Occurrence{CaseID: "c", OccurrenceID: "o"},
+			"checkpoint: the occurrence needs JobID, StepID", "checkpoint: the occurrence needs JobID"},
+		{"no step", checkpoint.Occurrence{JobID: j.occ.JobID, CaseID: "c", OccurrenceID: "o"},
+			"checkpoint: the occurrence needs StepID", ""},
+	} {
+		if _, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, c.occ, j.before(), j.order); err == nil || err.Error() != c.run {
+			t.Errorf("%s: RunGuardedStep: %v, want %q", c.name, err, c.run)
+		}
+		_, err := checkpoint.StepState(i.ctx(), i.step, c.occ)
+		if c.read == "" {
+			if !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("%s: StepState: %v, want ErrNotFound", c.name, err)
+			}
+		} else if err == nil || err.Error() != c.read {
+			t.Errorf("%s: StepState: %v, want %q", c.name, err, c.read)
+		}
+		_, err = checkpoint.RecoverGuardedStep(i.ctx(), g, i.step, c.occ, receipt{})
+		if c.read == "" {
+			if !errors.Is(err, checkpoint.ErrNotReady) {
+				t.Errorf("%s: RecoverGuardedStep: %v, want ErrNotReady", c.name, err)
+			}
+		} else if err == nil || err.Error() != c.read {
+			t.Errorf("%s: RecoverGuardedStep: %v, want %q", c.name, err, c.read)
+		}
+	}
+	if n := len(w.studio.allCalls()); n != 0 {
+		t.Errorf("%d checkpoint calls", n)
+	}
+}
