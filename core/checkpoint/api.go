@@ -26,7 +26,7 @@ func setup[In, Out any](ctx context.Context, g *Gate, s *Step[In, Out]) (*scope,
 			name = s.name
 		}
 		return nil, fmt.Errorf("checkpoint: guarded step %q is not defined on agent %q (define it with checkpoint.Define on the agent, before core.New)", name, sc.agent)
-	case g == nil:
+	case g == nil || g.token == "": // nil, or a Gate not made by FromJobStart or JobGate
 		return nil, errors.New("checkpoint: a guarded step needs its job's gate (FromJobStart or JobGate)")
 	case g.agent != sc.agent:
 		return nil, ErrOtherAgent

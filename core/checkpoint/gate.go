@@ -276,12 +276,10 @@ func (sc *scope) loadGate(ctx context.Context, jobID string) (gateRecord, uint64
 	return rec, r.Version, nil
 }
 
-// bindGate binds g to jobID and stores it. A gate already stored for the job must be the same
-// agent's and snapshot's; a newer token or other secret_refs replace the stored ones.
+// bindGate binds g, a gate bound to no job yet (its callers see to it), to jobID and stores it. A
+// gate already stored for the job must be the same agent's and snapshot's; a newer token or other
+// secret_refs replace the stored ones.
 func (sc *scope) bindGate(ctx context.Context, g *Gate, jobID string) error {
-	if g.job != "" && g.job != jobID {
-		return fmt.Errorf("checkpoint: this gate belongs to job %q, not %q", g.job, jobID)
-	}
 	key := sc.gateKey(jobID)
 	secret := sc.svc.studio.TokenSecret()
 	for range 10 {

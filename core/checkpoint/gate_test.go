@@ -188,6 +188,13 @@ func TestRefusals(t *testing.T) {
 	if _, err := checkpoint.FromJobStart(other, &req); !errors.Is(err, checkpoint.ErrOtherAgent) || err.Error() != "Rule checkpoint case belongs to another agent" {
 		t.Errorf("the job of another agent: %v", err)
 	}
+	// A gate not made by FromJobStart or JobGate (the zero Gate), even under a scope whose agent
+	// matches its empty one: no token to send, refused as no gate.
+	noAgent := checkpoint.NewContext(context.Background(), i.svc, i.reg, "", w.ws)
+	if _, err := checkpoint.RunGuardedStep(noAgent, &checkpoint.Gate{}, i.step, j.occ, j.before(), j.order); err == nil ||
+		err.Error() != "checkpoint: a guarded step needs its job's gate (FromJobStart or JobGate)" {
+		t.Errorf("the zero Gate: %v", err)
+	}
 	// A step defined on another registry, missing ids, a gate for another job.
 	stranger := w.instance(behaviour{})
 	if _, err := checkpoint.RunGuardedStep(i.ctx(), g, stranger.step, j.occ, j.before(), j.order); err == nil || !strings.Contains(err.Error(), `guarded step "charge" is not defined on agent`) {
