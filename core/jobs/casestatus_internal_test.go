@@ -63,3 +63,26 @@ func TestCaseStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestRunningStep: the dead-letter message names the last open step that runs, looking past open
+// steps that wait (a branch of Parallel may wait while another runs).
+func TestRunningStep(t *testing.T) {
+	step := func(name, status string) *stepRecord { return &stepRecord{Name: name, Status: status} }
+	for _, tc := range []struct {
+		open []*stepRecord
+		want string
+	}{
+		{nil, ""},
+		{[]*stepRecord{step("wait", stepAwaiting)}, ""},
+		{[]*stepRecord{step("slow", stepActive), step("wait", stepAwaiting)}, "slow"},
+		{[]*stepRecord{step("a", stepActive), step("b", stepActive)}, "b"},
+	} {
+		got := ""
+		if st := runningStep(&record{Open: tc.open}); st != nil {
+			got = st.Name
+		}
+		if got != tc.want {
+			t.Errorf("open %d steps: %q, want %q", len(tc.open), got, tc.want)
+		}
+	}
+}

@@ -736,7 +736,7 @@ func (s *Store) getEntries(ctx context.Context, name string, from, to uint64) (m
 		ConsistentRead bool
 	}
 	var keys []keyItem
-	asked := make(map[string]uint64, to-from+1) // an entry's position is the one its key was asked for
+	asked := map[string]uint64{} // an entry's position is the one its key was asked for
 	for seq := from; seq <= to; seq++ {
 		k := entryKey(name, seq)
 		keys, asked[k] = append(keys, keyItem{sAttr{k}}), seq
