@@ -175,13 +175,7 @@ func TestLogGapTimeoutBoundary(t *testing.T) {
 	clock := storetest.NewClock()
 	s := open(t, c, name, dynamodb.WithClock(clock.Now))
 	ctx := context.Background()
-	if _, err := s.AppendLog(ctx, "gap", []byte("1"), store.Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	claimDead(t, c, name, "gap")
-	if _, err := s.AppendLog(ctx, "gap", []byte("3"), store.Retention{}); err != nil {
-		t.Fatal(err)
-	}
+	withGap(t, s, c, name, "gap", store.Retention{})
 	clock.Advance(dynamodb.LogGapTimeout - time.Millisecond)
 	if r, err := s.ReadLog(ctx, "gap", 1, 10); err != nil || r.Through != 1 || len(r.Entries) != 0 {
 		t.Fatalf("a millisecond before the gap timeout: %+v %v; want to wait at 1", r, err)
@@ -200,14 +194,7 @@ func TestLogGapAtFirst(t *testing.T) {
 	clock := storetest.NewClock()
 	s := open(t, c, name, dynamodb.WithClock(clock.Now))
 	ctx := context.Background()
-	keep := store.Retention{MaxCount: 2}
-	if _, err := s.AppendLog(ctx, "first", []byte("1"), keep); err != nil {
-		t.Fatal(err)
-	}
-	claimDead(t, c, name, "first")
-	if _, err := s.AppendLog(ctx, "first", []byte("3"), keep); err != nil {
-		t.Fatal(err)
-	}
+	withGap(t, s, c, name, "first", store.Retention{MaxCount: 2})
 	clock.Advance(dynamodb.LogGapTimeout)
 	r, err := s.ReadLog(ctx, "first", 0, 10)
 	if err != nil || r.First != 2 || r.Through != 3 || logSeqs(r) != "3=3" {
@@ -351,20 +338,18 @@ func (o *onCall) Do(req *http.Request) (*http.Response, error) {
 	return http.DefaultClient.Do(req)
 }
 
-// gapOld makes log "moved" of store s (through c, table name) a gap between two entries, older
-// than the gap timeout: 1 written, 2 claimed and never written, 3 written, the clock then past
-// the gap timeout.
-func gapOld(t *testing.T, s *dynamodb.Store, c *awsapi.Client, name string, clock *storetest.Clock, keep store.Retention) {
+// withGap writes log (through s; c and table for the claim) as a gap between two entries: 1
+// written, 2 claimed and never written, 3 written.
+func withGap(t *testing.T, s *dynamodb.Store, c *awsapi.Client, table, log string, keep store.Retention) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := s.AppendLog(ctx, "moved", []byte("1"), keep); err != nil {
+	if _, err := s.AppendLog(ctx, log, []byte("1"), keep); err != nil {
 		t.Fatal(err)
 	}
-	claimDead(t, c, name, "moved")
-	if _, err := s.AppendLog(ctx, "moved", []byte("3"), keep); err != nil {
+	claimDead(t, c, table, log)
+	if _, err := s.AppendLog(ctx, log, []byte("3"), keep); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(dynamodb.LogGapTimeout)
 }
 
 // TestLogMovesDuringARead: a read that finds a gap old enough to seal reads the head again
@@ -406,7 +391,8 @@ func TestLogMovesDuringARead(t *testing.T) {
 			other := open(t, plain, name, dynamodb.WithClock(clock.Now)) // another instance
 			hook := &onCall{op: "GetItem", n: 2}
 			s := open(t, client(t, endpoint, awsapi.WithHTTPClient(hook)), name, dynamodb.WithClock(clock.Now))
-			gapOld(t, other, plain, name, clock, tc.keep)
+			withGap(t, other, plain, name, "moved", tc.keep)
+			clock.Advance(dynamodb.LogGapTimeout)
 			hook.f = func() { tc.move(t, other, plain, name) }
 			r, err := s.ReadLog(ctx, "moved", 0, 10)
 			if got := fmt.Sprintf("first %d through %d: %s", r.First, r.Through, logSeqs(r)); err != nil || got != tc.want {
@@ -433,7 +419,8 @@ func TestLogSealFails(t *testing.T) {
 	clock := storetest.NewClock()
 	hook := &onCall{op: "PutItem", n: 1, fail: true}
 	s := open(t, client(t, endpoint, awsapi.WithHTTPClient(hook)), name, dynamodb.WithClock(clock.Now))
-	gapOld(t, open(t, plain, name, dynamodb.WithClock(clock.Now)), plain, name, clock, store.Retention{})
+	withGap(t, open(t, plain, name, dynamodb.WithClock(clock.Now)), plain, name, "moved", store.Retention{})
+	clock.Advance(dynamodb.LogGapTimeout)
 	ctx := context.Background()
 	if r, err := s.ReadLog(ctx, "moved", 1, 10); err == nil || !strings.Contains(err.Error(), "injected") {
 		t.Fatalf("a read whose seal failed: %+v %v", r, err)

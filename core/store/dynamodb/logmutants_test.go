@@ -25,7 +25,8 @@ func TestLogReadSkipsSeals(t *testing.T) {
 	name := table(t, c)
 	clock := storetest.NewClock()
 	s := open(t, c, name, dynamodb.WithClock(clock.Now))
-	gapOld(t, s, c, name, clock, store.Retention{})
+	withGap(t, s, c, name, "moved", store.Retention{})
+	clock.Advance(dynamodb.LogGapTimeout)
 	ctx := context.Background()
 	for _, read := range []string{"the read that seals 2", "the next read"} {
 		if r, err := s.ReadLog(ctx, "moved", 0, 10); err != nil || r.Through != 3 || logSeqs(r) != "1=1 3=3" {
@@ -44,7 +45,8 @@ func TestLogSealLosesToTheEntry(t *testing.T) {
 	clock := storetest.NewClock()
 	hook := &onCall{op: "PutItem", n: 1} // the reader's first PutItem is its seal of 2
 	s := open(t, client(t, endpoint, awsapi.WithHTTPClient(hook)), name, dynamodb.WithClock(clock.Now))
-	gapOld(t, open(t, plain, name, dynamodb.WithClock(clock.Now)), plain, name, clock, store.Retention{})
+	withGap(t, open(t, plain, name, dynamodb.WithClock(clock.Now)), plain, name, "moved", store.Retention{})
+	clock.Advance(dynamodb.LogGapTimeout)
 	ctx := context.Background()
 	hook.f = func() {
 		entry := map[string]any{
