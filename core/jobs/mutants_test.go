@@ -360,3 +360,57 @@ func TestItemFailsForGoodAfterARetry(t *testing.T) {
 		t.Fatalf("state %s", state)
 	}
 }
+
+// TestItemRetriesTakeTheEarliest: two items of a fan-out fail in the same delivery, one for the
+// second time (a backoff of 2 s), one for the first (1 s): the job is handed on for the earlier
+// retry, whichever failed first.
+func TestItemRetriesTakeTheEarliest(t *testing.T) {
+	o := newOwner()
+	retried := signalOn{msg: "fan-out item failed: retried in a later delivery", said: make(chan struct{}), once: &sync.Once{}}
+	var delivery atomic.Int32
+	second := make(chan struct{}) // closed when item 2 runs, in the second delivery
+	w := jobs.Define(o, "items", func(ctx context.Context, in []int) error {
+		_, err := jobs.Map(ctx, "check", in, func(ctx context.Context, n int) (int, error) {
+			wait := func(ch <-chan struct{}) error {
+				select {
+				case <-ch:
+					return nil
+				case <-time.After(time.Minute): // a failure bound only
+					return errors.New("never signalled")
+				}
+			}
+			switch {
+			case n == 1 && delivery.Load() == 1: // done once item 0's retry is recorded: item 2 is then not started
+				return n, wait(retried.said)
+			case n == 1:
+				return 0, errors.New("item 1 ran again after it completed")
+			case n == 2:
+				close(second)
+			case delivery.Load() == 2: // item 0 fails once item 2 runs beside it
+				if err := wait(second); err != nil {
+					return 0, err
+				}
+			}
+			return 0, errors.New("the CRM is busy")
+		}, jobs.Concurrency(2))
+		return err
+	}, jobs.Backoff(time.Second), jobs.MaxAttempts(5))
+	s := memory.New()
+	t.Cleanup(func() { _ = s.Close() })
+	in := newLoggedInstance(t, s, o, newClock(), &queue{}, slog.New(retried))
+	job := start(t, in, w, []int{0, 1, 2})
+	for d := int32(1); d <= 2; d++ {
+		delivery.Store(d)
+		m := in.q.take()
+		if len(m) != 1 {
+			t.Fatalf("delivery %d: %d messages queued", d, len(m))
+		}
+		in.clock.Add(m[0].Delay)
+		if err := in.svc.Deliver(context.Background(), m[0].M, jobs.Delivery{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := in.q.take(); len(m) != 1 || m[0].Delay != time.Second {
+		t.Fatalf("after item 0's second failure and item 2's first: %+v; want one message a second later; state %s", m, mustJSON(t, stateOf(t, in, job)))
+	}
+}
