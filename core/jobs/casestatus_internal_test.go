@@ -86,3 +86,12 @@ func TestRunningStep(t *testing.T) {
 		}
 	}
 }
+
+// TestByteSize: sizes in messages, in decimal units.
+func TestByteSize(t *testing.T) {
+	for n, want := range map[int]string{0: "0 B", 999: "999 B", 1000: "1 KB", 400_000: "400 KB", 999_999: "1000 KB", 1_000_000: "1 MB", 1_500_000: "1.5 MB"} {
+		if got := byteSize(n); got != want {
+			t.Errorf("byteSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

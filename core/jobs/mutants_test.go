@@ -3,6 +3,7 @@
 package jobs_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,10 +19,12 @@ import (
 	"github.com/supervaize/svz/core/store/memory"
 )
 
-// itemStore wraps a store to play tricks on the records of fan-out items (keys with "/i/"):
-// another instance's record written first, a store that refuses the size, a smaller limit.
+// itemStore wraps a store to play tricks on the records of fan-out items (keys with "/i/", or
+// with keys when set): another instance's record written first, a store that refuses the size,
+// a smaller limit.
 type itemStore struct {
 	store.Store
+	keys      string
 	limit     int  // MaxValueSize's answer when not 0
 	preempt   bool // write the item's record before the caller does, as another instance would
 	tooLarge  bool // refuse every item record with store.ErrTooLarge
@@ -38,7 +41,7 @@ func (s *itemStore) MaxValueSize() int {
 }
 
 func (s *itemStore) Create(ctx context.Context, key string, v []byte, exp time.Time) (store.Record, error) {
-	if !strings.Contains(key, "/i/") {
+	if !strings.Contains(key, cmp.Or(s.keys, "/i/")) {
 		return s.Store.Create(ctx, key, v, exp)
 	}
 	s.mu.Lock()
@@ -412,5 +415,136 @@ func TestItemRetriesTakeTheEarliest(t *testing.T) {
 	}
 	if m := in.q.take(); len(m) != 1 || m[0].Delay != time.Second {
 		t.Fatalf("after item 0's second failure and item 2's first: %+v; want one message a second later; state %s", m, mustJSON(t, stateOf(t, in, job)))
+	}
+}
+
+// TestItemTooLargeAfterARetry: an item whose result the store cannot hold fails the job in that
+// delivery even after another item asked for a retry (a retry would fail it again).
+func TestItemTooLargeAfterARetry(t *testing.T) {
+	o := newOwner()
+	retried := signalOn{msg: "fan-out item failed: retried in a later delivery", said: make(chan struct{}), once: &sync.Once{}}
+	w := jobs.Define(o, "items", func(ctx context.Context, in []int) error {
+		_, err := jobs.Map(ctx, "fetch", in, func(ctx context.Context, n int) ([]byte, error) {
+			if n == 0 {
+				return nil, errors.New("the CRM is busy")
+			}
+			select { // item 1 returns once item 0's retry is recorded
+			case <-retried.said:
+			case <-time.After(time.Minute): // a failure bound only
+				return nil, errors.New("item 0's retry was never logged")
+			}
+			return noise(4096), nil
+		}, jobs.Concurrency(2))
+		return err
+	})
+	s := &itemStore{Store: memory.New(), limit: 2048}
+	t.Cleanup(func() { _ = s.Close() })
+	in := newLoggedInstance(t, s, o, newClock(), &queue{}, slog.New(retried))
+	job := start(t, in, w, []int{0, 1})
+	in.deliverAll(t, 1, nil)
+	if state := mustJSON(t, stateOf(t, in, job)); !strings.Contains(state, `"status":"failed"`) || !strings.Contains(state, "more than the store holds in a record") {
+		t.Fatalf("state %s", state)
+	}
+}
+
+// taskWritesFail fails every write of a task record once the step record numbered after has
+// been created: a store that goes down between a step's record and the delivery's end.
+type taskWritesFail struct {
+	store.Store
+	after string // a step record key suffix, "/s/2"
+	down  atomic.Bool
+}
+
+func (s *taskWritesFail) Create(ctx context.Context, key string, v []byte, exp time.Time) (store.Record, error) {
+	r, err := s.Store.Create(ctx, key, v, exp)
+	if err == nil && strings.HasSuffix(key, s.after) {
+		s.down.Store(true)
+	}
+	return r, err
+}
+
+func (s *taskWritesFail) Update(ctx context.Context, key string, ver uint64, v []byte, exp time.Time) (store.Record, error) {
+	if s.down.Load() && strings.HasPrefix(key, jobs.TaskKeyPrefix) && !strings.Contains(key, "/s/") {
+		return store.Record{}, errors.New("the store is down")
+	}
+	return s.Store.Update(ctx, key, ver, v, exp)
+}
+
+// TestStepRecordsPastTheTaskCount: a delivery whose step records were written but whose task
+// write failed (the store went down) leaves the task counting fewer steps than it recorded; the
+// next delivery finds the records past the count and replays them: no step runs twice.
+func TestStepRecordsPastTheTaskCount(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		short int    // deliveries of one step each (5 s left: under the margin) before the outage
+		after string // the outage starts once this step record is written
+	}{
+		{"the task counts none", 0, "/s/1"},
+		{"the task counts one", 1, "/s/2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, c := newOwner(), &counter{}
+			w := threeSteps(o, c)
+			s := &taskWritesFail{Store: memory.New(), after: tc.after}
+			t.Cleanup(func() { _ = s.Close() })
+			clk := newClock()
+			in := newInstance(t, s, o, clk, &queue{})
+			job := start(t, in, w, map[string]int{"n": 1})
+			m := in.q.take()[0].M
+			for range tc.short + 1 { // the last one meets the outage after its step
+				if err := in.svc.Deliver(context.Background(), m, jobs.Delivery{Deadline: clk.Now().Add(5 * time.Second)}); err != nil && !s.down.Load() {
+					t.Fatal(err)
+				}
+				if q := in.q.take(); len(q) > 0 {
+					m = q[0].M
+				}
+			}
+			if !s.down.Load() {
+				t.Fatal("the outage never started")
+			}
+			s.down.Store(false)
+			clk.Add(time.Hour) // the failed delivery's lease lapses
+			in.deliverAll(t, 5, nil)
+			in.q.take()
+			if err := in.svc.Deliver(context.Background(), m, jobs.Delivery{}); err != nil {
+				t.Fatal(err)
+			}
+			if st := stateOf(t, in, job).Job.Status; st != "completed" || c.get("one") != 1 || c.get("two") != 1 || c.get("three") != 1 {
+				t.Fatalf("job %s; steps ran one %d, two %d, three %d times", st, c.get("one"), c.get("two"), c.get("three"))
+			}
+		})
+	}
+}
+
+// TestStepRecordSize: a step's record of exactly the store's limit is written; one the store
+// itself refuses as too large fails the job at once, naming the step, written once.
+func TestStepRecordSize(t *testing.T) {
+	run := func(s store.Store) (string, *counter) {
+		t.Helper()
+		o, c := newOwner(), &counter{}
+		w := jobs.Define(o, "big", func(ctx context.Context, _ struct{}) error {
+			_, err := jobs.Step(ctx, "fetch", func(context.Context) ([]byte, error) { c.inc("fetch"); return noise(2048), nil })
+			return err
+		})
+		in := newInstance(t, s, o, newClock(), &queue{})
+		job := start(t, in, w, struct{}{})
+		in.deliverAll(t, 1, nil)
+		return mustJSON(t, stateOf(t, in, job)), c
+	}
+	probe := &itemStore{Store: memory.New(), keys: "/s/"}
+	if state, _ := run(probe); !strings.Contains(state, `"status":"completed"`) {
+		t.Fatalf("state %s", state)
+	}
+	at := &itemStore{Store: memory.New(), keys: "/s/", limit: probe.lastValue}
+	if state, _ := run(at); !strings.Contains(state, `"status":"completed"`) {
+		t.Fatalf("a step record of exactly the limit (%d bytes): state %s", probe.lastValue, state)
+	}
+	refused := &itemStore{Store: memory.New(), keys: "/s/", tooLarge: true}
+	state, c := run(refused)
+	if !strings.Contains(state, `"status":"failed"`) || !strings.Contains(state, `step \"fetch\" returned`) || c.get("fetch") != 1 {
+		t.Fatalf("ran %d times; state %s", c.get("fetch"), state)
+	}
+	if _, most := refused.calls(); most != 1 {
+		t.Fatalf("the step's record written %d times", most)
 	}
 }
