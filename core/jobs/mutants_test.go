@@ -333,21 +333,34 @@ func (h signalOn) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
+// retryLogged signals the first "retried in a later delivery" of a fan-out item.
+func retryLogged() signalOn {
+	return signalOn{msg: "fan-out item failed: retried in a later delivery", said: make(chan struct{}), once: &sync.Once{}}
+}
+
+// signalled waits for ch to close; the minute is a bound on failure, not a timing.
+func signalled(ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-time.After(time.Minute):
+		return errors.New("never signalled")
+	}
+}
+
 // TestItemFailsForGoodAfterARetry: an item that fails for good after another item of the same
 // fan-out asked for a retry fails the job in that delivery, naming it; the retry asked first
 // does not hide it.
 func TestItemFailsForGoodAfterARetry(t *testing.T) {
 	o := newOwner()
-	retried := signalOn{msg: "fan-out item failed: retried in a later delivery", said: make(chan struct{}), once: &sync.Once{}}
+	retried := retryLogged()
 	w := jobs.Define(o, "items", func(ctx context.Context, in []int) error {
 		_, err := jobs.Map(ctx, "check", in, func(ctx context.Context, n int) (int, error) {
 			if n == 0 {
 				return 0, errors.New("the CRM is busy")
 			}
-			select { // item 1 fails once item 0's retry is recorded
-			case <-retried.said:
-			case <-time.After(time.Minute):
-				return 0, errors.New("item 0's retry was never logged")
+			if err := signalled(retried.said); err != nil { // item 1 fails once item 0's retry is recorded
+				return 0, err
 			}
 			return 0, jobs.Permanent(errors.New("the lead is malformed"))
 		}, jobs.Concurrency(2))
@@ -369,28 +382,20 @@ func TestItemFailsForGoodAfterARetry(t *testing.T) {
 // retry, whichever failed first.
 func TestItemRetriesTakeTheEarliest(t *testing.T) {
 	o := newOwner()
-	retried := signalOn{msg: "fan-out item failed: retried in a later delivery", said: make(chan struct{}), once: &sync.Once{}}
+	retried := retryLogged()
 	var delivery atomic.Int32
 	second := make(chan struct{}) // closed when item 2 runs, in the second delivery
 	w := jobs.Define(o, "items", func(ctx context.Context, in []int) error {
 		_, err := jobs.Map(ctx, "check", in, func(ctx context.Context, n int) (int, error) {
-			wait := func(ch <-chan struct{}) error {
-				select {
-				case <-ch:
-					return nil
-				case <-time.After(time.Minute): // a failure bound only
-					return errors.New("never signalled")
-				}
-			}
 			switch {
 			case n == 1 && delivery.Load() == 1: // done once item 0's retry is recorded: item 2 is then not started
-				return n, wait(retried.said)
+				return n, signalled(retried.said)
 			case n == 1:
 				return 0, errors.New("item 1 ran again after it completed")
 			case n == 2:
 				close(second)
 			case delivery.Load() == 2: // item 0 fails once item 2 runs beside it
-				if err := wait(second); err != nil {
+				if err := signalled(second); err != nil {
 					return 0, err
 				}
 			}
@@ -422,16 +427,14 @@ func TestItemRetriesTakeTheEarliest(t *testing.T) {
 // delivery even after another item asked for a retry (a retry would fail it again).
 func TestItemTooLargeAfterARetry(t *testing.T) {
 	o := newOwner()
-	retried := signalOn{msg: "fan-out item failed: retried in a later delivery", said: make(chan struct{}), once: &sync.Once{}}
+	retried := retryLogged()
 	w := jobs.Define(o, "items", func(ctx context.Context, in []int) error {
 		_, err := jobs.Map(ctx, "fetch", in, func(ctx context.Context, n int) ([]byte, error) {
 			if n == 0 {
 				return nil, errors.New("the CRM is busy")
 			}
-			select { // item 1 returns once item 0's retry is recorded
-			case <-retried.said:
-			case <-time.After(time.Minute): // a failure bound only
-				return nil, errors.New("item 0's retry was never logged")
+			if err := signalled(retried.said); err != nil { // item 1 returns once item 0's retry is recorded
+				return nil, err
 			}
 			return noise(4096), nil
 		}, jobs.Concurrency(2))
