@@ -353,12 +353,17 @@ func signalled(ch <-chan struct{}) error {
 // does not hide it.
 func TestItemFailsForGoodAfterARetry(t *testing.T) {
 	o := newOwner()
+	running := make(chan struct{}) // closed when item 1 runs
 	retried := retryLogged()
 	w := jobs.Define(o, "items", func(ctx context.Context, in []int) error {
 		_, err := jobs.Map(ctx, "check", in, func(ctx context.Context, n int) (int, error) {
-			if n == 0 {
+			if n == 0 { // item 0 fails once item 1 runs: started after a retry, item 1 would wait for the next delivery
+				if err := signalled(running); err != nil {
+					return 0, err
+				}
 				return 0, errors.New("the CRM is busy")
 			}
+			close(running)
 			if err := signalled(retried.said); err != nil { // item 1 fails once item 0's retry is recorded
 				return 0, err
 			}
@@ -427,12 +432,17 @@ func TestItemRetriesTakeTheEarliest(t *testing.T) {
 // delivery even after another item asked for a retry (a retry would fail it again).
 func TestItemTooLargeAfterARetry(t *testing.T) {
 	o := newOwner()
+	running := make(chan struct{}) // closed when item 1 runs
 	retried := retryLogged()
 	w := jobs.Define(o, "items", func(ctx context.Context, in []int) error {
 		_, err := jobs.Map(ctx, "fetch", in, func(ctx context.Context, n int) ([]byte, error) {
-			if n == 0 {
+			if n == 0 { // item 0 fails once item 1 runs: started after a retry, item 1 would wait for the next delivery
+				if err := signalled(running); err != nil {
+					return nil, err
+				}
 				return nil, errors.New("the CRM is busy")
 			}
+			close(running)
 			if err := signalled(retried.said); err != nil { // item 1 returns once item 0's retry is recorded
 				return nil, err
 			}
