@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/url"
 	"strings"
@@ -688,12 +689,20 @@ func testOnFailureAwaitTimeout(t *testing.T, s store.Store) {
 		_, err := jobs.Await[review](ctx, "review", contract.Awaiting{})
 		return err
 	}, jobs.Timeout(time.Hour), jobs.OnFailure(f.handler))
-	in := newInstance(t, s, o, newClock(), &queue{})
+	unscheduled := signalOn{msg: "the timeout of a waiting job was not scheduled: its failure handler runs at its next delivery", said: make(chan struct{}), once: &sync.Once{}}
+	in := newLoggedInstance(t, s, o, newClock(), &queue{}, slog.New(unscheduled))
 	job := start(t, in, w, map[string]string{})
 	in.svc.Deliver(context.Background(), in.q.take()[0].M, jobs.Delivery{})
 	msgs := in.q.take()
-	if len(msgs) != 1 || msgs[0].Delay != time.Hour {
+	// The message says when it is due: a queue that holds it back less delivers it early, and
+	// the delivery hands it on.
+	if len(msgs) != 1 || msgs[0].Delay != time.Hour || msgs[0].M.At != in.clock.Now().Add(time.Hour).UnixMilli() {
 		t.Fatalf("the timeout of a waiting job is not scheduled: %+v", msgs)
+	}
+	select {
+	case <-unscheduled.said:
+		t.Fatal("logged as not scheduled")
+	default:
 	}
 	in.q.msgs = msgs
 	in.deliverAll(t, 4, nil)
