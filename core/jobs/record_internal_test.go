@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
 )
@@ -65,5 +67,61 @@ func TestFailJobLeavesAnEndedJob(t *testing.T) {
 	}
 	if after.Version != before.Version {
 		t.Fatalf("an ended job's record was written again: version %d, was %d", after.Version, before.Version)
+	}
+}
+
+// TestOwn: a delivery takes over a lease as its own only when asked to (the first scan of a
+// pool of an instance name) and the holder is a delivery of that name.
+func TestOwn(t *testing.T) {
+	for _, tc := range []struct {
+		instance, holder string
+		takeOverOwn      bool
+		want             bool
+	}{
+		{"i1", "i1#0a", true, true},
+		{"i1", "i1#0a", false, false}, // a live delivery of this process
+		{"i1", "i2#0a", true, false},
+		{"i1", "i10#0a", true, false},
+		{"", "#0a", true, false}, // no name: no lease is its own
+		{"", "0a", true, false},
+	} {
+		s := &Service{instance: tc.instance}
+		if got := s.own(tc.holder, Delivery{takeOverOwn: tc.takeOverOwn}); got != tc.want {
+			t.Errorf("instance %q, holder %q, take over own %t: own %t", tc.instance, tc.holder, tc.takeOverOwn, got)
+		}
+	}
+	if h := (&Service{instance: "i1"}).newHolder(); !strings.HasPrefix(h, "i1#") || len(h) != len("i1#")+16 {
+		t.Errorf("holder %q of instance i1", h)
+	}
+	if h := (&Service{}).newHolder(); strings.Contains(h, "#") || len(h) != 16 {
+		t.Errorf("holder %q of no instance", h)
+	}
+}
+
+// TestStoppedBeforeItsDelivery: a job whose stop was asked while nobody ran it (its holder
+// died) ends stopped at its next delivery without entering the work.
+func TestStoppedBeforeItsDelivery(t *testing.T) {
+	reg := NewRegistry()
+	entered := false
+	w := Define(regOwner{reg}, "x", func(context.Context, struct{}) error { entered = true; return nil })
+	svc := NewService(Config{Store: memory.New(), Dispatcher: nopDispatcher{}, Works: func(string) (*Registry, time.Duration, bool) { return reg, 0, true }})
+	ctx := NewContext(context.Background(), svc, reg, "a", &contract.VerifiedWorkspaceContext{GrantID: "g", WorkspaceID: "w", AgentSlug: "a"})
+	job := "j"
+	if _, err := w.Start(ctx, &contract.ActionRequest{AgentSlug: "a", Action: contract.JobStartAction, JobID: &job, MissionID: "m", Input: []byte(`{}`)}, struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	m := Message{Agent: "a", Workspace: "w", Job: job, Work: "x"}
+	if _, err := svc.update(ctx, m.Key(), func(r *record) (bool, error) { r.Stop, r.Deliveries = true, 1; return true, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Deliver(context.Background(), m, Delivery{}); err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := svc.load(ctx, m.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entered || r.Status != taskStopped {
+		t.Fatalf("the work was entered: %t; the task is %s", entered, r.Status)
 	}
 }

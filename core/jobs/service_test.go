@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
 )
 
@@ -160,5 +162,116 @@ func TestStartAgainDispatchesOnlyANewTask(t *testing.T) {
 	in.q.take()
 	if msgs := again(stopped); len(msgs) != 0 || !strings.Contains(mustJSON(t, stateOf(t, in, stopped)), `"status":"cancelled"`) {
 		t.Fatalf("a job stopped before its first delivery, started again: dispatched %+v; %s", msgs, mustJSON(t, stateOf(t, in, stopped)))
+	}
+}
+
+// TestTimedOutBetweenDeliveries: a job whose timeout passed while it waited for its next
+// delivery fails at that delivery, and its failure handler runs; no step runs again.
+func TestTimedOutBetweenDeliveries(t *testing.T) {
+	o, c, f := newOwner(), &counter{}, &failures{}
+	w := jobs.Define(o, "slow", func(ctx context.Context, _ map[string]string) error {
+		for _, name := range []string{"one", "two"} {
+			if _, err := jobs.Step(ctx, name, func(context.Context) (int, error) { c.inc(name); return 1, nil }); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, jobs.Timeout(time.Minute), jobs.OnFailure(f.handler))
+	in := newInstance(t, memory.New(), o, newClock(), &queue{})
+	job := start(t, in, w, map[string]string{})
+	if err := in.svc.Deliver(context.Background(), in.q.take()[0].M, jobs.Delivery{Deadline: in.clock.Now().Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	in.clock.Add(2 * time.Minute)
+	in.deliverAll(t, 4, nil)
+	if len(f.got) != 1 || f.got[0].Cause != jobs.CauseTimeout || c.get("one") != 1 || c.get("two") != 0 {
+		t.Fatalf("handler runs %+v; steps %v", f.got, c.n)
+	}
+	if st := stateOf(t, in, job).Job.Status; st != contract.StateFailed {
+		t.Fatalf("status %s", st)
+	}
+}
+
+// claimRace is a store on which another instance writes a task's record once, right before
+// a delivery's claim of it lands: the claim conflicts.
+type claimRace struct {
+	store.Store
+	once sync.Once
+}
+
+func (r *claimRace) Update(ctx context.Context, key string, ver uint64, v []byte, exp time.Time) (store.Record, error) {
+	if strings.HasPrefix(key, jobs.TaskKeyPrefix) && !strings.Contains(key, "/s/") {
+		r.once.Do(func() {
+			cur, err := r.Store.Get(ctx, key)
+			if err == nil {
+				_, err = r.Store.Update(ctx, key, cur.Version, cur.Value, exp)
+			}
+			if err != nil {
+				panic(err)
+			}
+		})
+	}
+	return r.Store.Update(ctx, key, ver, v, exp)
+}
+
+// TestBusyClaimConflict: a delivery whose claim of the task conflicts with another write reads
+// the task again and runs it.
+func TestBusyClaimConflict(t *testing.T) {
+	o, c := newOwner(), &counter{}
+	w := threeSteps(o, c)
+	in := newInstance(t, &claimRace{Store: memory.New()}, o, newClock(), &queue{})
+	job := start(t, in, w, map[string]int{"n": 1})
+	if err := in.svc.Deliver(context.Background(), in.q.take()[0].M, jobs.Delivery{}); err != nil {
+		t.Fatal(err)
+	}
+	if st := stateOf(t, in, job).Job.Status; st != contract.StateCompleted || c.get("one") != 1 {
+		t.Fatalf("status %s, steps %v", st, c.n)
+	}
+}
+
+// sizeStore is a store of a chosen largest value (0: the store's own) that keeps the size of the
+// last task record created.
+type sizeStore struct {
+	store.Store
+	max     int
+	created int
+}
+
+func (s *sizeStore) MaxValueSize() int {
+	if s.max > 0 {
+		return s.max
+	}
+	return s.Store.MaxValueSize()
+}
+
+func (s *sizeStore) Create(ctx context.Context, key string, v []byte, exp time.Time) (store.Record, error) {
+	if strings.HasPrefix(key, jobs.TaskKeyPrefix) {
+		s.created = len(v)
+	}
+	return s.Store.Create(ctx, key, v, exp)
+}
+
+// TestStartRecordAtTheSizeLimit: a job whose task record is exactly the store's largest value
+// starts; one byte less of room refuses it, naming the sizes.
+func TestStartRecordAtTheSizeLimit(t *testing.T) {
+	o, c := newOwner(), &counter{}
+	w := threeSteps(o, c)
+	clk, job, input := newClock(), "job-at-the-limit", map[string]int{"n": 1}
+	startOn := func(s *sizeStore) error {
+		in := newInstance(t, s, o, clk, &queue{})
+		_, err := w.Start(in.ctx(), startReq(job), input)
+		return err
+	}
+	measured := &sizeStore{Store: memory.New()}
+	if err := startOn(measured); err != nil {
+		t.Fatal(err)
+	}
+	if err := startOn(&sizeStore{Store: memory.New(), max: measured.created}); err != nil {
+		t.Fatalf("a record of exactly the largest value (%d bytes): %v", measured.created, err)
+	}
+	err := startOn(&sizeStore{Store: memory.New(), max: measured.created - 1})
+	var tooLarge *jobs.InputTooLargeError
+	if !errors.As(err, &tooLarge) || tooLarge.Size != measured.created || tooLarge.Limit != measured.created-1 {
+		t.Fatalf("a record one byte over: %v", err)
 	}
 }
