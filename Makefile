@@ -73,7 +73,7 @@ workbench-screenshots: ## the workbench's screenshots in docs/images (docs/workb
 # Mutation testing, a tool for development (not part of test or CI): docs/development.md.
 PKGS ?=
 mutate: ## mutation-test PKGS (default: those changed since BASE, origin/main or main) on the lines changed since BASE (BASE=all: every line)
-	BASE='$(BASE)' RUN='$(RUN)' scripts/mutate $(PKGS)
+	BASE='$(BASE)' RUN='$(RUN)' SKIP='$(SKIP)' scripts/mutate $(PKGS)
 
 FUZZTIME ?= 30s
 fuzz: ## run every fuzz target for FUZZTIME each

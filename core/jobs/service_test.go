@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -273,5 +274,86 @@ func TestStartRecordAtTheSizeLimit(t *testing.T) {
 	var tooLarge *jobs.InputTooLargeError
 	if !errors.As(err, &tooLarge) || tooLarge.Size != measured.created || tooLarge.Limit != measured.created-1 {
 		t.Fatalf("a record one byte over: %v", err)
+	}
+}
+
+// TestBuildOfTheFailedStep: a step result that does not decode names the build that recorded
+// that step, not the job's first build.
+func TestBuildOfTheFailedStep(t *testing.T) {
+	s, clk, q := memory.New(), newClock(), &queue{}
+	define := func(count func(ctx context.Context) error) (owner, *jobs.Work[struct{}]) {
+		o := newOwner()
+		w := jobs.Define(o, "typed", func(ctx context.Context, _ struct{}) error {
+			if _, err := jobs.Step(ctx, "first", func(context.Context) (int, error) { return 1, nil }); err != nil {
+				return err
+			}
+			if _, err := jobs.Await[review](ctx, "review", contract.Awaiting{}); err != nil {
+				return err
+			}
+			return count(ctx)
+		})
+		return o, w
+	}
+	counted := func(ctx context.Context) error {
+		if _, err := jobs.Step(ctx, "count", func(context.Context) (int, error) { return 7, nil }); err != nil {
+			return err
+		}
+		_, err := jobs.Await[review](ctx, "again", contract.Awaiting{})
+		return err
+	}
+	answer := func(in *instance, job, step string) {
+		t.Helper()
+		req := startReq(job)
+		id := job + "-" + step
+		req.StepID, req.Input = &id, json.RawMessage(`{}`)
+		if _, err := jobs.Answer(in.ctx(), req); err != nil {
+			t.Fatal(err)
+		}
+		in.deliverAll(t, 3, nil)
+	}
+	// The first build records "first" and waits; the second records "count" and waits again.
+	o1, w1 := define(counted)
+	a := buildInstance(t, s, o1, clk, q, oldBuild)
+	job := start(t, a, w1, struct{}{})
+	a.deliverAll(t, 2, nil)
+	o2, _ := define(counted)
+	answer(buildInstance(t, s, o2, clk, q, newBuild), job, "review")
+	// A third build reads "count" as another type.
+	o3, _ := define(func(ctx context.Context) error {
+		_, err := jobs.Step(ctx, "count", func(context.Context) (string, error) { return "seven", nil })
+		return err
+	})
+	third := buildInstance(t, s, o3, clk, q, jobs.Build{SVZ: "v0.9.2", Revision: "cccccccccccccccc", Agent: "1.2.0"})
+	answer(third, job, "again")
+	got := mustJSON(t, stateOf(t, third, job))
+	want := `"error":{"message":"jobs: the recorded result of step \"count\", recorded by agent 1.1.0, svz v0.9.1 (bbbbbbbbbbbb), ` +
+		`does not decode into the step's type in agent 1.2.0, svz v0.9.2 (cccccccccccc)`
+	if !strings.Contains(got, `"status":"failed"`) || !strings.Contains(got, want) {
+		t.Fatalf("state %s\nwant %s", got, want)
+	}
+}
+
+// TestRenewalOfALapsedLease: work between two steps that outlasts the delivery's lease (its
+// renewal never ran) goes on to the next step in the same delivery when nobody took the task
+// meanwhile: the lease is taken again.
+func TestRenewalOfALapsedLease(t *testing.T) {
+	o, c := newOwner(), &counter{}
+	clk := newClock()
+	w := jobs.Define(o, "long", func(ctx context.Context, _ struct{}) error {
+		for _, name := range []string{"one", "two"} {
+			if _, err := jobs.Step(ctx, name, func(context.Context) (int, error) { c.inc(name); return 1, nil }); err != nil {
+				return err
+			}
+			clk.Add(jobs.DefaultLease + time.Second) // work between the steps
+		}
+		return nil
+	})
+	in := newInstance(t, memory.New(), o, clk, &queue{})
+	job := start(t, in, w, struct{}{})
+	if err := in.svc.Deliver(context.Background(), in.q.take()[0].M, jobs.Delivery{}); err != nil {
+		t.Fatal(err)
+	}
+	if st := stateOf(t, in, job).Job.Status; st != contract.StateCompleted || c.get("two") != 1 || len(in.q.take()) != 0 {
+		t.Fatalf("status %s, steps %v", st, c.n)
 	}
 }
