@@ -1,0 +1,93 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/jobs"
+	"github.com/supervaize/svz/core/store/memory"
+)
+
+// TestStepNamedAsAnotherKind: a Step named as an answered Await, a finished Sleep or a Map of
+// the same work fails the job; the recorded result is never taken for the step's.
+func TestStepNamedAsAnotherKind(t *testing.T) {
+	for _, tc := range []struct {
+		kind  string
+		first func(ctx context.Context) error
+	}{
+		{"await", func(ctx context.Context) error {
+			_, err := jobs.Await[review](ctx, "x", contract.Awaiting{})
+			return err
+		}},
+		{"sleep", func(ctx context.Context) error { return jobs.Sleep(ctx, "x", time.Minute) }},
+		{"map", func(ctx context.Context) error {
+			_, err := jobs.Map(ctx, "x", []int{1}, func(_ context.Context, n int) (int, error) { return n, nil })
+			return err
+		}},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			o, c := newOwner(), &counter{}
+			w := jobs.Define(o, "twice", func(ctx context.Context, _ struct{}) error {
+				if err := tc.first(ctx); err != nil {
+					return err
+				}
+				_, err := jobs.Step(ctx, "x", func(context.Context) (int, error) { c.inc("step"); return 1, nil })
+				return err
+			})
+			in := newInstance(t, memory.New(), o, newClock(), &queue{})
+			job := start(t, in, w, struct{}{})
+			in.deliverAll(t, 4, nil)
+			if tc.kind == "await" {
+				req := startReq(job)
+				id := job + "-x"
+				req.StepID, req.Input = &id, json.RawMessage(`{}`)
+				if _, err := jobs.Answer(in.ctx(), req); err != nil {
+					t.Fatal(err)
+				}
+				in.deliverAll(t, 4, nil)
+			}
+			got := mustJSON(t, stateOf(t, in, job))
+			if !strings.Contains(got, `"status":"failed"`) || !strings.Contains(got, `"error":{"message":"jobs: \"x\" is not a Step: step names are unique within a work"}`) || c.get("step") != 0 {
+				t.Fatalf("the step ran %d times; state %s", c.get("step"), got)
+			}
+		})
+	}
+}
+
+// TestStepsNotReachedNamesTheFirst: work that no longer reaches the steps an earlier delivery
+// recorded fails the job naming the first of them.
+func TestStepsNotReachedNamesTheFirst(t *testing.T) {
+	o := newOwner()
+	skip := false
+	w := jobs.Define(o, "path", func(ctx context.Context, _ struct{}) error {
+		if skip {
+			return nil
+		}
+		for _, name := range []string{"a", "b"} {
+			if _, err := jobs.Step(ctx, name, func(context.Context) (int, error) { return 1, nil }); err != nil {
+				return err
+			}
+		}
+		_, err := jobs.Await[review](ctx, "review", contract.Awaiting{})
+		return err
+	})
+	in := newInstance(t, memory.New(), o, newClock(), &queue{})
+	job := start(t, in, w, struct{}{})
+	in.deliverAll(t, 2, nil)
+	skip = true
+	req := startReq(job)
+	id := job + "-review"
+	req.StepID, req.Input = &id, json.RawMessage(`{}`)
+	if _, err := jobs.Answer(in.ctx(), req); err != nil {
+		t.Fatal(err)
+	}
+	in.deliverAll(t, 2, nil)
+	want := `"error":{"message":"jobs: step \"a\", recorded by an earlier delivery, was not reached by this one`
+	if got := mustJSON(t, stateOf(t, in, job)); !strings.Contains(got, want) {
+		t.Fatalf("state %s\nwant %s", got, want)
+	}
+}
