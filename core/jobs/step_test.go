@@ -91,3 +91,48 @@ func TestStepsNotReachedNamesTheFirst(t *testing.T) {
 		t.Fatalf("state %s\nwant %s", got, want)
 	}
 }
+
+// TestStepOutputs: the artifacts a Step, a Map or an Await names are its outputs in the job's
+// state once it completes, each member kept; a step without any shows an empty list.
+func TestStepOutputs(t *testing.T) {
+	o := newOwner()
+	report := contract.ArtifactRef{ID: "a-1", Type: "document", Title: "Report", MediaType: "application/pdf"}
+	sheet := contract.ArtifactRef{ID: "a-2", Type: "sheet"}
+	w := jobs.Define(o, "outputs", func(ctx context.Context, _ struct{}) error {
+		if _, err := jobs.Step(ctx, "write", func(context.Context) (int, error) { return 1, nil }, jobs.Outputs(report, sheet)); err != nil {
+			return err
+		}
+		if _, err := jobs.Map(ctx, "each", []int{1}, func(_ context.Context, n int) (int, error) { return n, nil }, jobs.Outputs(sheet)); err != nil {
+			return err
+		}
+		if _, err := jobs.Step(ctx, "plain", func(context.Context) (int, error) { return 1, nil }); err != nil {
+			return err
+		}
+		_, err := jobs.Await[review](ctx, "review", contract.Awaiting{}, jobs.Outputs(report))
+		return err
+	})
+	in := newInstance(t, memory.New(), o, newClock(), &queue{})
+	job := start(t, in, w, struct{}{})
+	in.deliverAll(t, 4, nil)
+	if got := mustJSON(t, stateOf(t, in, job)); !strings.Contains(got, `"awaiting":{"reason":"human_input","surface":"case.step.awaiting","action":"step.awaiting.submit","fields":[],"reopenable":false},"outputs":[]}`) {
+		t.Fatalf("while awaiting, state %s: want no outputs yet", got)
+	}
+	req := startReq(job)
+	id := job + "-review"
+	req.StepID, req.Input = &id, json.RawMessage(`{}`)
+	if _, err := jobs.Answer(in.ctx(), req); err != nil {
+		t.Fatal(err)
+	}
+	in.deliverAll(t, 2, nil)
+	got := mustJSON(t, stateOf(t, in, job))
+	for _, want := range []string{
+		`"title":"write","outputs":[{"id":"a-1","type":"document","title":"Report","media_type":"application/pdf"},{"id":"a-2","type":"sheet"}]}`,
+		`"title":"each","outputs":[{"id":"a-2","type":"sheet"}]`,
+		`"title":"plain","outputs":[]}`,
+		`"title":"review","outputs":[{"id":"a-1","type":"document","title":"Report","media_type":"application/pdf"}]`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("state %s\nwant %s", got, want)
+		}
+	}
+}
