@@ -136,3 +136,65 @@ func TestStepOutputs(t *testing.T) {
 		}
 	}
 }
+
+// TestAwaitOffThePath: new code that waits for an answer before the steps an earlier delivery
+// recorded fails the job naming the first of them, instead of waiting.
+func TestAwaitOffThePath(t *testing.T) {
+	o := newOwner()
+	offPath := false
+	w := jobs.Define(o, "path", func(ctx context.Context, _ struct{}) error {
+		if offPath {
+			_, err := jobs.Await[review](ctx, "x", contract.Awaiting{})
+			return err
+		}
+		if _, err := jobs.Step(ctx, "a", func(context.Context) (int, error) { return 1, nil }); err != nil {
+			return err
+		}
+		return jobs.Sleep(ctx, "nap", time.Minute)
+	})
+	in := newInstance(t, memory.New(), o, newClock(), &queue{})
+	job := start(t, in, w, struct{}{})
+	if err := in.svc.Deliver(context.Background(), in.q.take()[0].M, jobs.Delivery{}); err != nil {
+		t.Fatal(err)
+	}
+	offPath = true
+	in.deliverAll(t, 2, nil)
+	want := `"status":"failed","source":{"type":"fresh_start"},"error":{"message":"jobs: step \"a\", recorded by an earlier delivery, was not reached by this one`
+	if got := mustJSON(t, stateOf(t, in, job)); !strings.Contains(got, want) {
+		t.Fatalf("state %s\nwant %s", got, want)
+	}
+}
+
+// TestDeliveryGrant: a delivery runs the work in the context of the grant the job was started
+// under, every member kept, scopes an empty list when the grant had none.
+func TestDeliveryGrant(t *testing.T) {
+	for _, scopes := range [][]string{{"jobs:run"}, nil} {
+		o := newOwner()
+		w := jobs.Define(o, "granted", func(context.Context, struct{}) error { return nil })
+		var got []*contract.VerifiedWorkspaceContext
+		q, clk := &queue{}, newClock()
+		in := &instance{q: q, clock: clk, after: newManualAfter(), o: o}
+		in.svc = jobs.NewService(jobs.Config{Store: memory.New(), Dispatcher: q, Now: clk.Now, After: in.after.After, Logger: quiet,
+			Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true },
+			Bind: func(ctx context.Context, _ string, v *contract.VerifiedWorkspaceContext) context.Context {
+				got = append(got, v)
+				return ctx
+			}})
+		t.Cleanup(in.svc.Close)
+		slug, ref := "acme", "ref-1"
+		grant := &contract.VerifiedWorkspaceContext{GrantID: "g-1", WorkspaceID: wsID, WorkspaceSlug: &slug, AgentSlug: agentSlug,
+			AgentID: "agent-1", ServerID: "server-1", AgentWorkspaceRef: &ref, Scopes: scopes}
+		job := jobID(t)
+		if _, err := w.Start(jobs.NewContext(context.Background(), in.svc, o.reg, agentSlug, grant), startReq(job), struct{}{}); err != nil {
+			t.Fatal(err)
+		}
+		in.deliverAll(t, 2, nil)
+		want := *grant
+		if want.Scopes == nil {
+			want.Scopes = []string{}
+		}
+		if len(got) != 1 || mustJSON(t, got[0]) != mustJSON(t, &want) || got[0].Scopes == nil {
+			t.Fatalf("the work's grant %s, want %s", mustJSON(t, got), mustJSON(t, &want))
+		}
+	}
+}
