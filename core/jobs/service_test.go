@@ -318,6 +318,18 @@ func TestBuildOfTheFailedStep(t *testing.T) {
 	a.deliverAll(t, 2, nil)
 	o2, _ := define(counted)
 	answer(buildInstance(t, s, o2, clk, q, newBuild), job, "review")
+	// The operator's view names the build of each recorded step; an open one is not recorded yet.
+	d, err := operator(t, s, clk, q).Show(context.Background(), ref(job))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var builds []string
+	for _, st := range d.Steps {
+		builds = append(builds, st.Name+"="+st.Build)
+	}
+	if want := "[first=" + oldBuild.String() + " review=" + newBuild.String() + " count=" + newBuild.String() + " again=]"; fmt.Sprint(builds) != want {
+		t.Fatalf("steps' builds %v, want %s", builds, want)
+	}
 	// A third build reads "count" as another type.
 	o3, _ := define(func(ctx context.Context) error {
 		_, err := jobs.Step(ctx, "count", func(context.Context) (string, error) { return "seven", nil })
