@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -123,5 +124,31 @@ func TestStoppedBeforeItsDelivery(t *testing.T) {
 	}
 	if entered || r.Status != taskStopped {
 		t.Fatalf("the work was entered: %t; the task is %s", entered, r.Status)
+	}
+}
+
+// TestCheckLeaseAfterALostHalt: once a delivery found it lost its lease (a lapsed lease it could
+// not confirm: another item of a fan-out may go on meanwhile), CheckLease says so, though the
+// task's record still names it.
+func TestCheckLeaseAfterALostHalt(t *testing.T) {
+	s := memory.New()
+	svc := NewService(Config{Store: s, Dispatcher: nopDispatcher{}, Works: func(string) (*Registry, time.Duration, bool) { return nil, 0, false }})
+	ctx := context.Background()
+	b, err := svc.encode(&record{Format: recordFormat, Agent: "a", Workspace: "w", Job: "j", Work: "x", Status: taskPending, Holder: "h", LeaseUntil: svc.now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := Message{Agent: "a", Workspace: "w", Job: "j"}.Key()
+	if _, err := s.Create(ctx, key, b, store.Never); err != nil {
+		t.Fatal(err)
+	}
+	tk := &task{svc: svc, key: key, holder: "h", leaseUntil: svc.now().Add(time.Minute)}
+	in := context.WithValue(ctx, taskCtxKey{}, tk)
+	if err := CheckLease(in); err != nil {
+		t.Fatalf("holding the lease: %v", err)
+	}
+	tk.setHalt(lostHalt)
+	if err := CheckLease(in); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("after a lost halt: %v, want ErrLeaseLost", err)
 	}
 }
