@@ -369,3 +369,49 @@ func TestRenewalOfALapsedLease(t *testing.T) {
 		t.Fatalf("status %s, steps %v", st, c.n)
 	}
 }
+
+// TestFailureHandlerRetryWaits: a failure handler that fails is run again after the work's
+// backoff, not at once; and a job that ends its work past its timeout fails as timed out.
+func TestFailureHandlerRetryWaits(t *testing.T) {
+	o, f := newOwner(), &failures{fail: 1}
+	w := jobs.Define(o, "doomed", func(ctx context.Context, _ map[string]string) error {
+		return jobs.Permanent(errBoom)
+	}, jobs.Backoff(3*time.Second), jobs.OnFailure(f.handler))
+	in := newInstance(t, memory.New(), o, newClock(), &queue{})
+	job := start(t, in, w, map[string]string{})
+	var delays []time.Duration
+	for range 5 {
+		msgs := in.q.take()
+		if len(msgs) == 0 {
+			break
+		}
+		delays = append(delays, msgs[0].Delay)
+		in.clock.Add(msgs[0].Delay)
+		if err := in.svc.Deliver(context.Background(), msgs[0].M, jobs.Delivery{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(delays) != "[0s 0s 3s]" || len(f.got) != 2 {
+		t.Fatalf("deliveries after %v, handler runs %d; want [0s 0s 3s], 2", delays, len(f.got))
+	}
+	if st := stateOf(t, in, job).Job.Status; st != contract.StateFailed {
+		t.Fatalf("status %s", st)
+	}
+}
+
+// TestWorkEndingPastItsTimeout: work that returns after its job's timeout passed (a step that
+// outlasted it) fails the job as timed out, though the work itself succeeded.
+func TestWorkEndingPastItsTimeout(t *testing.T) {
+	o, clk := newOwner(), newClock()
+	w := jobs.Define(o, "late", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Step(ctx, "long", func(context.Context) (int, error) { clk.Add(2 * time.Minute); return 1, nil })
+		return err
+	}, jobs.Timeout(time.Minute))
+	in := newInstance(t, memory.New(), o, clk, &queue{})
+	job := start(t, in, w, struct{}{})
+	in.deliverAll(t, 2, nil)
+	want := `"status":"failed","source":{"type":"fresh_start"},"error":{"message":"the job did not finish within 1m0s (its timeout)"}`
+	if got := mustJSON(t, stateOf(t, in, job)); !strings.Contains(got, want) {
+		t.Fatalf("state %s\nwant %s", got, want)
+	}
+}
