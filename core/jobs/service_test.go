@@ -146,8 +146,8 @@ func TestStartAgainDispatchesOnlyANewTask(t *testing.T) {
 	if err := in.svc.Deliver(context.Background(), first[0].M, jobs.Delivery{Deadline: in.clock.Now().Add(time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	if msgs := in.q.take(); len(msgs) != 1 || c.get("one") != 1 || c.get("two") != 0 {
-		t.Fatalf("handed on: %+v (steps %v)", msgs, c.n)
+	if msgs := in.q.take(); len(msgs) != 1 || msgs[0].M.Attempt != 1 || c.get("one") != 1 || c.get("two") != 0 {
+		t.Fatalf("handed on: %+v (steps %v), want the next attempt", msgs, c.n)
 	}
 	if msgs := again(job); len(msgs) != 0 {
 		t.Fatalf("a job handed on, started again: dispatched %+v", msgs)
