@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -195,6 +196,56 @@ func TestDeliveryGrant(t *testing.T) {
 		}
 		if len(got) != 1 || mustJSON(t, got[0]) != mustJSON(t, &want) || got[0].Scopes == nil {
 			t.Fatalf("the work's grant %s, want %s", mustJSON(t, got), mustJSON(t, &want))
+		}
+	}
+}
+
+// TestOperatorCancelOpenSteps: an operator's cancel (without the agent's code) of a job nobody
+// runs shows its open steps cancelled, whatever they wait for (a retry, a timer), and sends the
+// job's message at once, in the pool's index due now; a job whose holder's lease ran out counts
+// as nobody's.
+func TestOperatorCancelOpenSteps(t *testing.T) {
+	o := newOwner()
+	retried := jobs.Define(o, "retried", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Step(ctx, "call", func(context.Context) (int, error) { return 0, errBoom })
+		return err
+	}, jobs.MaxAttempts(3))
+	sleepy := jobs.Define(o, "sleepy", func(ctx context.Context, _ struct{}) error { return jobs.Sleep(ctx, "nap", time.Hour) })
+	held, entered := stoppable(t, o)
+	s, clk := memory.New(), newClock()
+	in := newInstance(t, s, o, clk, &queue{})
+	var jobsOf []string
+	for _, w := range []*jobs.Work[struct{}]{retried, sleepy} {
+		job := start(t, in, w, struct{}{})
+		if err := in.svc.Deliver(context.Background(), in.q.take()[0].M, jobs.Delivery{}); err != nil {
+			t.Fatal(err)
+		}
+		in.q.take()
+		jobsOf = append(jobsOf, job)
+	}
+	job := start(t, in, held, struct{}{})
+	deliverInBackground(t, in)
+	<-entered
+	clk.Add(jobs.DefaultLease + jobs.SkewMargin) // the holder stopped renewing
+	jobsOf = append(jobsOf, job)
+
+	ops := operator(t, s, clk, jobs.PoolIndex{Store: s})
+	for i, job := range jobsOf {
+		d, err := ops.Cancel(context.Background(), ref(job))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var steps []string
+		for _, st := range d.Steps {
+			steps = append(steps, st.Name+"="+st.Status)
+		}
+		want := map[int]string{0: "[call=cancelled]", 1: "[nap=cancelled]", 2: "[]"}[i] // the holder wrote no open step
+		if d.Status != "pending" || !d.StopRequested || fmt.Sprint(steps) != want {
+			t.Fatalf("job %d cancelled: status %s, steps %v, want %s", i, d.Status, steps, want)
+		}
+		entry, err := s.Get(context.Background(), "jobs/v1/p/"+agentSlug+"/"+wsID+"/"+job)
+		if err != nil || strings.Contains(string(entry.Value), `"at"`) {
+			t.Fatalf("job %d: index entry %s (%v), want one due now", i, entry.Value, err)
 		}
 	}
 }
