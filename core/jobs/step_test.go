@@ -249,3 +249,45 @@ func TestOperatorCancelOpenSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolIndexDispatch: the pool's index entry of a message dispatched for later says when it
+// is due, counted from now when the message does not say; one due at once says nothing.
+func TestPoolIndexDispatch(t *testing.T) {
+	s := memory.New()
+	q := jobs.PoolIndex{Store: s}
+	ctx := context.Background()
+	before := time.Now()
+	for _, m := range []jobs.Message{
+		{Agent: "a", Workspace: "w", Job: "later", Work: "x"},
+		{Agent: "a", Workspace: "w", Job: "at", Work: "x", At: 42},
+		{Agent: "a", Workspace: "w", Job: "now", Work: "x"},
+	} {
+		delay := time.Hour
+		if m.Job == "now" {
+			delay = 0
+		}
+		if err := q.Dispatch(ctx, m, delay); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := func(job string) int64 {
+		rec, err := s.Get(ctx, "jobs/v1/p/a/w/"+job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m jobs.Message
+		if err := json.Unmarshal(rec.Value, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m.At
+	}
+	if got := time.UnixMilli(at("later")); got.Before(before.Add(time.Hour).Truncate(time.Millisecond)) || got.After(time.Now().Add(time.Hour)) {
+		t.Errorf("a message due in an hour: entry due %v", got)
+	}
+	if got := at("at"); got != 42 {
+		t.Errorf("a message saying when it is due: entry due %d", got)
+	}
+	if got := at("now"); got != 0 {
+		t.Errorf("a message due at once: entry due %d", got)
+	}
+}
