@@ -291,3 +291,22 @@ func TestPoolIndexDispatch(t *testing.T) {
 		t.Errorf("a message due at once: entry due %d", got)
 	}
 }
+
+// TestStartOnAnotherAgent: a work starts only in the context of the agent that defined it, even
+// when that agent defines a work of the same name; a context without works refuses it too.
+func TestStartOnAnotherAgent(t *testing.T) {
+	a, b := newOwner(), newOwner()
+	w := jobs.Define(a, "same", func(context.Context, struct{}) error { return nil })
+	jobs.Define(b, "same", func(context.Context, struct{}) error { return nil })
+	in := newInstance(t, memory.New(), b, newClock(), &queue{})
+	want := `jobs: work "same" is not defined on agent "` + agentSlug + `" (define it with jobs.Define on the agent, before core.New)`
+	for name, reg := range map[string]*jobs.Registry{"another agent's": b.reg, "no": nil} {
+		ctx := jobs.NewContext(context.Background(), in.svc, reg, agentSlug, &contract.VerifiedWorkspaceContext{GrantID: "g-1", WorkspaceID: wsID, AgentSlug: agentSlug})
+		if _, err := w.Start(ctx, startReq(jobID(t)), struct{}{}); err == nil || err.Error() != want {
+			t.Errorf("started with %s works: %v", name, err)
+		}
+	}
+	if msgs := in.q.take(); len(msgs) != 0 {
+		t.Fatalf("dispatched %+v", msgs)
+	}
+}
