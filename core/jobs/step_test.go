@@ -310,3 +310,33 @@ func TestStartOnAnotherAgent(t *testing.T) {
 		t.Fatalf("dispatched %+v", msgs)
 	}
 }
+
+// TestStopCancelsOpenSteps: job.stop of a job nobody runs shows its open steps cancelled,
+// whatever they wait for: a retry, a timer.
+func TestStopCancelsOpenSteps(t *testing.T) {
+	o := newOwner()
+	retried := jobs.Define(o, "retried", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Step(ctx, "call", func(context.Context) (int, error) { return 0, errBoom })
+		return err
+	}, jobs.MaxAttempts(3))
+	sleepy := jobs.Define(o, "sleepy", func(ctx context.Context, _ struct{}) error { return jobs.Sleep(ctx, "nap", time.Hour) })
+	s, clk := memory.New(), newClock()
+	in := newInstance(t, s, o, clk, &queue{})
+	for _, tc := range []struct {
+		w    *jobs.Work[struct{}]
+		step string
+	}{{retried, "call"}, {sleepy, "nap"}} {
+		job := start(t, in, tc.w, struct{}{})
+		if err := in.svc.Deliver(context.Background(), in.q.take()[0].M, jobs.Delivery{}); err != nil {
+			t.Fatal(err)
+		}
+		in.q.take()
+		if st, err := jobs.Stop(in.ctx(), job); err != nil || st.Job.Status != contract.StateCancelled {
+			t.Fatalf("stop: %v %+v", err, st)
+		}
+		d, err := operator(t, s, clk, &queue{}).Show(context.Background(), ref(job))
+		if err != nil || len(d.Steps) != 1 || d.Steps[0].Name != tc.step || d.Steps[0].Status != "cancelled" {
+			t.Fatalf("stopped: %v %+v", err, d)
+		}
+	}
+}
