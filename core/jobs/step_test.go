@@ -312,7 +312,7 @@ func TestStartOnAnotherAgent(t *testing.T) {
 }
 
 // TestStopCancelsOpenSteps: job.stop of a job nobody runs shows its open steps cancelled,
-// whatever they wait for: a retry, a timer.
+// whatever they wait for: a retry, a timer, an answer.
 func TestStopCancelsOpenSteps(t *testing.T) {
 	o := newOwner()
 	retried := jobs.Define(o, "retried", func(ctx context.Context, _ struct{}) error {
@@ -320,12 +320,16 @@ func TestStopCancelsOpenSteps(t *testing.T) {
 		return err
 	}, jobs.MaxAttempts(3))
 	sleepy := jobs.Define(o, "sleepy", func(ctx context.Context, _ struct{}) error { return jobs.Sleep(ctx, "nap", time.Hour) })
+	waiting := jobs.Define(o, "waiting", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Await[review](ctx, "review", contract.Awaiting{})
+		return err
+	})
 	s, clk := memory.New(), newClock()
 	in := newInstance(t, s, o, clk, &queue{})
 	for _, tc := range []struct {
 		w    *jobs.Work[struct{}]
 		step string
-	}{{retried, "call"}, {sleepy, "nap"}} {
+	}{{retried, "call"}, {sleepy, "nap"}, {waiting, "review"}} {
 		job := start(t, in, tc.w, struct{}{})
 		if err := in.svc.Deliver(context.Background(), in.q.take()[0].M, jobs.Delivery{}); err != nil {
 			t.Fatal(err)
