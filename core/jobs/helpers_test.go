@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -255,4 +256,51 @@ func sleepThenAfter(o owner, work, sleep string, d time.Duration, c *counter) *j
 		_, err := jobs.Step(ctx, "after", func(context.Context) (int, error) { c.inc("after"); return 1, nil })
 		return err
 	})
+}
+
+// answer answers job's awaiting step (its name) with an empty object, then delivers what that
+// queues.
+func answer(t *testing.T, in *instance, job, step string) {
+	t.Helper()
+	req := startReq(job)
+	id := job + "-" + step
+	req.StepID, req.Input = &id, json.RawMessage(`{}`)
+	if _, err := jobs.Answer(in.ctx(), req); err != nil {
+		t.Fatal(err)
+	}
+	in.deliverAll(t, 4, nil)
+}
+
+// deliverInTurn delivers the first queued message when it is due (the clock moved by its
+// delay), then the next, until none is left (at most limit deliveries); it returns the messages
+// it delivered.
+func (in *instance) deliverInTurn(t *testing.T, limit int) []sent {
+	t.Helper()
+	var done []sent
+	for {
+		msgs := in.q.take()
+		if len(msgs) == 0 {
+			return done
+		}
+		if len(done) == limit {
+			t.Fatalf("more than %d deliveries", limit)
+		}
+		for _, m := range msgs[1:] {
+			_ = in.q.Dispatch(context.Background(), m.M, m.Delay)
+		}
+		done = append(done, msgs[0])
+		in.clock.Add(msgs[0].Delay)
+		if err := in.svc.Deliver(context.Background(), msgs[0].M, jobs.Delivery{}); err != nil {
+			t.Fatalf("delivery %d: %v", len(done), err)
+		}
+	}
+}
+
+// delays are the delays the messages were sent with.
+func delays(msgs []sent) string {
+	var d []time.Duration
+	for _, m := range msgs {
+		d = append(d, m.Delay)
+	}
+	return fmt.Sprint(d)
 }

@@ -333,6 +333,16 @@ func (h signalOn) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
+// wasSaid reports whether the record was logged.
+func (h signalOn) wasSaid() bool {
+	select {
+	case <-h.said:
+		return true
+	default:
+		return false
+	}
+}
+
 // retryLogged signals the first "retried in a later delivery" of a fan-out item.
 func retryLogged() signalOn {
 	return signalOn{msg: "fan-out item failed: retried in a later delivery", said: make(chan struct{}), once: &sync.Once{}}

@@ -201,20 +201,8 @@ func testMapItemRetry(t *testing.T, s store.Store) {
 	job := start(t, in, w, []int{1, 2, 3})
 	// The first delivery runs 1 and 2 (fails); 3 does not start; the retry after 1 s runs 2 (fails
 	// again), the next after 2 s runs 2 and 3.
-	var delays []time.Duration
-	for range 10 {
-		msgs := in.q.take()
-		if len(msgs) == 0 {
-			break
-		}
-		delays = append(delays, msgs[0].Delay)
-		in.clock.Add(msgs[0].Delay)
-		if err := in.svc.Deliver(context.Background(), msgs[0].M, jobs.Delivery{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if fmt.Sprint(delays) != "[0s 1s 2s]" || c.get("1") != 1 || c.get("2") != 3 || c.get("3") != 1 {
-		t.Fatalf("delays %v, runs 1:%d 2:%d 3:%d", delays, c.get("1"), c.get("2"), c.get("3"))
+	if got := delays(in.deliverInTurn(t, 10)); got != "[0s 1s 2s]" || c.get("1") != 1 || c.get("2") != 3 || c.get("3") != 1 {
+		t.Fatalf("delays %v, runs 1:%d 2:%d 3:%d", got, c.get("1"), c.get("2"), c.get("3"))
 	}
 	if st := stateOf(t, in, job).Job.Status; st != contract.StateCompleted {
 		t.Fatalf("status %s", st)
@@ -699,10 +687,8 @@ func testOnFailureAwaitTimeout(t *testing.T, s store.Store) {
 	if len(msgs) != 1 || msgs[0].Delay != time.Hour || msgs[0].M.At != in.clock.Now().Add(time.Hour).UnixMilli() {
 		t.Fatalf("the timeout of a waiting job is not scheduled: %+v", msgs)
 	}
-	select {
-	case <-unscheduled.said:
+	if unscheduled.wasSaid() {
 		t.Fatal("logged as not scheduled")
-	default:
 	}
 	in.q.msgs = msgs
 	in.deliverAll(t, 4, nil)

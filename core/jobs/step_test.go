@@ -43,13 +43,7 @@ func TestStepNamedAsAnotherKind(t *testing.T) {
 			job := start(t, in, w, struct{}{})
 			in.deliverAll(t, 4, nil)
 			if tc.kind == "await" {
-				req := startReq(job)
-				id := job + "-x"
-				req.StepID, req.Input = &id, json.RawMessage(`{}`)
-				if _, err := jobs.Answer(in.ctx(), req); err != nil {
-					t.Fatal(err)
-				}
-				in.deliverAll(t, 4, nil)
+				answer(t, in, job, "x")
 			}
 			got := mustJSON(t, stateOf(t, in, job))
 			if !strings.Contains(got, `"status":"failed"`) || !strings.Contains(got, `"error":{"message":"jobs: \"x\" is not a Step: step names are unique within a work"}`) || c.get("step") != 0 {
@@ -80,13 +74,7 @@ func TestStepsNotReachedNamesTheFirst(t *testing.T) {
 	job := start(t, in, w, struct{}{})
 	in.deliverAll(t, 2, nil)
 	skip = true
-	req := startReq(job)
-	id := job + "-review"
-	req.StepID, req.Input = &id, json.RawMessage(`{}`)
-	if _, err := jobs.Answer(in.ctx(), req); err != nil {
-		t.Fatal(err)
-	}
-	in.deliverAll(t, 2, nil)
+	answer(t, in, job, "review")
 	want := `"error":{"message":"jobs: step \"a\", recorded by an earlier delivery, was not reached by this one`
 	if got := mustJSON(t, stateOf(t, in, job)); !strings.Contains(got, want) {
 		t.Fatalf("state %s\nwant %s", got, want)
@@ -118,13 +106,7 @@ func TestStepOutputs(t *testing.T) {
 	if got := mustJSON(t, stateOf(t, in, job)); !strings.Contains(got, `"awaiting":{"reason":"human_input","surface":"case.step.awaiting","action":"step.awaiting.submit","fields":[],"reopenable":false},"outputs":[]}`) {
 		t.Fatalf("while awaiting, state %s: want no outputs yet", got)
 	}
-	req := startReq(job)
-	id := job + "-review"
-	req.StepID, req.Input = &id, json.RawMessage(`{}`)
-	if _, err := jobs.Answer(in.ctx(), req); err != nil {
-		t.Fatal(err)
-	}
-	in.deliverAll(t, 2, nil)
+	answer(t, in, job, "review")
 	got := mustJSON(t, stateOf(t, in, job))
 	for _, want := range []string{
 		`"title":"write","outputs":[{"id":"a-1","type":"document","title":"Report","media_type":"application/pdf"},{"id":"a-2","type":"sheet"}]}`,
