@@ -182,17 +182,24 @@ func TestDeliveryGrant(t *testing.T) {
 	}
 }
 
+// waitingWorks defines two works whose first delivery leaves an open step waiting: "retried",
+// its step "call" for a retry; "sleepy", its timer "nap".
+func waitingWorks(o owner) (retried, sleepy *jobs.Work[struct{}]) {
+	retried = jobs.Define(o, "retried", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Step(ctx, "call", func(context.Context) (int, error) { return 0, errBoom })
+		return err
+	}, jobs.MaxAttempts(3))
+	sleepy = jobs.Define(o, "sleepy", func(ctx context.Context, _ struct{}) error { return jobs.Sleep(ctx, "nap", time.Hour) })
+	return retried, sleepy
+}
+
 // TestOperatorCancelOpenSteps: an operator's cancel (without the agent's code) of a job nobody
 // runs shows its open steps cancelled, whatever they wait for (a retry, a timer), and sends the
 // job's message at once, in the pool's index due now; a job whose holder's lease ran out counts
 // as nobody's.
 func TestOperatorCancelOpenSteps(t *testing.T) {
 	o := newOwner()
-	retried := jobs.Define(o, "retried", func(ctx context.Context, _ struct{}) error {
-		_, err := jobs.Step(ctx, "call", func(context.Context) (int, error) { return 0, errBoom })
-		return err
-	}, jobs.MaxAttempts(3))
-	sleepy := jobs.Define(o, "sleepy", func(ctx context.Context, _ struct{}) error { return jobs.Sleep(ctx, "nap", time.Hour) })
+	retried, sleepy := waitingWorks(o)
 	held, entered := stoppable(t, o)
 	s, clk := memory.New(), newClock()
 	in := newInstance(t, s, o, clk, &queue{})
@@ -297,11 +304,7 @@ func TestStartOnAnotherAgent(t *testing.T) {
 // whatever they wait for: a retry, a timer, an answer.
 func TestStopCancelsOpenSteps(t *testing.T) {
 	o := newOwner()
-	retried := jobs.Define(o, "retried", func(ctx context.Context, _ struct{}) error {
-		_, err := jobs.Step(ctx, "call", func(context.Context) (int, error) { return 0, errBoom })
-		return err
-	}, jobs.MaxAttempts(3))
-	sleepy := jobs.Define(o, "sleepy", func(ctx context.Context, _ struct{}) error { return jobs.Sleep(ctx, "nap", time.Hour) })
+	retried, sleepy := waitingWorks(o)
 	waiting := jobs.Define(o, "waiting", func(ctx context.Context, _ struct{}) error {
 		_, err := jobs.Await[review](ctx, "review", contract.Awaiting{})
 		return err
