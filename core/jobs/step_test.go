@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -326,6 +327,40 @@ func TestStopCancelsOpenSteps(t *testing.T) {
 		d, err := operator(t, s, clk, &queue{}).Show(context.Background(), ref(job))
 		if err != nil || len(d.Steps) != 1 || d.Steps[0].Name != tc.step || d.Steps[0].Status != "cancelled" {
 			t.Fatalf("stopped: %v %+v", err, d)
+		}
+	}
+}
+
+// TestAnswerRefusals: an answer names its job and step; a step the job does not have is
+// ErrNoStep, one recorded already (answered, or not an Await) ErrNotAwaiting.
+func TestAnswerRefusals(t *testing.T) {
+	o := newOwner()
+	w := jobs.Define(o, "asks", func(ctx context.Context, _ struct{}) error {
+		if _, err := jobs.Step(ctx, "first", func(context.Context) (int, error) { return 1, nil }); err != nil {
+			return err
+		}
+		_, err := jobs.Await[review](ctx, "review", contract.Awaiting{})
+		return err
+	})
+	in := newInstance(t, memory.New(), o, newClock(), &queue{})
+	job := start(t, in, w, struct{}{})
+	in.deliverAll(t, 2, nil)
+	id := func(s string) *string { return &s }
+	for _, tc := range []struct {
+		job, step *string
+		want      error
+		msg       string
+	}{
+		{&job, nil, jobs.ErrNotAwaiting, "step.awaiting.submit needs job_id and step_id"},
+		{nil, id(job + "-review"), jobs.ErrNotAwaiting, "step.awaiting.submit needs job_id and step_id"},
+		{&job, id(job + "-none"), jobs.ErrNoStep, ""},
+		{&job, id(job + "-first"), jobs.ErrNotAwaiting, ""},
+	} {
+		req := startReq(job)
+		req.JobID, req.StepID, req.Input = tc.job, tc.step, json.RawMessage(`{}`)
+		_, err := jobs.Answer(in.ctx(), req)
+		if !errors.Is(err, tc.want) || !strings.Contains(fmt.Sprint(err), tc.msg) {
+			t.Errorf("job %v, step %v: %v, want %v %s", tc.job, tc.step, err, tc.want, tc.msg)
 		}
 	}
 }
