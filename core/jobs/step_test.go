@@ -364,3 +364,33 @@ func TestAnswerRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestStatePastTheTimeout: past its timeout, a job nobody delivers shows failed with the
+// timeout's message; one that ended shows as it ended. A job stopped without a label shows none.
+func TestStatePastTheTimeout(t *testing.T) {
+	o := newOwner()
+	quick := jobs.Define(o, "quick", func(context.Context, struct{}) error { return nil }, jobs.Timeout(time.Minute))
+	waits := jobs.Define(o, "waits", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Await[review](ctx, "review", contract.Awaiting{})
+		return err
+	}, jobs.Timeout(time.Minute))
+	in := newInstance(t, memory.New(), o, newClock(), &queue{})
+	done := start(t, in, quick, struct{}{})
+	in.deliverAll(t, 2, nil)
+	waiting := start(t, in, waits, struct{}{})
+	in.deliverAll(t, 2, nil)
+	stopped := start(t, in, waits, struct{}{})
+	if _, err := jobs.Stop(in.ctx(), stopped); err != nil {
+		t.Fatal(err)
+	}
+	in.clock.Add(2 * time.Minute)
+	for job, want := range map[string]string{
+		done:    `{"job":{"id":"` + done + `","agent_slug":"jobs-agent","mission_id":"m-1","status":"completed","source":{"type":"fresh_start"}}`,
+		waiting: `{"job":{"id":"` + waiting + `","agent_slug":"jobs-agent","mission_id":"m-1","status":"failed","source":{"type":"fresh_start"},"error":{"message":"the job did not finish within 1m0s (its timeout)"}}`,
+		stopped: `{"job":{"id":"` + stopped + `","agent_slug":"jobs-agent","mission_id":"m-1","status":"cancelled","source":{"type":"fresh_start"}}`,
+	} {
+		if got := mustJSON(t, stateOf(t, in, job)); !strings.HasPrefix(got, want) {
+			t.Errorf("state %s\nwant %s…", got, want)
+		}
+	}
+}
