@@ -85,9 +85,6 @@ func (s *Service) snapshot(reg *Registry, r *record, records []*stepRecord) *con
 		if c, ok := cases[id]; ok {
 			return c
 		}
-		if id == defaultCase && lane == "" && title == "" {
-			lane, title = defLane, r.Work
-		}
 		c := &caseView{rec: caseRecord{ID: id, Lane: lane, Title: title}}
 		cases[id] = c
 		order = append(order, id)

@@ -394,3 +394,29 @@ func TestStatePastTheTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultCase: steps outside a case of their own are in the job's default case, in the
+// registration's default lane ("work" when none), titled with the work's name; a step in a case
+// of its own shows that case's lane and title.
+func TestDefaultCase(t *testing.T) {
+	o := newOwner()
+	w := jobs.Define(o, "cased", func(ctx context.Context, _ struct{}) error {
+		if _, err := jobs.Step(ctx, "plain", func(context.Context) (int, error) { return 1, nil }); err != nil {
+			return err
+		}
+		_, err := jobs.Step(ctx, "reviewed", func(context.Context) (int, error) { return 1, nil }, jobs.InCase("c-1", "review", "Review"))
+		return err
+	})
+	in := newInstance(t, memory.New(), o, newClock(), &queue{})
+	job := start(t, in, w, struct{}{})
+	in.deliverAll(t, 2, nil)
+	got := mustJSON(t, stateOf(t, in, job))
+	for _, want := range []string{
+		`{"id":"` + job + `-work","lane":"work","title":"cased","status":"completed"`,
+		`{"id":"` + job + `-c-1","lane":"review","title":"Review","status":"completed"`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("state %s\nwant %s", got, want)
+		}
+	}
+}
