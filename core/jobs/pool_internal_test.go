@@ -341,3 +341,17 @@ func TestPoolScanTakesBackItsOwn(t *testing.T) {
 		t.Fatalf("orphans %v: want mine, taken back as this instance's (false)", p.orphans)
 	}
 }
+
+// TestTraceMemo: a task's trace context is kept until taken, the first kept unless replaced;
+// an empty one is not kept.
+func TestTraceMemo(t *testing.T) {
+	var k traceMemo
+	k.keep("a", map[string]string{}, true)
+	k.keep("b", map[string]string{"traceparent": "1"}, false)
+	k.keep("b", map[string]string{"traceparent": "2"}, false)
+	k.keep("c", map[string]string{"traceparent": "1"}, false)
+	k.keep("c", map[string]string{"traceparent": "2"}, true)
+	if fmt.Sprint(k.m) != "map[b:map[traceparent:1] c:map[traceparent:2]]" {
+		t.Fatalf("kept %v", k.m)
+	}
+}
