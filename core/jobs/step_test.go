@@ -420,3 +420,48 @@ func TestDefaultCase(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressWhileRunning: the progress a running delivery reported shows in job.sync before
+// the delivery ends (written with its step records), the latest report of each case winning,
+// a case without steps of its own included; a case never reported shows no progress.
+func TestProgressWhileRunning(t *testing.T) {
+	o := newOwner()
+	var seen string
+	var in *instance
+	var job string
+	w := jobs.Define(o, "progressing", func(ctx context.Context, _ struct{}) error {
+		if _, err := jobs.Step(ctx, "quietly", func(context.Context) (int, error) { return 1, nil }, jobs.InCase("quiet", "", "Quiet")); err != nil {
+			return err
+		}
+		for i, name := range []string{"one", "two"} {
+			if _, err := jobs.Step(ctx, name, func(ctx context.Context) (int, error) {
+				if err := jobs.Progress(ctx, "", i+1, 3); err != nil {
+					return 0, err
+				}
+				return 1, jobs.Progress(ctx, "later", i, 5)
+			}); err != nil {
+				return err
+			}
+		}
+		_, err := jobs.Step(ctx, "look", func(context.Context) (int, error) {
+			seen = mustJSON(t, stateOf(t, in, job))
+			return 1, nil
+		})
+		return err
+	})
+	in = newInstance(t, memory.New(), o, newClock(), &queue{})
+	job = start(t, in, w, struct{}{})
+	in.deliverAll(t, 2, nil)
+	for _, want := range []string{
+		`{"id":"` + job + `-work","lane":"work","title":"progressing","status":"active","metadata":{"progress":{"done":2,"total":3}}`,
+		`{"id":"` + job + `-later","lane":"work","status":"pending","metadata":{"progress":{"done":1,"total":5}}`,
+		`{"id":"` + job + `-quiet","lane":"work","title":"Quiet","status":"completed","metadata":{}`,
+	} {
+		if !strings.Contains(seen, want) {
+			t.Fatalf("state while running %s\nwant %s", seen, want)
+		}
+	}
+	if got, want := mustJSON(t, stateOf(t, in, job)), `{"id":"`+job+`-quiet","lane":"work","title":"Quiet","status":"completed","metadata":{}`; !strings.Contains(got, want) {
+		t.Fatalf("state when done %s\nwant %s", got, want)
+	}
+}
