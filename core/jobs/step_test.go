@@ -387,7 +387,8 @@ func TestStatePastTheTimeout(t *testing.T) {
 	for job, want := range map[string]string{
 		done:    `{"job":{"id":"` + done + `","agent_slug":"jobs-agent","mission_id":"m-1","status":"completed","source":{"type":"fresh_start"}}`,
 		waiting: `{"job":{"id":"` + waiting + `","agent_slug":"jobs-agent","mission_id":"m-1","status":"failed","source":{"type":"fresh_start"},"error":{"message":"the job did not finish within 1m0s (its timeout)"}}`,
-		stopped: `{"job":{"id":"` + stopped + `","agent_slug":"jobs-agent","mission_id":"m-1","status":"cancelled","source":{"type":"fresh_start"}}`,
+		stopped: `{"job":{"id":"` + stopped + `","agent_slug":"jobs-agent","mission_id":"m-1","status":"cancelled","source":{"type":"fresh_start"}},` +
+			`"cases":[{"id":"` + stopped + `-work","lane":"work","title":"waits","status":"cancelled","metadata":{},"steps":[]}]}`,
 	} {
 		if got := mustJSON(t, stateOf(t, in, job)); !strings.HasPrefix(got, want) {
 			t.Errorf("state %s\nwant %s…", got, want)
