@@ -78,24 +78,22 @@ func indexKey(m Message) string {
 }
 
 // Dispatch records the task in the pool's index (so that another process finds it if this one
-// dies) and queues it, after delay (a task due at once is queued first: its delivery does not wait
-// for the entry's write, Dispatch does). The index entry of a delayed message says when it is due, so
-// that a scan after a restart skips it without reading the task until then.
+// dies), then queues it, after delay. The entry is written first, a task due at once included: a
+// delivery that ran ahead of it, killed inside a step, left a task no scan finds and no retried
+// job.start dispatches again (the task was delivered). The index entry of a delayed message says
+// when it is due, so that a scan after a restart skips it without reading the task until then.
 func (p *Pool) Dispatch(ctx context.Context, m Message, delay time.Duration) error {
 	if p.svc == nil {
 		return errors.New("jobs: the pool is not attached to a controller")
 	}
 	entry := Message{Agent: m.Agent, Workspace: m.Workspace, Job: m.Job, Work: m.Work, At: m.At}
 	p.traces.keep(m.Key(), p.svc.tel.p.Inject(ctx), true)
-	if delay <= 0 {
-		// The delivery starts at once, beside the index entry's write: the entry matters only if
-		// this process dies, and the dispatcher's caller waits for it (a job.start that fails
-		// here is retried, and dispatches again). The first step waits for one commit less.
-		p.enqueue(m)
-		return indexTask(ctx, p.svc.cfg.Store, m, p.svc.tel.indexEntry(ctx, entry))
-	}
 	if err := indexTask(ctx, p.svc.cfg.Store, m, p.svc.tel.indexEntry(ctx, entry)); err != nil {
 		return err
+	}
+	if delay <= 0 {
+		p.enqueue(m)
+		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,6 +89,50 @@ func TestPoolDispatchDelay(t *testing.T) {
 			t.Fatalf("index entry %s: %+v, %v", rec.Value, e, err)
 		}
 	}
+}
+
+// TestPoolDispatchWritesTheEntryFirst: a task due at once is queued only once its index entry is
+// written. A failed write queues nothing: the job.start it fails is retried and dispatches again,
+// whereas a delivery that ran ahead of its entry, killed inside a step, was lost (no scan finds
+// the task, and a retried job.start does not dispatch a task delivered once).
+func TestPoolDispatchWritesTheEntryFirst(t *testing.T) {
+	p, _ := idlePool(t, 4)
+	s := &failingIndex{Store: memory.New()}
+	s.fail.Store(true)
+	p.svc.cfg.Store = s
+	ctx := context.Background()
+	m := Message{Agent: "a", Workspace: "w", Job: "1", Work: "x"}
+	if err := p.Dispatch(ctx, m, 0); !errors.Is(err, errIndexDown) {
+		t.Fatalf("dispatch while the index write fails: %v, want %v", err, errIndexDown)
+	}
+	if len(p.queue) != 0 || len(p.queued) != 0 {
+		t.Fatalf("a task whose entry was not written: %d queued (%v), want none", len(p.queue), p.queued)
+	}
+	s.fail.Store(false)
+	if err := p.Dispatch(ctx, m, 0); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.queue) != 1 || p.queued[m.Key()] != 1 {
+		t.Fatalf("the dispatch again: %d queued (%v), want the task", len(p.queue), p.queued)
+	}
+	if _, err := s.Get(ctx, indexKey(m)); err != nil {
+		t.Fatalf("the index entry: %v", err)
+	}
+}
+
+var errIndexDown = errors.New("the index is down")
+
+// failingIndex is a store whose creations of the pool's index entries fail while fail is set.
+type failingIndex struct {
+	*memory.Store
+	fail atomic.Bool
+}
+
+func (f *failingIndex) Create(ctx context.Context, key string, value []byte, expiresAt time.Time) (store.Record, error) {
+	if f.fail.Load() && strings.HasPrefix(key, keyPrefix+"p/") {
+		return store.Record{}, errIndexDown
+	}
+	return f.Store.Create(ctx, key, value, expiresAt)
 }
 
 // gatedGets is a store whose reads of a task wait for the test's answer: the error to return
