@@ -226,6 +226,13 @@ func TestJobAnswerThroughController(t *testing.T) {
 			`"job_state":{"job":{"id":"job-1","agent_slug":"w","mission_id":"mission-1","status":"active","source":{"type":"fresh_start"}},`+
 			`"cases":[{"id":"job-1-work","lane":"work","title":"reviewed","status":"active","metadata":{},"steps":[`+
 			`{"id":"job-1-review","activity":"operation","status":"completed","title":"Review","outputs":[]}]}]}}}`)
+	// The same answer again (a retry, before a delivery took it) answers as the first; another
+	// answer is refused.
 	jsonEq(t, submit(5, "job-1-review", map[string]any{"approved": true}),
-		`{"jsonrpc":"2.0","id":5,"result":{"status":"error","effects":[],"errors":[{"code":"step_not_awaiting","message":"Step \"job-1-review\" is not awaiting an answer (answered already, or not a step that waits)","field":"step_id"}]}}`)
+		`{"jsonrpc":"2.0","id":5,"result":{"status":"ok","effects":[{"type":"step.awaiting.submitted","job_id":"job-1","case_id":"job-1-work","step_id":"job-1-review","status":"active"}],`+
+			`"job_state":{"job":{"id":"job-1","agent_slug":"w","mission_id":"mission-1","status":"active","source":{"type":"fresh_start"}},`+
+			`"cases":[{"id":"job-1-work","lane":"work","title":"reviewed","status":"active","metadata":{},"steps":[`+
+			`{"id":"job-1-review","activity":"operation","status":"completed","title":"Review","outputs":[]}]}]}}}`)
+	jsonEq(t, submit(6, "job-1-review", map[string]any{"approved": false}),
+		`{"jsonrpc":"2.0","id":6,"result":{"status":"error","effects":[],"errors":[{"code":"step_not_awaiting","message":"Step \"job-1-review\" is not awaiting an answer (answered already, or not a step that waits)","field":"step_id"}]}}`)
 }

@@ -1,10 +1,12 @@
 package jobs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/supervaize/svz/core/contract"
@@ -107,7 +109,8 @@ func (s *Service) project(ctx context.Context, reg *Registry, r *record) (*contr
 // Stop stops job id of the call's workspace: a job that waits or is between deliveries stops at
 // once; a running one as soon as its instance sees the request (at once on this instance, at
 // its next lease renewal on another), its running step's context cancelled and no other step
-// started: it answers the job still active then. A finished job stays as it is.
+// started: it answers the job still active then. A finished job stays as it is. A stop whose
+// dispatch of the failure handler failed returns the error; called again, it dispatches again.
 func Stop(ctx context.Context, jobID string) (*contract.JobState, error) {
 	sc, err := scopeOf(ctx)
 	if err != nil {
@@ -119,7 +122,12 @@ func Stop(ctx context.Context, jobID string) (*contract.JobState, error) {
 	r, err := s.update(ctx, key, func(r *record) (bool, error) {
 		failing = false
 		switch {
-		case terminal(r.Status) || r.Status == taskFailing:
+		case r.Status == taskFailing:
+			// Its failure handler is to run: when no delivery holds it, this may be the retry of
+			// a stop whose dispatch of the handler failed, so it is dispatched again.
+			failing = r.Holder == ""
+			return false, nil
+		case terminal(r.Status):
 			return false, nil
 		case r.Holder != "" && s.now().Before(r.LeaseUntil.Add(SkewMargin)):
 			r.Stop = true
@@ -164,7 +172,9 @@ var ErrNoStep = errors.New("jobs: the job has no step with this id")
 // contract.Refused) and recorded coerced, with the actor and the time. ErrNoStep when the job has
 // no such step, ErrNotAwaiting when the step does not wait (answered already, not an Await step,
 // or one that waits for another action, such as a rule checkpoint's rule.checkpoint.resume: see
-// Wake), ErrNoJob when the job has no task.
+// Wake), ErrNoJob when the job has no task. The same answer again, by the same actor, before a
+// delivery took it, is a retry: the task is dispatched again (the first call's dispatch may have
+// failed), and the job's state returned.
 func Answer(ctx context.Context, req *contract.ActionRequest) (*contract.JobState, error) {
 	sc, err := scopeOf(ctx)
 	if err != nil {
@@ -202,11 +212,18 @@ func Answer(ctx context.Context, req *contract.ActionRequest) (*contract.JobStat
 			}
 			return false, ErrNoStep
 		}
-		if st.Status != stepAwaiting || r.Status != taskAwaiting || st.Awaiting == nil ||
-			st.Awaiting.Action != contract.StepAwaitingSubmitAction {
+		if st.Awaiting == nil || st.Awaiting.Action != contract.StepAwaitingSubmitAction {
 			return false, ErrNotAwaiting
 		}
 		input, err := contract.ValidateInput(st.Awaiting.InputFields(), req.Input, contract.Submit)
+		if st.Status == stepCompleted && err == nil && bytes.Equal(input, st.Result) && st.By == req.Actor.UserID {
+			// The same answer again, not yet taken by a delivery: a retry of a call whose
+			// dispatch may have failed. It is dispatched again; nothing else changes.
+			return false, nil
+		}
+		if st.Status != stepAwaiting || r.Status != taskAwaiting {
+			return false, ErrNotAwaiting
+		}
 		if err != nil {
 			return false, err
 		}
@@ -232,7 +249,8 @@ func Answer(ctx context.Context, req *contract.ActionRequest) (*contract.JobStat
 // action (e.g. rule.checkpoint.resume, once the controller delivered Studio's decision): those
 // steps are recorded answered with answer and the task is handed to the queue (true). A job that
 // runs is not waiting yet: the answer is kept for its next Await on that action, which returns it
-// at once (false). A finished job, or none, is left as it is (false).
+// at once (false). A finished job, or none, is left as it is (false). A call whose dispatch
+// failed returns the error; called again, it dispatches again (true), the first answer kept.
 func Wake(ctx context.Context, jobID, action string, answer json.RawMessage) (bool, error) {
 	sc, err := scopeOf(ctx)
 	if err != nil {
@@ -244,6 +262,14 @@ func Wake(ctx context.Context, jobID, action string, answer json.RawMessage) (bo
 		woke = false
 		switch {
 		case terminal(r.Status) || r.Status == taskFailing:
+			return false, nil
+		case r.Status == taskPending && r.Holder == "" && slices.ContainsFunc(r.Open, func(st *stepRecord) bool {
+			return st.Status == stepCompleted && st.Awaiting != nil && st.Awaiting.Action == action
+		}):
+			// Woken already, and no delivery has taken the answer (one that runs drops it from
+			// the open steps once recorded): a retry of a call whose dispatch may have failed.
+			// It is dispatched again; the first answer stands.
+			woke = true
 			return false, nil
 		case r.Status != taskAwaiting:
 			// Its delivery may be about to wait for this: keep the answer for that Await.

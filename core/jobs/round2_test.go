@@ -729,8 +729,19 @@ func testOnFailureStopped(t *testing.T, s store.Store) {
 				t.Fatal(err)
 			}
 			in.q.take() // the timeout's delivery, for the failure handler
+			if c.also {
+				// The handler's dispatch fails: the stop fails, and its retry dispatches it.
+				in.q.fail = errors.New("queue down")
+				if _, err := jobs.Stop(in.ctx(), job); err == nil || !strings.HasSuffix(err.Error(), "dispatch the failure handler of stopped job \""+job+"\": queue down") {
+					t.Fatalf("stop with the queue down: %v", err)
+				}
+				in.q.fail = nil
+			}
 			if _, err := jobs.Stop(in.ctx(), job); err != nil {
 				t.Fatal(err)
+			}
+			if n := len(in.q.msgs); n != map[bool]int{false: 0, true: 1}[c.also] {
+				t.Fatalf("the stop dispatched %d messages", n)
 			}
 			in.deliverAll(t, 2, nil)
 			want := 0
@@ -1120,7 +1131,7 @@ func testAwaitAnswer(t *testing.T, s store.Store) {
 	for _, tc := range []struct {
 		step string
 		want error
-	}{{"nope", jobs.ErrNoStep}, {jobs.StepID(job, "review"), nil}, {jobs.StepID(job, "review"), jobs.ErrNotAwaiting}} {
+	}{{"nope", jobs.ErrNoStep}, {jobs.StepID(job, "review"), nil}, {jobs.StepID(job, "review"), nil}} { // the same answer again: a retry
 		req.StepID, req.Input = &tc.step, json.RawMessage(`{"approved":true}`)
 		if _, err := jobs.Answer(in.ctx(), req); !errors.Is(err, tc.want) || tc.want == nil && err != nil {
 			t.Fatalf("answer to %s: %v, want %v", tc.step, err, tc.want)

@@ -391,12 +391,29 @@ func testAwait(t *testing.T, s store.Store) {
 		t.Fatalf("an answer that does not fit the step's fields: %v", err)
 	}
 	req.Input = json.RawMessage(`{"approved":"yes","comment":"fine"}`)
-	if _, err := jobs.Answer(in.ctx(), req); err != nil {
-		t.Fatal(err)
+	in.q.fail = errors.New("queue down")
+	if _, err := jobs.Answer(in.ctx(), req); err == nil || !strings.Contains(err.Error(), "after its answer: queue down") {
+		t.Fatalf("an answer whose dispatch fails: %v", err)
 	}
-	if _, err := jobs.Answer(in.ctx(), req); !errors.Is(err, jobs.ErrNotAwaiting) {
-		t.Fatalf("a second answer: %v", err)
+	in.q.fail = nil
+	// The same answer again (coerced alike) is the retry: dispatched, the first answer kept.
+	req.Input = json.RawMessage(`{"approved":true,"comment":"fine"}`)
+	if snap, err := jobs.Answer(in.ctx(), req); err != nil || snap.Job.Status != contract.StateActive {
+		t.Fatalf("the answer retried: %v %s", err, mustJSON(t, snap))
 	}
+	msgs := in.q.take()
+	if len(msgs) != 1 || msgs[0].M.Job != job || msgs[0].Delay != 0 {
+		t.Fatalf("the retry dispatched %+v, want the job's message", msgs)
+	}
+	// Another answer, or the same by someone else, is a second answer: refused.
+	for _, tc := range []struct{ input, user string }{{`{"approved":false,"comment":"fine"}`, req.Actor.UserID}, {`{"approved":true,"comment":"fine"}`, "someone-else"}} {
+		again := *req
+		again.Input, again.Actor.UserID = json.RawMessage(tc.input), tc.user
+		if _, err := jobs.Answer(in.ctx(), &again); !errors.Is(err, jobs.ErrNotAwaiting) {
+			t.Fatalf("a second answer %s by %s: %v", tc.input, tc.user, err)
+		}
+	}
+	in.q.msgs = msgs
 	in.deliverAll(t, 3, nil)
 	if got != (review{Approved: true, Comment: "fine"}) || c.get("draft") != 1 || c.get("publish") != 1 {
 		t.Fatalf("answer %+v, draft ran %d, publish %d", got, c.get("draft"), c.get("publish"))
@@ -431,10 +448,22 @@ func testWake(t *testing.T, s store.Store) {
 	if st := stateOf(t, in, job).Job.Status; st != contract.StateAwaiting {
 		t.Fatalf("status %s after the refused answers", st)
 	}
-	if woke, err := jobs.Wake(in.ctx(), job, contract.RuleCheckpointResumeAction, json.RawMessage(`{"status":"allow"}`)); !woke || err != nil {
-		t.Fatalf("Wake: %v, %v", woke, err)
+	in.q.fail = errors.New("queue down")
+	if woke, err := jobs.Wake(in.ctx(), job, contract.RuleCheckpointResumeAction, json.RawMessage(`{"status":"allow"}`)); woke || err == nil || !strings.Contains(err.Error(), "after waking it: queue down") {
+		t.Fatalf("Wake whose dispatch fails: %v, %v", woke, err)
 	}
-	in.deliverAll(t, 3, nil)
+	in.q.fail = nil
+	if len(in.q.take()) != 0 {
+		t.Fatal("a failed dispatch queued a message")
+	}
+	// Called again (Studio delivers the resume again), it dispatches again; the first answer
+	// stands, and none is kept for a later Await.
+	if woke, err := jobs.Wake(in.ctx(), job, contract.RuleCheckpointResumeAction, json.RawMessage(`{"status":"deny"}`)); !woke || err != nil {
+		t.Fatalf("Wake again: %v, %v", woke, err)
+	}
+	if n := in.deliverAll(t, 3, nil); n != 1 {
+		t.Fatalf("%d deliveries, want the one Wake dispatched", n)
+	}
 	if snap := stateOf(t, in, job); snap.Job.Status != contract.StateCompleted || got["status"] != "allow" {
 		t.Fatalf("answer %v, state %s", got, mustJSON(t, snap))
 	}
