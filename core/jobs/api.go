@@ -216,7 +216,7 @@ func Answer(ctx context.Context, req *contract.ActionRequest) (*contract.JobStat
 			return false, ErrNotAwaiting
 		}
 		input, err := contract.ValidateInput(st.Awaiting.InputFields(), req.Input, contract.Submit)
-		if st.Status == stepCompleted && err == nil && bytes.Equal(input, st.Result) && st.By == req.Actor.UserID {
+		if st.Status == stepCompleted && bytes.Equal(input, st.Result) && st.By == req.Actor.UserID {
 			// The same answer again, not yet taken by a delivery: a retry of a call whose
 			// dispatch may have failed. It is dispatched again; nothing else changes.
 			return false, nil

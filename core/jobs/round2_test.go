@@ -42,6 +42,7 @@ func suite2(t *testing.T, s store.Store) {
 	t.Run("OnFailure", func(t *testing.T) { testOnFailure(t, s) })
 	t.Run("OnFailureTimeoutWhileAwaiting", func(t *testing.T) { testOnFailureAwaitTimeout(t, s) })
 	t.Run("OnFailureStopped", func(t *testing.T) { testOnFailureStopped(t, s) })
+	t.Run("StopWhileHandling", func(t *testing.T) { testStopWhileHandling(t, s) })
 	t.Run("OnFailureHandlerFails", func(t *testing.T) { testOnFailureHandlerFails(t, s) })
 	t.Run("OnFailureDeadLetter", func(t *testing.T) { testOnFailureLastReceive(t, s) })
 	t.Run("ChangedStepType", func(t *testing.T) { testChangedType(t, s) })
@@ -757,6 +758,37 @@ func testOnFailureStopped(t *testing.T, s store.Store) {
 				t.Fatalf("state %s\nwant cancelled with %s", got, cmp.Or(c.wantError, "no error"))
 			}
 		})
+	}
+}
+
+// testStopWhileHandling: job.stop while the failure handler of a failed job runs changes nothing
+// and sends nothing (the handler's delivery holds the task); the job ends failed.
+func testStopWhileHandling(t *testing.T, s store.Store) {
+	o := newOwner()
+	entered, release := make(chan struct{}), make(chan struct{})
+	w := jobs.Define(o, "failed", func(ctx context.Context, _ map[string]string) error {
+		return jobs.Permanent(errBoom)
+	}, jobs.OnFailure(func(context.Context, map[string]string, jobs.Failure) error {
+		close(entered)
+		<-release
+		return nil
+	}, jobs.AlsoWhenStopped()))
+	in := newInstance(t, s, o, newClock(), &queue{})
+	job := start(t, in, w, map[string]string{})
+	if err := in.svc.Deliver(context.Background(), in.q.take()[0].M, jobs.Delivery{}); err != nil {
+		t.Fatal(err)
+	}
+	_, done := deliverInBackground(t, in) // the failure handler's
+	<-entered
+	if snap, err := jobs.Stop(in.ctx(), job); err != nil || snap.Job.Status != contract.StateFailed || len(in.q.msgs) != 0 {
+		t.Fatalf("stop while the handler runs: %v, %d sent, %s", err, len(in.q.msgs), mustJSON(t, snap))
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if snap := stateOf(t, in, job); snap.Job.Status != contract.StateFailed || len(in.q.msgs) != 0 {
+		t.Fatalf("state %s, %d sent", mustJSON(t, snap), len(in.q.msgs))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,7 @@ func suite(t *testing.T, s store.Store) {
 	t.Run("Await", func(t *testing.T) { testAwait(t, s) })
 	t.Run("Wake", func(t *testing.T) { testWake(t, s) })
 	t.Run("WakeBeforeWait", func(t *testing.T) { testWakeBeforeWait(t, s) })
+	t.Run("WakeWhileRunning", func(t *testing.T) { testWakeWhileRunning(t, s) })
 	t.Run("TakeOverAfterLease", func(t *testing.T) { testTakeOver(t, s) })
 	t.Run("StoreDownDuringStep", func(t *testing.T) { testStoreDown(t, s) })
 	t.Run("Pool", func(t *testing.T) { testPool(t, s) })
@@ -499,6 +501,47 @@ func testWakeBeforeWait(t *testing.T, s store.Store) {
 	}
 	if snap := stateOf(t, in, jobIDOf(t)); snap.Job.Status != contract.StateCompleted || got["status"] != "allow" {
 		t.Fatalf("answer %v, state %s", got, mustJSON(t, snap))
+	}
+}
+
+// testWakeWhileRunning: a decision for a later Await arrives while the delivery that took the
+// first decision runs: it is kept for that Await (not taken for a retry of the first wake).
+func testWakeWhileRunning(t *testing.T, s store.Store) {
+	o := newOwner()
+	var in *instance
+	var got []string
+	resume := contract.Awaiting{Reason: "rule_checkpoint", Action: contract.RuleCheckpointResumeAction}
+	w := jobs.Define(o, "governed-twice", func(ctx context.Context, _ struct{}) error {
+		a, err := jobs.Await[map[string]string](ctx, "decision-1", resume)
+		if err != nil {
+			return err
+		}
+		if _, err := jobs.Step(ctx, "pause-2", func(context.Context) (string, error) {
+			woke, err := jobs.Wake(in.ctx(), jobIDOf(t), contract.RuleCheckpointResumeAction, json.RawMessage(`{"status":"deny"}`))
+			if woke || err != nil {
+				t.Errorf("Wake while the job runs: %v, %v (want false, nil: kept for the next Await)", woke, err)
+			}
+			return "paused", nil
+		}); err != nil {
+			return err
+		}
+		b, err := jobs.Await[map[string]string](ctx, "decision-2", resume)
+		got = []string{a["status"], b["status"]}
+		return err
+	})
+	in = newInstance(t, s, o, newClock(), &queue{})
+	if _, err := w.Start(in.ctx(), startReq(jobIDOf(t)), struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	in.deliverAll(t, 1, nil)
+	if woke, err := jobs.Wake(in.ctx(), jobIDOf(t), contract.RuleCheckpointResumeAction, json.RawMessage(`{"status":"allow"}`)); !woke || err != nil {
+		t.Fatalf("Wake: %v, %v", woke, err)
+	}
+	if n := in.deliverAll(t, 3, nil); n != 1 {
+		t.Fatalf("%d deliveries, want 1", n)
+	}
+	if snap := stateOf(t, in, jobIDOf(t)); snap.Job.Status != contract.StateCompleted || !slices.Equal(got, []string{"allow", "deny"}) {
+		t.Fatalf("answers %v, state %s", got, mustJSON(t, snap))
 	}
 }
 
