@@ -30,6 +30,7 @@ func suite(t *testing.T, s store.Store) {
 	t.Run("Wake", func(t *testing.T) { testWake(t, s) })
 	t.Run("WakeBeforeWait", func(t *testing.T) { testWakeBeforeWait(t, s) })
 	t.Run("WakeWhileRunning", func(t *testing.T) { testWakeWhileRunning(t, s) })
+	t.Run("WakeBeforeDelivery", func(t *testing.T) { testWakeBeforeDelivery(t, s) })
 	t.Run("TakeOverAfterLease", func(t *testing.T) { testTakeOver(t, s) })
 	t.Run("StoreDownDuringStep", func(t *testing.T) { testStoreDown(t, s) })
 	t.Run("Pool", func(t *testing.T) { testPool(t, s) })
@@ -479,13 +480,7 @@ func testWakeBeforeWait(t *testing.T, s store.Store) {
 	var in *instance
 	var got map[string]string
 	w := jobs.Define(o, "governed-fast", func(ctx context.Context, _ struct{}) error {
-		if _, err := jobs.Step(ctx, "pause", func(context.Context) (string, error) {
-			woke, err := jobs.Wake(in.ctx(), jobIDOf(t), contract.RuleCheckpointResumeAction, json.RawMessage(`{"status":"allow"}`))
-			if woke || err != nil {
-				t.Errorf("Wake while the job runs: %v, %v (want false, nil: kept for the Await)", woke, err)
-			}
-			return "paused", nil
-		}); err != nil {
+		if err := pauseDecided(ctx, t, in, "pause", "allow"); err != nil {
 			return err
 		}
 		a, err := jobs.Await[map[string]string](ctx, "decision", contract.Awaiting{Reason: "rule_checkpoint", Action: contract.RuleCheckpointResumeAction})
@@ -516,13 +511,7 @@ func testWakeWhileRunning(t *testing.T, s store.Store) {
 		if err != nil {
 			return err
 		}
-		if _, err := jobs.Step(ctx, "pause-2", func(context.Context) (string, error) {
-			woke, err := jobs.Wake(in.ctx(), jobIDOf(t), contract.RuleCheckpointResumeAction, json.RawMessage(`{"status":"deny"}`))
-			if woke || err != nil {
-				t.Errorf("Wake while the job runs: %v, %v (want false, nil: kept for the next Await)", woke, err)
-			}
-			return "paused", nil
-		}); err != nil {
+		if err := pauseDecided(ctx, t, in, "pause-2", "deny"); err != nil {
 			return err
 		}
 		b, err := jobs.Await[map[string]string](ctx, "decision-2", resume)
@@ -543,6 +532,53 @@ func testWakeWhileRunning(t *testing.T, s store.Store) {
 	if snap := stateOf(t, in, jobIDOf(t)); snap.Job.Status != contract.StateCompleted || !slices.Equal(got, []string{"allow", "deny"}) {
 		t.Fatalf("answers %v, state %s", got, mustJSON(t, snap))
 	}
+}
+
+// testWakeBeforeDelivery: Studio's decision for the work's next Await arrives after the operator
+// answered its review, before the delivery that answer sent: it is kept for that Await (the
+// answered review is not a wake to retry), and the one delivery completes the job.
+func testWakeBeforeDelivery(t *testing.T, s store.Store) {
+	o := newOwner()
+	var got map[string]string
+	w := jobs.Define(o, "reviewed-then-governed", func(ctx context.Context, _ struct{}) error {
+		if _, err := jobs.Await[map[string]any](ctx, "review", contract.Awaiting{}); err != nil {
+			return err
+		}
+		a, err := jobs.Await[map[string]string](ctx, "decision", contract.Awaiting{Reason: "rule_checkpoint", Action: contract.RuleCheckpointResumeAction})
+		got = a
+		return err
+	})
+	in := newInstance(t, s, o, newClock(), &queue{})
+	job := start(t, in, w, struct{}{})
+	in.deliverAll(t, 1, nil)
+	req := startReq(job)
+	step := jobs.StepID(job, "review")
+	req.StepID = &step
+	if _, err := jobs.Answer(in.ctx(), req); err != nil {
+		t.Fatal(err)
+	}
+	if woke, err := jobs.Wake(in.ctx(), job, contract.RuleCheckpointResumeAction, json.RawMessage(`{"status":"allow"}`)); woke || err != nil {
+		t.Fatalf("Wake before the delivery: %v, %v (want false, nil: kept for the Await)", woke, err)
+	}
+	if n := in.deliverAll(t, 2, nil); n != 1 {
+		t.Fatalf("%d deliveries, want the answer's", n)
+	}
+	if snap := stateOf(t, in, job); snap.Job.Status != contract.StateCompleted || got["status"] != "allow" {
+		t.Fatalf("decision %v, state %s", got, mustJSON(t, snap))
+	}
+}
+
+// pauseDecided runs step name, in which Studio's decision (status) arrives for the test's job
+// while its delivery runs: Wake keeps it for the job's next Await (false, nil).
+func pauseDecided(ctx context.Context, t *testing.T, in *instance, name, status string) error {
+	_, err := jobs.Step(ctx, name, func(context.Context) (string, error) {
+		woke, err := jobs.Wake(in.ctx(), jobIDOf(t), contract.RuleCheckpointResumeAction, json.RawMessage(`{"status":"`+status+`"}`))
+		if woke || err != nil {
+			t.Errorf("Wake while the job runs: %v, %v (want false, nil: kept for the next Await)", woke, err)
+		}
+		return "paused", nil
+	})
+	return err
 }
 
 var jobIDs sync.Map
