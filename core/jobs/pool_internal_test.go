@@ -237,20 +237,24 @@ func (h recordsOf) Handle(_ context.Context, r slog.Record) error {
 }
 
 // TestPoolScan: a scan queues the tasks due (their index entry due now or before), not those of
-// an entry due later; it drops the entries of tasks that ended or no longer exist.
+// an entry due later, nor one held by another process until its lease and the skew margin
+// lapsed; it drops the entries of tasks that ended or no longer exist.
 func TestPoolScan(t *testing.T) {
 	p, s := idlePool(t, 8)
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	p.svc.cfg.Now = func() time.Time { return now }
 	reg := NewRegistry()
 	w := Define(regOwner{reg}, "x", func(context.Context, struct{}) error { return nil })
 	p.svc.cfg.Works = func(string) (*Registry, time.Duration, bool) { return reg, 0, true }
 	ctx := NewContext(context.Background(), p.svc, reg, "a", &contract.VerifiedWorkspaceContext{GrantID: "g", WorkspaceID: "w", AgentSlug: "a"})
-	now := p.svc.now()
 	entries := map[string]int64{ // job → its index entry's due time
-		"due-before": now.Add(-time.Minute).UnixMilli(),
-		"due-now":    0,
-		"due-later":  now.Add(time.Minute).UnixMilli(),
-		"ended":      0,
-		"gone":       0,
+		"due-before":   now.Add(-time.Minute).UnixMilli(),
+		"due-now":      0,
+		"due-later":    now.Add(time.Minute).UnixMilli(),
+		"ended":        0,
+		"gone":         0,
+		"held-in-skew": 0, // its holder's lease lapsed, the skew margin not
+		"held-lapsed":  0, // both lapsed, to the millisecond
 	}
 	for job, at := range entries {
 		m := Message{Agent: "a", Workspace: "w", Job: job, Work: "x", At: at}
@@ -266,6 +270,14 @@ func TestPoolScan(t *testing.T) {
 	if err := p.svc.failJob(ctx, Message{Agent: "a", Workspace: "w", Job: "ended", Work: "x"}, CauseDelivery, "ended"); err != nil {
 		t.Fatal(err)
 	}
+	for job, lease := range map[string]time.Time{"held-in-skew": now.Add(-SkewMargin + time.Millisecond), "held-lapsed": now.Add(-SkewMargin)} {
+		if _, err := p.svc.update(ctx, taskKey("a", "w", job), func(r *record) (bool, error) {
+			r.Holder, r.LeaseUntil = "another-process", lease
+			return true, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := p.Scan(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +286,7 @@ func TestPoolScan(t *testing.T) {
 		queued = append(queued, (<-p.queue).Job)
 	}
 	slices.Sort(queued)
-	if fmt.Sprint(queued) != "[due-before due-now]" {
+	if fmt.Sprint(queued) != "[due-before due-now held-lapsed]" {
 		t.Fatalf("queued %v, want the tasks due", queued)
 	}
 	page, err := s.List(ctx, keyPrefix+"p/", "", 100)
@@ -285,7 +297,7 @@ func TestPoolScan(t *testing.T) {
 	for _, it := range page.Items {
 		kept = append(kept, it.Key[strings.LastIndex(it.Key, "/")+1:])
 	}
-	if fmt.Sprint(kept) != "[due-before due-later due-now]" {
+	if fmt.Sprint(kept) != "[due-before due-later due-now held-in-skew held-lapsed]" {
 		t.Fatalf("index entries kept %v, want those of the tasks not ended", kept)
 	}
 }

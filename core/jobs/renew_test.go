@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/jobs"
@@ -42,5 +43,44 @@ func TestRenewalShowsRunningStep(t *testing.T) {
 	}
 	if st := stateOf(t, in, job); st.Job.Status != contract.StateCompleted || st.Cases[0].Steps[0].Status != contract.StateCompleted {
 		t.Errorf("after the step: %s", mustJSON(t, st))
+	}
+}
+
+// A step that runs for several leases keeps its task: each renewal moves the lease on, in the
+// store and in the delivery, which checks its lease before each renewal.
+func TestRenewalKeepsTheLease(t *testing.T) {
+	o := newOwner()
+	entered, release, cancelled := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	w := jobs.Define(o, "long", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Step(ctx, "long", func(ctx context.Context) (int, error) {
+			close(entered)
+			select {
+			case <-release:
+				return 1, nil
+			case <-ctx.Done():
+				close(cancelled)
+				return 0, ctx.Err()
+			}
+		})
+		return err
+	})
+	in := newInstance(t, memory.New(), o, newClock(), &queue{})
+	job := start(t, in, w, struct{}{})
+	_, done := deliverInBackground(t, in)
+	<-entered
+	for i := range 6 { // two leases
+		in.clock.Add(jobs.DefaultLease / 3)
+		select {
+		case in.after.ch <- time.Time{}:
+		case <-cancelled:
+			t.Fatalf("the step was cancelled at renewal %d: the delivery saw its lease lapse", i+1)
+		}
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := stateOf(t, in, job).Job.Status; st != contract.StateCompleted || len(in.q.msgs) != 0 {
+		t.Fatalf("status %s, %d messages, want completed in the one delivery", st, len(in.q.msgs))
 	}
 }

@@ -500,7 +500,8 @@ func testWakeBeforeWait(t *testing.T, s store.Store) {
 }
 
 // testWakeWhileRunning: a decision for a later Await arrives while the delivery that took the
-// first decision runs: it is kept for that Await (not taken for a retry of the first wake).
+// first decision runs: it is kept for that Await (not taken for a retry of the first wake), and
+// only for it: the Await after waits for its own.
 func testWakeWhileRunning(t *testing.T, s store.Store) {
 	o := newOwner()
 	var in *instance
@@ -516,6 +517,11 @@ func testWakeWhileRunning(t *testing.T, s store.Store) {
 		}
 		b, err := jobs.Await[map[string]string](ctx, "decision-2", resume)
 		got = []string{a["status"], b["status"]}
+		if err != nil {
+			return err
+		}
+		// The kept decision was decision-2's: the next Await waits for its own.
+		_, err = jobs.Await[map[string]string](ctx, "decision-3", resume)
 		return err
 	})
 	in = newInstance(t, s, o, newClock(), &queue{})
@@ -529,8 +535,10 @@ func testWakeWhileRunning(t *testing.T, s store.Store) {
 	if n := in.deliverAll(t, 3, nil); n != 1 {
 		t.Fatalf("%d deliveries, want 1", n)
 	}
-	if snap := stateOf(t, in, jobIDOf(t)); snap.Job.Status != contract.StateCompleted || !slices.Equal(got, []string{"allow", "deny"}) {
-		t.Fatalf("answers %v, state %s", got, mustJSON(t, snap))
+	snap := stateOf(t, in, jobIDOf(t))
+	if steps := snap.Cases[0].Steps; snap.Job.Status != contract.StateAwaiting || !slices.Equal(got, []string{"allow", "deny"}) ||
+		len(steps) != 4 || steps[3].ID != jobs.StepID(jobIDOf(t), "decision-3") || steps[3].Status != contract.StateAwaiting {
+		t.Fatalf("answers %v, state %s; want awaiting decision-3", got, mustJSON(t, snap))
 	}
 }
 
