@@ -369,8 +369,9 @@ func testMapLapsedButKept(t *testing.T, s store.Store) {
 // refused.
 func testMapNamesAndCounts(t *testing.T, s store.Store) {
 	run := func(ctx context.Context, n int) (int, error) { return n, nil }
-	var items atomic.Int32
+	var items, fewer atomic.Int32
 	items.Store(3)
+	fewer.Store(3)
 	for _, c := range []struct {
 		name string
 		work func(ctx context.Context, _ struct{}) error
@@ -401,6 +402,17 @@ func testMapNamesAndCounts(t *testing.T, s store.Store) {
 			_, err := jobs.Map(ctx, "x", make([]int, items.Load()), run)
 			return err
 		}, `jobs: fan-out \"x\" had 3 items when it completed, 4 now: its items must be the same at every delivery`},
+		{"fewer items", func(ctx context.Context, _ struct{}) error {
+			if _, err := jobs.Map(ctx, "x", make([]int, fewer.Load()), run); err != nil {
+				return err
+			}
+			if err := jobs.Sleep(ctx, "pause", time.Minute); err != nil {
+				return err
+			}
+			fewer.Store(2)
+			_, err := jobs.Map(ctx, "x", make([]int, fewer.Load()), run)
+			return err
+		}, `jobs: fan-out \"x\" had 3 items when it completed, 2 now: its items must be the same at every delivery`},
 		{"no items, replayed", func(ctx context.Context, _ struct{}) error {
 			if _, err := jobs.Map(ctx, "x", []int{}, run); err != nil {
 				return err
