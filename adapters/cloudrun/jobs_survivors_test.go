@@ -69,7 +69,8 @@ func TestValidAccount(t *testing.T) {
 	}
 }
 
-// TestDispatchAtOnce: a task without delay has no schedule time (Cloud Tasks runs it at once).
+// TestDispatchAtOnce: a task without delay has no schedule time (Cloud Tasks runs it at once);
+// it targets the task route with an OIDC token of the invoker for the service URL.
 func TestDispatchAtOnce(t *testing.T) {
 	fake, endpoint := cloudtasksfake.Start(t)
 	const q = "projects/p-test1/locations/l/queues/q"
@@ -83,8 +84,14 @@ func TestDispatchAtOnce(t *testing.T) {
 	if err := j.Dispatch(context.Background(), jobs.Message{Agent: "a", Workspace: "w", Job: "j", Work: "x"}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if tasks := fake.Tasks(); len(tasks) != 1 || !tasks[0].ScheduleTime.IsZero() || tasks[0].DispatchDeadline != "1800s" {
+	tasks := fake.Tasks()
+	if len(tasks) != 1 || !tasks[0].ScheduleTime.IsZero() || tasks[0].DispatchDeadline != "1800s" {
 		t.Fatalf("tasks %+v", tasks)
+	}
+	// The token's audience is the service URL, the one the task route's verifier checks.
+	want := cloudtasks.OIDCToken{ServiceAccountEmail: "inv@p-test1.iam.gserviceaccount.com", Audience: "https://svc.a.run.app"}
+	if tasks[0].URL != "https://svc.a.run.app"+TaskPath || tasks[0].OIDC == nil || *tasks[0].OIDC != want {
+		t.Fatalf("task URL %q, OIDC %+v, want %+v", tasks[0].URL, tasks[0].OIDC, want)
 	}
 }
 

@@ -74,11 +74,17 @@ func TestTaskTraceContext(t *testing.T) {
 	}
 	got := &parentOf{}
 	h := j.Handler(http.NotFoundHandler(), got)
-	req := httptest.NewRequest(http.MethodPost, TaskPath, strings.NewReader(string(tasks[1].Body)))
+	// Delivered as Cloud Tasks would: to the task's URL, with a token for the task's own OIDC
+	// audience and account, which the route accepts only if they are the ones it checks.
+	oidc := tasks[1].OIDC
+	if tasks[1].URL != url+TaskPath || oidc == nil {
+		t.Fatalf("task URL %q, OIDC %+v", tasks[1].URL, oidc)
+	}
+	req := httptest.NewRequest(http.MethodPost, tasks[1].URL, strings.NewReader(string(tasks[1].Body)))
 	for k, v := range tasks[1].Headers {
 		req.Header.Set(k, v)
 	}
-	req.Header.Set("Authorization", "Bearer "+google.Token(granttest.IDClaims(time.Now(), url, inv)))
+	req.Header.Set("Authorization", "Bearer "+google.Token(granttest.IDClaims(time.Now(), oidc.Audience, oidc.ServiceAccountEmail)))
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)
 	if w.Code != http.StatusOK || !got.sc.IsRemote() || got.sc.TraceID() != span.SpanContext().TraceID() || got.sc.SpanID() != span.SpanContext().SpanID() {

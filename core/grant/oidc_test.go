@@ -84,6 +84,7 @@ func TestOIDCVerify(t *testing.T) {
 		{"wrong email", g.Token(good.With("email", "someone@proj.iam.gserviceaccount.com")), "oidc: issued for another account"},
 		{"email not verified", g.Token(good.With("email_verified", false)), "oidc: email not verified"},
 		{"email_verified a string", g.Token(good.With("email_verified", "true")), "oidc: email not verified"},
+		{"no email_verified", g.Token(good.With("email_verified", nil)), "oidc: email not verified"}, // absent is not verified
 		{"signed by another key", other.Token(good), "oidc: bad signature"},
 		{"unknown kid", other.Sign(map[string]any{"alg": "RS256", "kid": "g2"}, good), "oidc: no key matches the token's kid"},
 		{"no kid", g.Sign(map[string]any{"alg": "RS256"}, good), "oidc: the token header has no kid"},
