@@ -453,8 +453,12 @@ func testRetryRecordsGone(t *testing.T, s store.Store) {
 		_, err := jobs.Step(ctx, "call", func(context.Context) (int, error) { return 0, jobs.Permanent(errBoom) })
 		return err
 	})
-	job2 := start(t, in, w2, struct{}{})
-	in.deliverAll(t, 5, nil)
+	job2, kept := start(t, in, w2, struct{}{}), start(t, in, w2, struct{}{})
+	in.deliverAll(t, 10, nil)
+	// With every item's result kept, the retry goes on.
+	if d, err := ops.Retry(context.Background(), ref(kept)); err != nil || d.Status != "pending" {
+		t.Fatalf("retry of a fan-out that kept its items: %v %+v", err, d)
+	}
 	key = jobs.TaskKeyPrefix + agentSlug + "/" + wsID + "/" + job2 + "/i/m/1"
 	if rec, err = s.Get(context.Background(), key); err != nil {
 		t.Fatal(err)

@@ -466,3 +466,26 @@ func TestProgressWhileRunning(t *testing.T) {
 		t.Fatalf("state when done %s\nwant %s", got, want)
 	}
 }
+
+// TestSleepPastTheTimeout: a sleep that would end after the job's timeout hands the job on to its
+// deadline, not to the sleep's end: the timeout is recorded when it passes, not an hour late.
+func TestSleepPastTheTimeout(t *testing.T) {
+	o := newOwner()
+	w := jobs.Define(o, "nap", func(ctx context.Context, _ struct{}) error {
+		return jobs.Sleep(ctx, "nap", time.Hour)
+	}, jobs.Timeout(time.Minute))
+	in := newInstance(t, memory.New(), o, newClock(), &queue{})
+	job := start(t, in, w, struct{}{})
+	in.clock.Add(10 * time.Second)
+	if err := in.svc.Deliver(context.Background(), in.q.take()[0].M, jobs.Delivery{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := delays(in.q.take()); got != "[50s]" {
+		t.Fatalf("handed on after %s, want the 50s left to the timeout", got)
+	}
+	in.clock.Add(50 * time.Second)
+	in.deliverAll(t, 2, nil)
+	if snap := stateOf(t, in, job); snap.Job.Status != contract.StateFailed {
+		t.Fatalf("state %s, want failed at its timeout", mustJSON(t, snap))
+	}
+}
