@@ -157,6 +157,7 @@ type limitRecord struct {
 		Until  time.Time
 	}
 	Waiters []jobs.Message
+	Served  string
 }
 
 // limitOf reads the record of the shared limit name.
@@ -339,8 +340,14 @@ func TestLimitTurnsBetweenWorkspaces(t *testing.T) {
 			})
 			in := newInstance(t, s, o, clk, q)
 			deliverJob(t, in, start(t, in, w, "job"), 0)
-			if msgs := q.take(); len(msgs) != 1 || msgs[0].M.Job != tc.want || msgs[0].Delay != 0 {
+			msgs := q.take()
+			if len(msgs) != 1 || msgs[0].M.Job != tc.want || msgs[0].Delay != 0 {
 				t.Fatalf("dispatched %+v, want %s at once", msgs, tc.want)
+			}
+			// The workspace handed the slot is the one served: the next release turns from it,
+			// even before its job takes the slot.
+			if rec := limitOf(t, s, "provider"); rec.Served != msgs[0].M.Workspace {
+				t.Fatalf("served %q after handing the slot to %s", rec.Served, tc.want)
 			}
 		})
 	}
