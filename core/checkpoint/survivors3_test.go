@@ -2,10 +2,13 @@ package checkpoint_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -122,5 +125,69 @@ func TestFromJobStartAgainStoresNewSecretRefs(t *testing.T) {
 	}
 	if refs := calls[0].Body.SecretRefs; !slices.Equal(refs, []string{"context.b"}) {
 		t.Errorf("secret_refs sent %q, want [context.b]", refs)
+	}
+}
+
+// sentContexts records the context of every checkpoint request as the package hands it to
+// Studio, before the HTTP client re-encodes it.
+type sentContexts struct {
+	checkpoint.Studio
+	mu   sync.Mutex
+	sent []string
+}
+
+func (s *sentContexts) RuleCheckpoint(ctx context.Context, token string, r checkpoint.Request) (checkpoint.Response, error) {
+	s.mu.Lock()
+	s.sent = append(s.sent, string(r.Context))
+	s.mu.Unlock()
+	return s.Studio.RuleCheckpoint(ctx, token, r)
+}
+
+// With no context.* secret_refs, Studio still receives the canonical JSON of the context (the
+// bytes whose hash is recorded), not encoding/json's: members sorted, '<' '&' '>' not escaped
+// for HTML, non-ASCII as \u escapes.
+func TestRecordSendsTheCanonicalContext(t *testing.T) {
+	w := memoryWorld(t, map[string]string{"before": "pause"})
+	var spy *sentContexts
+	i := w.instance(behaviour{}, func(c *checkpoint.Config) {
+		spy = &sentContexts{Studio: c.Studio}
+		c.Studio = spy
+	})
+	j := w.job()
+	// Only a case.* ref: nothing is removed from the context.
+	g, err := checkpoint.FromJobStart(i.ctx(), j.req, checkpoint.WithSecretRefs("case.metadata.iban"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields out of order, and characters encoding/json writes otherwise.
+	before := struct {
+		Z int    `json:"z"`
+		A string `json:"a"`
+	}{Z: 1, A: "<&>é"}
+	out, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, j.occ, before, j.order)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	const want = `{"a":"<&>\u00e9","z":1}`
+	spy.mu.Lock()
+	sent := slices.Clone(spy.sent)
+	spy.mu.Unlock()
+	if len(sent) != 1 || sent[0] != want {
+		t.Fatalf("contexts sent %q, want [%q]", sent, want)
+	}
+	// The recorded context_hash is the hash of exactly those bytes.
+	sum := sha256.Sum256([]byte(want))
+	var hashes []string
+	for _, it := range records(t, w.store, stepKeys) {
+		var rec struct {
+			OccurrenceID string `json:"occurrence_id"`
+			Before       struct {
+				ContextHash string `json:"context_hash"`
+			} `json:"before"`
+		}
+		if json.Unmarshal(it.Value, &rec) == nil && rec.OccurrenceID == j.occ.OccurrenceID {
+			hashes = append(hashes, rec.Before.ContextHash)
+		}
+	}
+	if wantHash := hex.EncodeToString(sum[:]); !slices.Equal(hashes, []string{wantHash}) {
+		t.Errorf("recorded context_hash %q, want [%s]", hashes, wantHash)
 	}
 }
