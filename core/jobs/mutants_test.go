@@ -396,45 +396,59 @@ func TestItemFailsForGoodAfterARetry(t *testing.T) {
 // second time (a backoff of 2 s), one for the first (1 s): the job is handed on for the earlier
 // retry, whichever failed first.
 func TestItemRetriesTakeTheEarliest(t *testing.T) {
-	o := newOwner()
-	retried := retryLogged()
-	var delivery atomic.Int32
-	second := make(chan struct{}) // closed when item 2 runs, in the second delivery
-	w := jobs.Define(o, "items", func(ctx context.Context, in []int) error {
-		_, err := jobs.Map(ctx, "check", in, func(ctx context.Context, n int) (int, error) {
-			switch {
-			case n == 1 && delivery.Load() == 1: // done once item 0's retry is recorded: item 2 is then not started
-				return n, signalled(retried.said)
-			case n == 1:
-				return 0, errors.New("item 1 ran again after it completed")
-			case n == 2:
-				close(second)
-			case delivery.Load() == 2: // item 0 fails once item 2 runs beside it
-				if err := signalled(second); err != nil {
-					return 0, err
+	for _, zeroFirst := range []bool{true, false} {
+		t.Run(fmt.Sprint("item 0 first ", zeroFirst), func(t *testing.T) {
+			o := newOwner()
+			retried, retriedAgain := retryLogged(), retryLogged() // in the first delivery, in the second
+			var delivery atomic.Int32
+			second := make(chan struct{}) // closed when item 2 runs, in the second delivery
+			w := jobs.Define(o, "items", func(ctx context.Context, in []int) error {
+				_, err := jobs.Map(ctx, "check", in, func(ctx context.Context, n int) (int, error) {
+					switch {
+					case n == 1 && delivery.Load() == 1: // done once item 0's retry is recorded: item 2 is then not started
+						return n, signalled(retried.said)
+					case n == 1:
+						return 0, errors.New("item 1 ran again after it completed")
+					case n == 2:
+						close(second)
+						if zeroFirst { // item 2 fails once item 0's retry is recorded
+							if err := signalled(retriedAgain.said); err != nil {
+								return 0, err
+							}
+						}
+					case delivery.Load() == 2: // item 0 fails once item 2 runs beside it (and failed, unless first)
+						if err := signalled(second); err != nil {
+							return 0, err
+						}
+						if !zeroFirst {
+							if err := signalled(retriedAgain.said); err != nil {
+								return 0, err
+							}
+						}
+					}
+					return 0, errors.New("the CRM is busy")
+				}, jobs.Concurrency(2))
+				return err
+			}, jobs.Backoff(time.Second), jobs.MaxAttempts(5))
+			s, clk, q := memory.New(), newClock(), &queue{}
+			t.Cleanup(func() { _ = s.Close() })
+			in := []*instance{newLoggedInstance(t, s, o, clk, q, slog.New(retried)), newLoggedInstance(t, s, o, clk, q, slog.New(retriedAgain))}
+			job := start(t, in[0], w, []int{0, 1, 2})
+			for d := int32(1); d <= 2; d++ {
+				delivery.Store(d)
+				m := q.take()
+				if len(m) != 1 {
+					t.Fatalf("delivery %d: %d messages queued", d, len(m))
+				}
+				clk.Add(m[0].Delay)
+				if err := in[d-1].svc.Deliver(context.Background(), m[0].M, jobs.Delivery{}); err != nil {
+					t.Fatal(err)
 				}
 			}
-			return 0, errors.New("the CRM is busy")
-		}, jobs.Concurrency(2))
-		return err
-	}, jobs.Backoff(time.Second), jobs.MaxAttempts(5))
-	s := memory.New()
-	t.Cleanup(func() { _ = s.Close() })
-	in := newLoggedInstance(t, s, o, newClock(), &queue{}, slog.New(retried))
-	job := start(t, in, w, []int{0, 1, 2})
-	for d := int32(1); d <= 2; d++ {
-		delivery.Store(d)
-		m := in.q.take()
-		if len(m) != 1 {
-			t.Fatalf("delivery %d: %d messages queued", d, len(m))
-		}
-		in.clock.Add(m[0].Delay)
-		if err := in.svc.Deliver(context.Background(), m[0].M, jobs.Delivery{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if m := in.q.take(); len(m) != 1 || m[0].Delay != time.Second {
-		t.Fatalf("after item 0's second failure and item 2's first: %+v; want one message a second later; state %s", m, mustJSON(t, stateOf(t, in, job)))
+			if m := q.take(); len(m) != 1 || m[0].Delay != time.Second {
+				t.Fatalf("after item 0's second failure and item 2's first: %+v; want one message a second later; state %s", m, mustJSON(t, stateOf(t, in[0], job)))
+			}
+		})
 	}
 }
 
