@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/dynamodb"
@@ -44,5 +45,24 @@ func TestLogAppenderResumesAfterSeal(t *testing.T) {
 	}
 	if r, err := reader.ReadLog(ctx, "stall", 0, 10); err != nil || r.Through != 3 || logSeqs(r) != "1=1 3=2" {
 		t.Fatalf("read after the append: %+v %v; want 1=1 3=2 through 3 (2 sealed)", r, err)
+	}
+}
+
+// TestLogSweptGapAfterKeptEntry: retention is measured from the newest claim, the sweep check
+// from the reader's clock. With MaxAge an hour and 1, a dead claim of 2, and 3 all appended at
+// t0, a read at t0 + 3h (no append since) still keeps 1 to 3 by the head, while the gap at 2 is
+// past its sweep window (an hour, an eighth of it, and SweepGrace) and counts as swept. Entry 1
+// was already read, so First stays 1: swept positions only move First while they lead the range.
+func TestLogSweptGapAfterKeptEntry(t *testing.T) {
+	c := client(t, testenv.Need(t, testenv.AWSEndpoint))
+	name := table(t, c)
+	clock := storetest.NewClock()
+	s := open(t, c, name, dynamodb.WithClock(clock.Now))
+	withGap(t, s, c, name, "swept", store.Retention{MaxAge: time.Hour})
+	clock.Advance(3 * time.Hour)
+	r, err := s.ReadLog(context.Background(), "swept", 0, 10)
+	got := fmt.Sprintf("first %d last %d through %d: %s", r.First, r.Last, r.Through, logSeqs(r))
+	if want := "first 1 last 3 through 3: 1=1 3=3"; err != nil || got != want {
+		t.Fatalf("read at t0+3h: %s, %v; want %s (2 swept after 1 was read: First stays 1)", got, err, want)
 	}
 }
