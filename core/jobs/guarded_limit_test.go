@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
@@ -43,14 +42,7 @@ func TestGuardedFreesItsLimitSlot(t *testing.T) {
 		_, err := jobs.Step(ctx, "report", func(context.Context) (int, error) { next = holders(); return 1, nil })
 		return err
 	})
-	clk := newClock()
-	g.in = &instance{q: &queue{}, clock: clk, after: newManualAfter(), o: o}
-	g.in.svc = jobs.NewService(jobs.Config{Store: s, Dispatcher: g.in.q, Now: clk.Now, After: g.in.after.After, Logger: quiet,
-		Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true },
-		Bind: func(ctx context.Context, agent string, v *contract.VerifiedWorkspaceContext) context.Context {
-			return checkpoint.NewContext(ctx, g.csvc, g.creg, agent, v.WorkspaceID)
-		}})
-	t.Cleanup(g.in.svc.Close)
+	g.serve(t, s, o)
 	job := jobID(t)
 	g.start(t, job)
 	g.in.deliverAll(t, 1, nil)

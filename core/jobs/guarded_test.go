@@ -100,15 +100,21 @@ func newGuardedWorld(t *testing.T, decide map[string]string, recover bool) *guar
 		}
 		return err
 	})
+	g.serve(t, s, o)
+	return g
+}
+
+// serve gives the world its instance: a job service on s running o's works, whose deliveries
+// run under g's checkpoint service.
+func (g *guardedWorld) serve(t *testing.T, s store.Store, o owner) {
 	clk := newClock()
 	g.in = &instance{q: &queue{}, clock: clk, after: newManualAfter(), o: o}
 	g.in.svc = jobs.NewService(jobs.Config{Store: s, Dispatcher: g.in.q, Now: clk.Now, After: g.in.after.After, Logger: quiet,
 		Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true },
 		Bind: func(ctx context.Context, agent string, v *contract.VerifiedWorkspaceContext) context.Context {
-			return checkpoint.NewContext(ctx, csvc, creg, agent, v.WorkspaceID)
+			return checkpoint.NewContext(ctx, g.csvc, g.creg, agent, v.WorkspaceID)
 		}})
 	t.Cleanup(g.in.svc.Close)
-	return g
 }
 
 // start starts a governed job: its job.start keeps the gate, then starts the work.
