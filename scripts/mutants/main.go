@@ -53,8 +53,9 @@ type config struct {
 	skip     string
 	workers  int
 	coef     float64
-	out      string // where the JSON report goes, if anywhere
-	list     bool   // only list the mutants
+	out      string        // where the JSON report goes, if anywhere
+	list     bool          // only list the mutants
+	grace    time.Duration // added to each mutant's time-out: a binary's start on a loaded machine
 	progress io.Writer
 }
 
@@ -69,6 +70,7 @@ func main() {
 	flag.BoolVar(&c.list, "list", false, "list the mutants without running any")
 	flag.Parse()
 	c.progress = os.Stderr
+	c.grace = 5 * time.Second
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "mutants: give package directories or files to mutate (e.g. ./core/jobs)")
 		os.Exit(2)
@@ -234,7 +236,7 @@ func runPackage(ctx context.Context, c config, dir string, files []string) (row,
 				m := &r.Mutants[i]
 				st := statusNotCovered
 				if names, took := tests.running(filepath.Base(m.File), m.Line, m.Col); len(names) > 0 {
-					timeout := time.Duration(c.coef*float64(took)) + 5*time.Second
+					timeout := time.Duration(c.coef*float64(took)) + c.grace
 					t := testRun{dir: dir, names: names, skip: c.skip, timeout: timeout}
 					if bin != "" {
 						st = t.run(ctx, bin, i+1)

@@ -113,11 +113,16 @@ func deletable(s ast.Stmt) bool {
 	case *ast.AssignStmt:
 		return s.Tok != token.DEFINE
 	case *ast.ExprStmt:
-		call, ok := s.X.(*ast.CallExpr)
-		if id, isIdent := call.Fun.(*ast.Ident); ok && isIdent && id.Name == "panic" {
-			return false // a panic may end a function that needs its terminating statement
+		switch x := s.X.(type) {
+		case *ast.CallExpr:
+			if id, ok := x.Fun.(*ast.Ident); ok && id.Name == "panic" {
+				return false // a panic may end a function that needs its terminating statement
+			}
+			return !lockOrLog(x)
+		case *ast.UnaryExpr:
+			return x.Op == token.ARROW // a receive: a wait
 		}
-		return ok && !lockOrLog(call)
+		return false
 	case *ast.DeferStmt:
 		return !lockOrLog(s.Call)
 	case *ast.IncDecStmt, *ast.SendStmt:

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"go/parser"
+	"go/token"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/internal/golden"
+)
+
+func readBox(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "box", name+".txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The mutants of a file, and the same file with all of them compiled in, are exactly the goldens.
+func TestGenerateAndInstrument(t *testing.T) {
+	src := readBox(t, "box.go")
+	ms, err := generate("box.go", src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list strings.Builder
+	for _, m := range ms {
+		fmt.Fprintf(&list, "%d:%d %s  %s  =>  %s\n", m.Line, m.Col, m.Kind, m.Was, m.Now)
+	}
+	golden.Bytes(t, "box.mutants", []byte(list.String()))
+	inst := instrument(src, ms, 1)
+	if _, err := parser.ParseFile(token.NewFileSet(), "box.go", inst, 0); err != nil {
+		t.Fatalf("the instrumented file does not parse: %v\n%s", err, inst)
+	}
+	golden.Bytes(t, "box.schemata", []byte(inst))
+}
+
+// Only the lines a diff changed are mutated.
+func TestGenerateKeepsChangedLines(t *testing.T) {
+	ms, err := generate("box.go", readBox(t, "box.go"), func(l int) bool { return l == 18 || l == 23 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range ms {
+		got = append(got, fmt.Sprintf("%d %s", m.Line, m.Kind))
+	}
+	want := "18 STATEMENT_DELETED,23 CONDITION_DROPPED,23 CONDITION_DROPPED"
+	if strings.Join(got, ",") != want {
+		t.Fatalf("mutants %v, want %s", got, want)
+	}
+}
+
+func TestHunkLines(t *testing.T) {
+	diff := "diff --git a/x.go b/x.go\n@@ -3 +3 @@ x\n-a\n+b\n@@ -10,0 +11,2 @@\n+c\n+d\n@@ -20,4 +22,0 @@\n"
+	got, err := hunkLines([]byte(diff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || !got[3] || !got[11] || !got[12] {
+		t.Fatalf("lines %v, want 3, 11 and 12 (a deletion adds none)", got)
+	}
+}
+
+func TestCovers(t *testing.T) {
+	cv := coverage{
+		{file: "a.go", line0: 5, col0: 10, line1: 8, col1: 2, ran: true},
+		{file: "a.go", line0: 9, col0: 3, line1: 9, col1: 20, ran: false},
+		{file: "a.go", line0: 12, col0: 1, line1: 14, col1: 2, ran: true},
+		{file: "b.go", line0: 1, col0: 1, line1: 30, col1: 1, ran: true},
+	}
+	for _, c := range []struct {
+		line, col int
+		want      bool
+	}{
+		{5, 10, true},  // a block's first byte
+		{8, 2, true},   // its last
+		{5, 9, false},  // before any block
+		{9, 5, false},  // in a block not run
+		{10, 4, false}, // in none: the last block before it did not run
+		{15, 1, true},  // in none, after a block that ran
+	} {
+		if got := cv.covers("a.go", c.line, c.col); got != c.want {
+			t.Errorf("covers(a.go, %d, %d) = %v, want %v", c.line, c.col, got, c.want)
+		}
+	}
+	if cv.covers("c.go", 1, 1) {
+		t.Error("a file of no block is covered")
+	}
+}
+
+// newBox writes the box package into a module of its own and returns its directory.
+func newBox(t *testing.T, files ...string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "box")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.mod", []byte("module example.com/box\n\ngo 1.26\n"))
+	for _, f := range files {
+		write(f, readBox(t, f))
+	}
+	return dir
+}
+
+func statuses(rows []row) string {
+	var b strings.Builder
+	for _, r := range rows {
+		for _, m := range r.Mutants {
+			fmt.Fprintf(&b, "%s:%d %s %s: %s\n", filepath.Base(m.File), m.Line, m.Kind, m.Now, m.Status)
+		}
+	}
+	return b.String()
+}
+
+const boxStatuses = `box.go:15 STATEMENT_DELETED : KILLED
+box.go:16 ERROR_DROPPED nil: KILLED
+box.go:18 STATEMENT_DELETED : KILLED
+box.go:19 STATEMENT_DELETED : LIVED
+box.go:23 CONDITION_DROPPED b.N > 10: LIVED
+box.go:23 CONDITION_DROPPED b.N < 100: KILLED
+box.go:26 STATEMENT_DELETED : TIMED OUT
+box.go:35 STATEMENT_DELETED : NOT COVERED
+`
+
+// The mutants of a package, compiled in at once, each run against the tests that ran its line.
+func TestRunCompiledInAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a package's tests")
+	}
+	t.Parallel()
+	dir := newBox(t, "box.go", "box_test.go")
+	rows, err := run(context.Background(), config{base: "all", workers: 2, coef: 1, grace: 15 * time.Second, progress: io.Discard}, []string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := statuses(rows); got != boxStatuses {
+		t.Fatalf("statuses:\n%s\nwant:\n%s", got, boxStatuses)
+	}
+	var out strings.Builder
+	printSummary(&out, rows)
+	if !strings.Contains(out.String(), "      4      2            1          1             0  66.7%") ||
+		!strings.Contains(out.String(), "  lived "+filepath.Join(dir, "box.go")+":19:2 STATEMENT_DELETED  b.log = append(b.log, \"put\")\n") {
+		t.Fatalf("summary:\n%s", out.String())
+	}
+}
+
+// A mutant that cannot be compiled in with the others (a named boolean's condition) makes the
+// tool build each alone: the same statuses, and one that does not compile alone.
+func TestRunEachAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a package's tests")
+	}
+	t.Parallel()
+	dir := newBox(t, "box.go", "box_test.go", "flag.go", "flag_test.go")
+	rows, err := run(context.Background(), config{base: "all", workers: 2, coef: 1, grace: 15 * time.Second, progress: io.Discard}, []string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Alone, deleting Put's check (or its error) leaves the import of errors unused.
+	want := strings.Replace(strings.Replace(boxStatuses, ":15 STATEMENT_DELETED : KILLED", ":15 STATEMENT_DELETED : NOT COMPILED", 1),
+		":16 ERROR_DROPPED nil: KILLED", ":16 ERROR_DROPPED nil: NOT COMPILED", 1) + `flag.go:7 CONDITION_DROPPED a: NOT COVERED
+flag.go:7 CONDITION_DROPPED b: NOT COVERED
+flag.go:14 STATEMENT_DELETED : NOT COMPILED
+`
+	if got := statuses(rows); got != want {
+		t.Fatalf("statuses:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestTargets(t *testing.T) {
+	if _, _, err := targets([]string{"testdata/none"}); err == nil || !strings.Contains(err.Error(), "no package directory or file testdata/none") {
+		t.Fatalf("a missing path: %v", err)
+	}
+	if _, _, err := targets([]string{"mutants_test.go"}); err == nil || !strings.Contains(err.Error(), "non-test .go files") {
+		t.Fatalf("a test file: %v", err)
+	}
+	pkgs, only, err := targets([]string{"main.go", ".", "mutants.go"})
+	if err != nil || strings.Join(pkgs, ",") != "." || strings.Join(only["."], ",") != "main.go,mutants.go" {
+		t.Fatalf("targets: %v %v %v", pkgs, only, err)
+	}
+}
