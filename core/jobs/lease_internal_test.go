@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/supervaize/svz/core/contract"
+	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
 )
 
@@ -20,14 +21,24 @@ type leaseWorld struct {
 	now time.Time
 }
 
-func newLeaseWorld(t *testing.T) *leaseWorld {
+func newLeaseWorld(t *testing.T) *leaseWorld { return newLeaseWorldOn(t, memory.New()) }
+
+func newLeaseWorldOn(t *testing.T, st store.Store) *leaseWorld {
 	t.Helper()
 	w := &leaseWorld{reg: NewRegistry(), now: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)}
-	w.svc = NewService(Config{Store: memory.New(), Dispatcher: nopDispatcher{}, Now: func() time.Time { return w.now },
+	w.svc = NewService(Config{Store: st, Dispatcher: nopDispatcher{}, Now: func() time.Time { return w.now },
 		Works: func(string) (*Registry, time.Duration, bool) { return w.reg, 0, true }})
 	t.Cleanup(w.svc.Close)
 	w.ctx = NewContext(context.Background(), w.svc, w.reg, "a", &contract.VerifiedWorkspaceContext{GrantID: "g", WorkspaceID: "w", AgentSlug: "a"})
 	return w
+}
+
+// deliver runs one delivery of job's task.
+func (w *leaseWorld) deliver(t *testing.T, job string) {
+	t.Helper()
+	if err := w.svc.Deliver(context.Background(), Message{Agent: "a", Workspace: "w", Job: job, Work: "x"}, Delivery{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (w *leaseWorld) start(t *testing.T, work *Work[struct{}], job string) {
