@@ -21,12 +21,14 @@ type leaseWorld struct {
 	now time.Time
 }
 
-func newLeaseWorld(t *testing.T) *leaseWorld { return newLeaseWorldOn(t, memory.New()) }
+func newLeaseWorld(t *testing.T) *leaseWorld { return newLeaseWorldOn(t, memory.New(), nil) }
 
-func newLeaseWorldOn(t *testing.T, st store.Store) *leaseWorld {
+// newLeaseWorldOn is newLeaseWorld on a store of the test's, with its own renewal timer when
+// after is not nil.
+func newLeaseWorldOn(t *testing.T, st store.Store, after func(time.Duration) <-chan time.Time) *leaseWorld {
 	t.Helper()
 	w := &leaseWorld{reg: NewRegistry(), now: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)}
-	w.svc = NewService(Config{Store: st, Dispatcher: nopDispatcher{}, Now: func() time.Time { return w.now },
+	w.svc = NewService(Config{Store: st, Dispatcher: nopDispatcher{}, Now: func() time.Time { return w.now }, After: after,
 		Works: func(string) (*Registry, time.Duration, bool) { return w.reg, 0, true }})
 	t.Cleanup(w.svc.Close)
 	w.ctx = NewContext(context.Background(), w.svc, w.reg, "a", &contract.VerifiedWorkspaceContext{GrantID: "g", WorkspaceID: "w", AgentSlug: "a"})

@@ -125,7 +125,7 @@ func TestCheckLeaseStoreDown(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			st := &downStore{Store: memory.New()}
-			w := newLeaseWorldOn(t, st)
+			w := newLeaseWorldOn(t, st, nil)
 			var checked error
 			work := Define(regOwner{w.reg}, "x", func(ctx context.Context, _ struct{}) error {
 				if c.lapse {
@@ -197,5 +197,179 @@ func TestHandlerRunsOnItsOwnTime(t *testing.T) {
 	w.deliver(t, "job") // the handler
 	if want := w.now.Add(2 * time.Minute); !got.Equal(want) {
 		t.Fatalf("the handler's deadline: %v, want %v (its own timeout)", got, want)
+	}
+}
+
+// renewWorld is a lease world whose renewal timer ticks when the test says, and a work "x" whose
+// step "wait" runs until released (or its context ends), telling when it started.
+type renewWorld struct {
+	*leaseWorld
+	tick             chan time.Time
+	started, release chan struct{}
+	stepErr, cause   error // what the step returned to the work; why its context ended
+}
+
+func newRenewWorld(t *testing.T, opts ...Option) *renewWorld {
+	r := &renewWorld{tick: make(chan time.Time), started: make(chan struct{}), release: make(chan struct{})}
+	r.leaseWorld = newLeaseWorldOn(t, memory.New(), func(time.Duration) <-chan time.Time { return r.tick })
+	work := Define(regOwner{r.reg}, "x", func(ctx context.Context, _ struct{}) error {
+		_, err := Step(ctx, "wait", func(ctx context.Context) (int, error) {
+			close(r.started)
+			select {
+			case <-r.release:
+				return 1, nil
+			case <-ctx.Done():
+				r.cause = context.Cause(ctx)
+				return 0, r.cause
+			}
+		})
+		r.stepErr = err
+		return err
+	}, opts...)
+	r.start(t, work, "job")
+	return r
+}
+
+// deliverAsync runs the delivery on a goroutine, once the step started returning a channel
+// that gives its end.
+func (r *renewWorld) deliverAsync(t *testing.T) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- r.svc.Deliver(context.Background(), Message{Agent: "a", Workspace: "w", Job: "job", Work: "x"}, Delivery{})
+	}()
+	<-r.started
+	return done
+}
+
+func (r *renewWorld) record(t *testing.T) *record {
+	t.Helper()
+	rec, _, err := r.svc.load(r.ctx, taskKey("a", "w", "job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// TestRenewalExtendsTheLease: a renewal while the step runs extends the lease from now and
+// leaves the job running: it completes when the step does.
+func TestRenewalExtendsTheLease(t *testing.T) {
+	r := newRenewWorld(t)
+	done := r.deliverAsync(t)
+	r.now = r.now.Add(DefaultLease / 3)
+	r.tick <- r.now
+	r.tick <- r.now // the second tick is taken once the first renewal ended
+	if got := r.record(t).LeaseUntil; !got.Equal(r.now.Add(DefaultLease)) {
+		t.Fatalf("lease until %v after a renewal, want %v", got, r.now.Add(DefaultLease))
+	}
+	close(r.release)
+	if err := <-done; err != nil || r.stepErr != nil || r.record(t).Status != taskCompleted {
+		t.Fatalf("delivery %v, step %v, task %+v: want it completed", err, r.stepErr, r.record(t))
+	}
+}
+
+// TestRenewalSeesTheStop: a stop written by another instance while the step runs reaches the
+// delivery at its next renewal: the step's context is cancelled and the job stops.
+func TestRenewalSeesTheStop(t *testing.T) {
+	r := newRenewWorld(t)
+	done := r.deliverAsync(t)
+	if _, err := r.svc.update(r.ctx, taskKey("a", "w", "job"), func(rec *record) (bool, error) {
+		rec.Stop = true
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r.tick <- r.now
+	if err := <-done; err != nil || !errors.Is(r.cause, errStopped) || r.record(t).Status != taskStopped {
+		t.Fatalf("delivery %v, step cancelled by %v, task %+v: want it stopped", err, r.cause, r.record(t))
+	}
+}
+
+// TestRenewalFindsTheLeaseLapsed: a renewal tick that finds this delivery's lease already past
+// (a pause) cancels the step and ends the delivery without writing: another instance may hold
+// the task by now.
+func TestRenewalFindsTheLeaseLapsed(t *testing.T) {
+	r := newRenewWorld(t)
+	done := r.deliverAsync(t)
+	before := r.record(t)
+	r.now = r.now.Add(time.Hour)
+	r.tick <- r.now
+	if err := <-done; err != nil || !errors.Is(r.cause, ErrLeaseLost) {
+		t.Fatalf("delivery %v, step cancelled by %v: want a lost lease", err, r.cause)
+	}
+	if after := r.record(t); after.Status != before.Status || !after.LeaseUntil.Equal(before.LeaseUntil) || after.Holder != before.Holder {
+		t.Fatalf("the task was written: %+v, was %+v", after, before)
+	}
+}
+
+// TestRenewalEndsAWorkOutsideAStep: the same as the two tests above for a work that waits on its
+// context outside any step and then returns nil: a stop stops the job, a lapsed lease ends the
+// delivery unwritten, whatever the work returns.
+func TestRenewalEndsAWorkOutsideAStep(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		before func(r *renewWorld)
+		want   func(t *testing.T, r *renewWorld, before *record)
+	}{
+		{"stop", func(r *renewWorld) {
+			if _, err := r.svc.update(r.ctx, taskKey("a", "w", "job"), func(rec *record) (bool, error) {
+				rec.Stop = true
+				return true, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, r *renewWorld, _ *record) {
+			if st := r.record(t).Status; st != taskStopped {
+				t.Fatalf("task %s, want stopped", st)
+			}
+		}},
+		{"lapsed", func(r *renewWorld) { r.now = r.now.Add(time.Hour) }, func(t *testing.T, r *renewWorld, before *record) {
+			if after := r.record(t); after.Status != before.Status || after.Error != "" || !after.LeaseUntil.Equal(before.LeaseUntil) {
+				t.Fatalf("the task was written: %+v, was %+v", after, before)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &renewWorld{tick: make(chan time.Time), started: make(chan struct{})}
+			r.leaseWorld = newLeaseWorldOn(t, memory.New(), func(time.Duration) <-chan time.Time { return r.tick })
+			work := Define(regOwner{r.reg}, "x", func(ctx context.Context, _ struct{}) error {
+				close(r.started)
+				<-ctx.Done()
+				return nil
+			})
+			r.start(t, work, "job")
+			done := r.deliverAsync(t)
+			before := r.record(t)
+			c.before(r)
+			r.tick <- r.now
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			c.want(t, r, before)
+		})
+	}
+}
+
+// TestWorkErrorWinsOverUnreachedSteps: a work that fails before reaching the steps an earlier
+// delivery recorded fails with its own error, not as having changed its steps.
+func TestWorkErrorWinsOverUnreachedSteps(t *testing.T) {
+	w := newLeaseWorld(t)
+	var deliveries atomic.Int32
+	work := Define(regOwner{w.reg}, "x", func(ctx context.Context, _ struct{}) error {
+		if deliveries.Add(1) > 1 {
+			return Permanent(errors.New("given up"))
+		}
+		if _, err := Step(ctx, "one", func(context.Context) (int, error) { return 1, nil }); err != nil {
+			return err
+		}
+		_, err := Step(ctx, "two", func(context.Context) (int, error) { return 0, errors.New("not yet") })
+		return err
+	})
+	w.start(t, work, "job")
+	w.deliver(t, "job")
+	w.now = w.now.Add(time.Hour) // past the retry's backoff
+	w.deliver(t, "job")
+	r, _, err := w.svc.load(w.ctx, taskKey("a", "w", "job"))
+	if err != nil || deliveries.Load() != 2 || r.Status != taskFailed || r.Error != "given up" {
+		t.Fatalf("after %d deliveries: %v %s %q, want failed with the work's error", deliveries.Load(), err, r.Status, r.Error)
 	}
 }
