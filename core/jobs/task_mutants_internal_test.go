@@ -373,3 +373,91 @@ func TestWorkErrorWinsOverUnreachedSteps(t *testing.T) {
 		t.Fatalf("after %d deliveries: %v %s %q, want failed with the work's error", deliveries.Load(), err, r.Status, r.Error)
 	}
 }
+
+// onFailureNop is a failure handler that does nothing.
+func onFailureNop(context.Context, struct{}, Failure) error { return nil }
+
+// TestDeliveryEndsStoppedWithItsHandler: a job stopped while it runs ends failing, its handler
+// to run, when the handler also runs for stopped jobs; a job that cancels itself (jobs.Cancel)
+// ends stopped with its label, its handler left out.
+func TestDeliveryEndsStoppedWithItsHandler(t *testing.T) {
+	t.Run("stopped", func(t *testing.T) {
+		r := newRenewWorld(t, OnFailure(onFailureNop, AlsoWhenStopped()))
+		done := r.deliverAsync(t)
+		if _, err := r.svc.update(r.ctx, taskKey("a", "w", "job"), func(rec *record) (bool, error) {
+			rec.Stop = true
+			return true, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		r.tick <- r.now
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if rec := r.record(t); rec.Status != taskFailing || rec.Failure == nil || rec.Failure.Cause != CauseStopped || rec.Failure.Status != taskStopped {
+			t.Fatalf("task %s, failure %+v: want failing, its handler to run for a stop", rec.Status, rec.Failure)
+		}
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		w := newLeaseWorld(t)
+		work := Define(regOwner{w.reg}, "x", func(ctx context.Context, _ struct{}) error {
+			if _, err := w.svc.update(ctx, taskKey("a", "w", "job"), func(rec *record) (bool, error) {
+				rec.Stop = true // a stop asked meanwhile changes nothing
+				return true, nil
+			}); err != nil {
+				return err
+			}
+			return Cancel("not needed")
+		}, OnFailure(onFailureNop, AlsoWhenStopped()))
+		w.start(t, work, "job")
+		w.deliver(t, "job")
+		r, _, err := w.svc.load(w.ctx, taskKey("a", "w", "job"))
+		if err != nil || r.Status != taskStopped || r.Failure != nil || r.Cancel != "not needed" {
+			t.Fatalf("task %v %s, failure %+v, cancel %q: want stopped with its label, no handler", err, r.Status, r.Failure, r.Cancel)
+		}
+	})
+}
+
+// TestStopSeenAtTheDeliverysEnd: a stop written while the step ran, seen by no renewal, stops the
+// job when the delivery ends handing on (here for a retry); its message is cleared.
+func TestStopSeenAtTheDeliverysEnd(t *testing.T) {
+	w := newLeaseWorld(t)
+	work := Define(regOwner{w.reg}, "x", func(ctx context.Context, _ struct{}) error {
+		_, err := Step(ctx, "one", func(context.Context) (int, error) {
+			if _, err := w.svc.update(w.ctx, taskKey("a", "w", "job"), func(rec *record) (bool, error) {
+				rec.Stop = true
+				return true, nil
+			}); err != nil {
+				return 0, Permanent(err)
+			}
+			return 0, errors.New("not yet")
+		})
+		return err
+	})
+	w.start(t, work, "job")
+	w.deliver(t, "job")
+	r, _, err := w.svc.load(w.ctx, taskKey("a", "w", "job"))
+	if err != nil || r.Status != taskStopped || r.Error != "" {
+		t.Fatalf("task %v %s %q: want stopped", err, r.Status, r.Error)
+	}
+}
+
+// TestTimeoutReachesTheHandler: a job past its timeout gives its handler the timeout as cause.
+func TestTimeoutReachesTheHandler(t *testing.T) {
+	w := newLeaseWorld(t)
+	w.now = time.Now().UTC() // the handler's deadline runs on the real clock
+	var got Failure
+	work := Define(regOwner{w.reg}, "x", func(ctx context.Context, _ struct{}) error {
+		w.now = w.now.Add(2 * time.Hour) // past the job's timeout
+		return nil
+	}, Timeout(time.Hour), OnFailure(func(_ context.Context, _ struct{}, f Failure) error {
+		got = f
+		return nil
+	}))
+	w.start(t, work, "job")
+	w.deliver(t, "job")
+	w.deliver(t, "job") // the handler
+	if got.Cause != CauseTimeout || got.Reason != "the job did not finish within 1h0m0s (its timeout)" {
+		t.Fatalf("the handler's failure: %+v, want the timeout", got)
+	}
+}

@@ -205,7 +205,7 @@ func runPackage(ctx context.Context, c config, dir string, files []string) (row,
 
 	if c.list {
 		for _, m := range r.Mutants {
-			fmt.Fprintf(c.progress, "%s:%d:%d %s  %s\n", m.File, m.Line, m.Col, m.Kind, m.Was)
+			fmt.Fprintln(c.progress, m.String())
 		}
 		r.Note = fmt.Sprintf("%d mutants (listed)", len(r.Mutants))
 		return r, nil
@@ -235,9 +235,9 @@ func runPackage(ctx context.Context, c config, dir string, files []string) (row,
 			for i := range jobs {
 				m := &r.Mutants[i]
 				st := statusNotCovered
-				if names, took := tests.running(filepath.Base(m.File), m.Line, m.Col); len(names) > 0 {
+				if units, took := tests.running(filepath.Base(m.File), m.Line, m.Col); len(units) > 0 {
 					timeout := time.Duration(c.coef*float64(took)) + c.grace
-					t := testRun{dir: dir, names: names, skip: c.skip, timeout: timeout}
+					t := testRun{dir: dir, units: units, skip: c.skip, timeout: timeout}
 					if bin != "" {
 						st = t.run(ctx, bin, i+1)
 					} else {
@@ -246,7 +246,7 @@ func runPackage(ctx context.Context, c config, dir string, files []string) (row,
 				}
 				mu.Lock()
 				m.Status = st
-				fmt.Fprintf(c.progress, "%14s %s:%d:%d %s  %s\n", st, m.File, m.Line, m.Col, m.Kind, m.Was)
+				fmt.Fprintf(c.progress, "%14s %s\n", st, m.String())
 				mu.Unlock()
 			}
 		}()
@@ -326,43 +326,76 @@ func goTest(ctx context.Context, dir string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// A testRun runs some of a package's top-level tests in its directory, as go test does.
+// A unit is a test run alone: a top-level test, or one subtest of one (a long test of many
+// subtests, such as a suite of scenarios, is split so that a mutant runs only the scenarios
+// that ran its line).
+type unit struct{ top, sub string }
+
+// A testRun runs some of a package's tests in its directory, as go test does.
 type testRun struct {
 	dir     string
-	names   []string
+	units   []unit
 	skip    string
 	timeout time.Duration
+}
+
+// patterns returns the -test.run patterns that run the units: one for the whole top-level tests,
+// one per split test.
+func (t testRun) patterns() []string {
+	var whole []string
+	subs := map[string][]string{}
+	var split []string
+	for _, u := range t.units {
+		if u.sub == "" {
+			whole = append(whole, u.top)
+			continue
+		}
+		if subs[u.top] == nil {
+			split = append(split, u.top)
+		}
+		subs[u.top] = append(subs[u.top], regexp.QuoteMeta(u.sub))
+	}
+	var pats []string
+	if len(whole) > 0 {
+		pats = append(pats, "^("+strings.Join(whole, "|")+")$")
+	}
+	for _, top := range split {
+		pats = append(pats, "^"+top+"$/^("+strings.Join(subs[top], "|")+")$")
+	}
+	return pats
 }
 
 // run runs the tests with mutant id switched on (0: none) and says whether they noticed.
 func (t testRun) run(ctx context.Context, bin string, id int) string {
 	tctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	args := []string{"-test.count=1", "-test.run=^(" + strings.Join(t.names, "|") + ")$"}
-	if t.skip != "" {
-		args = append(args, "-test.skip="+t.skip)
-	}
-	test := exec.Command(bin, args...)
-	test.Dir = t.dir
-	test.Env = append(os.Environ(), "SVZ_MUTANT="+strconv.Itoa(id))
-	// The tests may start children (crash tests): a time-out kills the whole group.
-	test.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := test.Start(); err != nil {
-		return statusNotCompiled
-	}
-	done := make(chan error, 1)
-	go func() { done <- test.Wait() }()
-	select {
-	case err := <-done:
-		if err == nil {
-			return statusLived
+	for _, pat := range t.patterns() {
+		args := []string{"-test.count=1", "-test.run=" + pat}
+		if t.skip != "" {
+			args = append(args, "-test.skip="+t.skip)
 		}
-		return statusKilled
-	case <-tctx.Done():
-		_ = syscall.Kill(-test.Process.Pid, syscall.SIGKILL)
-		<-done
-		return statusTimedOut
+		test := exec.Command(bin, args...)
+		test.Dir = t.dir
+		test.Env = append(os.Environ(), "SVZ_MUTANT="+strconv.Itoa(id))
+		// The tests may start children (crash tests): a time-out kills the whole group.
+		test.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := test.Start(); err != nil {
+			return statusNotCompiled
+		}
+		done := make(chan error, 1)
+		go func() { done <- test.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				return statusKilled
+			}
+		case <-tctx.Done():
+			_ = syscall.Kill(-test.Process.Pid, syscall.SIGKILL)
+			<-done
+			return statusTimedOut
+		}
 	}
+	return statusLived
 }
 
 // runAlone builds the package's test binary with one mutant in place of its file and runs it:
@@ -391,15 +424,24 @@ func runAlone(ctx context.Context, work string, t testRun, m mutant, src []byte)
 	return t.run(ctx, bin, 0)
 }
 
-// testCoverage is what each top-level test of a package ran, and how long it took.
+// testCoverage is what each test unit of a package ran, and how long it took.
 type testCoverage struct {
-	names []string
+	units []unit
 	took  []time.Duration
 	cover []coverage
 }
 
+// A test of at least this many subtests that takes at least splitAfter is split into them.
+const (
+	splitSubtests = 4
+	splitAfter    = time.Second
+)
+
+var runLine = regexp.MustCompile(`(?m)^=== RUN   ([^/\s]+)/([^/\s]+)$`)
+
 // coverTests runs each top-level test of the package alone (those RUN and SKIP keep), with
-// coverage, on the unchanged code: a mutant runs only the tests that ran its line.
+// coverage, on the unchanged code, and then each subtest of the long ones: a mutant runs only
+// the units that ran its line.
 func coverTests(ctx context.Context, c config, work, dir string) (*testCoverage, error) {
 	bin := filepath.Join(work, "cover.test")
 	if out, err := goTest(ctx, dir, "-c", "-cover", "-o", bin).CombinedOutput(); err != nil {
@@ -417,24 +459,60 @@ func coverTests(ctx context.Context, c config, work, dir string) (*testCoverage,
 			return nil, fmt.Errorf("-run: %w", err)
 		}
 	}
-	if c.skip != "" {
-		if skipRE, err = regexp.Compile(strings.SplitN(c.skip, "/", 2)[0]); err != nil {
+	if c.skip != "" && !strings.Contains(c.skip, "/") {
+		if skipRE, err = regexp.Compile(c.skip); err != nil {
 			return nil, fmt.Errorf("-skip: %w", err)
 		}
 	}
-	tc := &testCoverage{}
+	var tops []unit
 	for _, name := range strings.Fields(string(out)) {
-		if !strings.HasPrefix(name, "Test") || runRE != nil && !runRE.MatchString(name) || skipRE != nil && skipRE.MatchString(name) && !strings.Contains(c.skip, "/") {
+		if !strings.HasPrefix(name, "Test") || runRE != nil && !runRE.MatchString(name) || skipRE != nil && skipRE.MatchString(name) {
 			continue
 		}
-		tc.names = append(tc.names, name)
+		tops = append(tops, unit{top: name})
 	}
-	if len(tc.names) == 0 {
+	if len(tops) == 0 {
 		return nil, fmt.Errorf("no test of %s is left by -run and -skip", dir)
 	}
-	tc.took = make([]time.Duration, len(tc.names))
-	tc.cover = make([]coverage, len(tc.names))
-	errs := make([]error, len(tc.names))
+	whole, err := coverUnits(ctx, c, bin, work, dir, tops)
+	if err != nil {
+		return nil, err
+	}
+	tc := &testCoverage{}
+	var subs []unit
+	for i, r := range whole {
+		var found []unit
+		for _, m := range runLine.FindAllStringSubmatch(r.out, -1) {
+			if m[1] == tops[i].top && !slices.Contains(found, unit{m[1], m[2]}) {
+				found = append(found, unit{m[1], m[2]})
+			}
+		}
+		if len(found) >= splitSubtests && r.took >= splitAfter {
+			subs = append(subs, found...)
+			continue
+		}
+		tc.units, tc.took, tc.cover = append(tc.units, tops[i]), append(tc.took, r.took), append(tc.cover, r.cover)
+	}
+	split, err := coverUnits(ctx, c, bin, work, dir, subs)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range split {
+		tc.units, tc.took, tc.cover = append(tc.units, subs[i]), append(tc.took, r.took), append(tc.cover, r.cover)
+	}
+	return tc, nil
+}
+
+type unitCoverage struct {
+	took  time.Duration
+	cover coverage
+	out   string
+}
+
+// coverUnits runs each unit alone with coverage (and -test.v, whose output names the subtests).
+func coverUnits(ctx context.Context, c config, bin, work, dir string, units []unit) ([]unitCoverage, error) {
+	res := make([]unitCoverage, len(units))
+	errs := make([]error, len(units))
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range c.workers {
@@ -442,45 +520,48 @@ func coverTests(ctx context.Context, c config, work, dir string) (*testCoverage,
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				prof, err := filepath.Abs(filepath.Join(work, fmt.Sprintf("cover-%d.out", i)))
+				prof, err := os.CreateTemp(work, "cover-*.out")
 				if err != nil {
 					errs[i] = err
 					continue
 				}
+				prof.Close()
+				pat := testRun{units: units[i : i+1]}.patterns()[0]
 				began := time.Now()
-				cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.run=^"+tc.names[i]+"$", "-test.coverprofile="+prof)
+				cmd := exec.CommandContext(ctx, bin, "-test.count=1", "-test.v", "-test.run="+pat, "-test.coverprofile="+prof.Name())
 				if c.skip != "" {
 					cmd.Args = append(cmd.Args, "-test.skip="+c.skip)
 				}
 				cmd.Dir = dir
-				if out, err := cmd.CombinedOutput(); err != nil {
-					errs[i] = fmt.Errorf("%s fails without a mutant, fix it first: %w\n%s", tc.names[i], err, tail(out))
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					errs[i] = fmt.Errorf("%s fails without a mutant, fix it first: %w\n%s", pat, err, tail(out))
 					continue
 				}
-				tc.took[i] = time.Since(began)
-				tc.cover[i], errs[i] = readCoverage(prof)
+				res[i].took, res[i].out = time.Since(began), string(out)
+				res[i].cover, errs[i] = readCoverage(prof.Name())
 			}
 		}()
 	}
-	for i := range tc.names {
+	for i := range units {
 		next <- i
 	}
 	close(next)
 	wg.Wait()
-	return tc, errors.Join(errs...)
+	return res, errors.Join(errs...)
 }
 
-// running returns the tests that ran a position, and how long they took together.
-func (tc *testCoverage) running(file string, line, col int) ([]string, time.Duration) {
-	var names []string
+// running returns the units that ran a position, and how long they took together.
+func (tc *testCoverage) running(file string, line, col int) ([]unit, time.Duration) {
+	var units []unit
 	var took time.Duration
 	for i, cv := range tc.cover {
 		if cv.covers(file, line, col) {
-			names = append(names, tc.names[i])
+			units = append(units, tc.units[i])
 			took += tc.took[i]
 		}
 	}
-	return names, took
+	return units, took
 }
 
 // changedLines returns the lines of path (relative to the repository's root) that changed
@@ -588,7 +669,7 @@ func printSummary(w io.Writer, rows []row) {
 		fmt.Fprintf(w, "%-36s %7d %6d %12d %10d %13d  %s\n", r.Pkg, k, l, r.count(statusNotCovered), r.count(statusTimedOut), r.count(statusNotCompiled), eff)
 		for _, m := range r.Mutants {
 			if m.Status == statusLived {
-				lived = append(lived, fmt.Sprintf("  lived %s:%d:%d %s  %s", m.File, m.Line, m.Col, m.Kind, m.Was))
+				lived = append(lived, "  lived "+m.String())
 			}
 		}
 	}

@@ -33,6 +33,16 @@ type mutant struct {
 	x0, x1, y0, y1 int
 }
 
+// String says where the mutant is and what it changed: the source, and what replaced it (a
+// dropped condition shows the side kept).
+func (m mutant) String() string {
+	s := fmt.Sprintf("%s:%d:%d %s  %s", m.File, m.Line, m.Col, m.Kind, m.Was)
+	if m.Now != "" {
+		s += "  =>  " + oneLine([]byte(m.Now))
+	}
+	return s
+}
+
 // apply returns src with the mutant's change.
 func (m mutant) apply(src []byte) []byte {
 	out := make([]byte, 0, len(src)+len(m.Now))

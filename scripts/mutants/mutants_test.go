@@ -33,7 +33,7 @@ func TestGenerateAndInstrument(t *testing.T) {
 	}
 	var list strings.Builder
 	for _, m := range ms {
-		fmt.Fprintf(&list, "%d:%d %s  %s  =>  %s\n", m.Line, m.Col, m.Kind, m.Was, m.Now)
+		fmt.Fprintln(&list, m.String())
 	}
 	golden.Bytes(t, "box.mutants", []byte(list.String()))
 	inst := instrument(src, ms, 1)
@@ -153,7 +153,7 @@ func TestRunCompiledInAtOnce(t *testing.T) {
 	var out strings.Builder
 	printSummary(&out, rows)
 	if !strings.Contains(out.String(), "      4      2            1          1             0  66.7%") ||
-		!strings.Contains(out.String(), "  lived "+filepath.Join(dir, "box.go")+":19:2 STATEMENT_DELETED  b.log = append(b.log, \"put\")\n") {
+		!strings.Contains(out.String(), "  lived "+filepath.Join(dir, "box.go")+":23:35 CONDITION_DROPPED  b.N > 10 && b.N < 100  =>  b.N > 10\n") {
 		t.Fatalf("summary:\n%s", out.String())
 	}
 }
@@ -191,5 +191,20 @@ func TestTargets(t *testing.T) {
 	pkgs, only, err := targets([]string{"main.go", ".", "mutants.go"})
 	if err != nil || strings.Join(pkgs, ",") != "." || strings.Join(only["."], ",") != "main.go,mutants.go" {
 		t.Fatalf("targets: %v %v %v", pkgs, only, err)
+	}
+}
+
+func TestPatterns(t *testing.T) {
+	for _, c := range []struct {
+		units []unit
+		want  string
+	}{
+		{[]unit{{"TestA", ""}}, "^(TestA)$"},
+		{[]unit{{"TestA", ""}, {"TestB", ""}}, "^(TestA|TestB)$"},
+		{[]unit{{"TestS", "one"}, {"TestA", ""}, {"TestS", "a.b#01"}, {"TestT", "x"}}, "^(TestA)$ ^TestS$/^(one|a\\.b#01)$ ^TestT$/^(x)$"},
+	} {
+		if got := strings.Join(testRun{units: c.units}.patterns(), " "); got != c.want {
+			t.Errorf("patterns of %v: %s, want %s", c.units, got, c.want)
+		}
 	}
 }
