@@ -1,0 +1,601 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/memory"
+)
+
+// The tests of this file pin what the limits' code does at the lines whose mutants the package's
+// other tests let live (scripts/mutants): the limit record a take or a release leaves, the
+// errors they return, and what a delivery holds and frees.
+
+var errLimitStore = errors.New("the limit store is down")
+
+// limitStore is the in-memory store with the faults of a shared one: reads of a key that fail,
+// and a write of a limit record that another instance's write reaches first (before runs once,
+// right before that write).
+type limitStore struct {
+	*memory.Store
+	mu      sync.Mutex
+	failGet func(key string) bool
+	before  func(key string)
+	gets    int
+}
+
+func (s *limitStore) Get(ctx context.Context, key string) (store.Record, error) {
+	s.mu.Lock()
+	s.gets++
+	fail := s.failGet != nil && s.failGet(key)
+	s.mu.Unlock()
+	if fail {
+		return store.Record{}, errLimitStore
+	}
+	return s.Store.Get(ctx, key)
+}
+
+func (s *limitStore) race(key string) {
+	s.mu.Lock()
+	before := s.before
+	if strings.Contains(key, "~l/") {
+		s.before = nil
+	}
+	s.mu.Unlock()
+	if before != nil && strings.Contains(key, "~l/") {
+		before(key)
+	}
+}
+
+func (s *limitStore) Create(ctx context.Context, key string, v []byte, exp time.Time) (store.Record, error) {
+	s.race(key)
+	return s.Store.Create(ctx, key, v, exp)
+}
+
+func (s *limitStore) Update(ctx context.Context, key string, ver uint64, v []byte, exp time.Time) (store.Record, error) {
+	s.race(key)
+	return s.Store.Update(ctx, key, ver, v, exp)
+}
+
+func (s *limitStore) reads() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gets
+}
+
+// sentMessage is a message the service dispatched.
+type sentMessage struct {
+	m     Message
+	delay time.Duration
+}
+
+type sentLog struct {
+	mu   sync.Mutex
+	sent []sentMessage
+}
+
+func (d *sentLog) Dispatch(_ context.Context, m Message, delay time.Duration) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sent = append(d.sent, sentMessage{m, delay})
+	return nil
+}
+
+func (d *sentLog) take() []sentMessage {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.sent
+	d.sent = nil
+	return s
+}
+
+// logLines keeps the messages logged.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (h *logLines) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logLines) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *logLines) WithGroup(string) slog.Handler            { return h }
+func (h *logLines) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lines = append(h.lines, r.Message)
+	return nil
+}
+
+func (h *logLines) has(msg string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Contains(h.lines, msg)
+}
+
+// limWorld is a job service on a limitStore at a manual time.
+type limWorld struct {
+	svc  *Service
+	st   *limitStore
+	sent *sentLog
+	logs *logLines
+	reg  *Registry
+	now  time.Time
+	// after answers the service's timer (nil: a channel that fires at once).
+	after func(time.Duration) <-chan time.Time
+	waits int
+}
+
+func newLimWorld(t *testing.T) *limWorld {
+	t.Helper()
+	w := &limWorld{st: &limitStore{Store: memory.New()}, sent: &sentLog{}, logs: &logLines{}, reg: NewRegistry(),
+		now: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)}
+	w.svc = NewService(Config{Store: w.st, Dispatcher: w.sent, Logger: slog.New(w.logs), Now: func() time.Time { return w.now },
+		After: func(d time.Duration) <-chan time.Time {
+			w.waits++
+			if w.after != nil {
+				return w.after(d)
+			}
+			c := make(chan time.Time, 1)
+			c <- w.now
+			return c
+		},
+		Works: func(string) (*Registry, time.Duration, bool) { return w.reg, 0, true }})
+	t.Cleanup(w.svc.Close)
+	return w
+}
+
+// put writes the record of l for agent a, workspace w.
+func (w *limWorld) put(t *testing.T, l *Limit, rec limitRecord) {
+	t.Helper()
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := l.key("a", "w")
+	if got, err := w.st.Store.Get(context.Background(), key); err == nil {
+		_, err = w.st.Store.Update(context.Background(), key, got.Version, b, store.Never)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if _, err := w.st.Store.Create(context.Background(), key, b, store.Never); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rec reads the record of l.
+func (w *limWorld) rec(t *testing.T, l *Limit) (limitRecord, uint64) {
+	t.Helper()
+	got, err := w.st.Store.Get(context.Background(), l.key("a", "w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r limitRecord
+	if err := decodeJSON(got.Value, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r, got.Version
+}
+
+func (w *limWorld) take(l *Limit, holder string, m *Message) (bool, time.Duration, error) {
+	return w.svc.take(context.Background(), l, "a", "w", holder, m)
+}
+
+// job is the message of a job of workspace ws in line.
+func job(ws, id string) Message { return Message{Agent: "a", Workspace: ws, Job: id, Work: "x"} }
+
+func holdersOf(r limitRecord) string {
+	var hs []string
+	for _, sl := range r.Slots {
+		hs = append(hs, sl.Holder)
+	}
+	return strings.Join(hs, ",")
+}
+
+func waitersOf(r limitRecord) string {
+	var ws []string
+	for _, m := range r.Waiters {
+		ws = append(ws, m.Job)
+	}
+	return strings.Join(ws, ",")
+}
+
+// TestLimitMutantsTake: what a take leaves in the limit record and answers, case by case.
+func TestLimitMutantsTake(t *testing.T) {
+	one := func() *Limit { return NewLimit("p", MaxRunning(1)) }
+	t.Run("a holder takes its own slot back", func(t *testing.T) {
+		w, l := newLimWorld(t), one()
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "d/u", Until: w.now.Add(time.Minute)}}})
+		ok, retry, err := w.take(l, "d/u", nil)
+		r, _ := w.rec(t, l)
+		if !ok || retry != 0 || err != nil || holdersOf(r) != "d/u" || !r.Slots[0].Until.Equal(w.now.Add(DefaultLease)) {
+			t.Fatalf("take of its own slot: %v %v %v, slots %+v", ok, retry, err, r.Slots)
+		}
+	})
+	t.Run("a job takes the slot handed to it", func(t *testing.T) {
+		w, l := newLimWorld(t), one()
+		j := job("w", "j")
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: reservedFor(j), Until: w.now.Add(time.Minute)}}, Waiters: []Message{job("w", "k")}})
+		ok, _, err := w.take(l, "d/job", &j)
+		r, _ := w.rec(t, l)
+		if !ok || err != nil || holdersOf(r) != "d/job" || waitersOf(r) != "k" {
+			t.Fatalf("take of the slot handed: %v %v, record %+v", ok, err, r)
+		}
+	})
+	t.Run("a step takes a free slot while jobs wait", func(t *testing.T) {
+		w, l := newLimWorld(t), NewLimit("p", MaxRunning(2))
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/job", Until: w.now.Add(time.Minute)}}, Waiters: []Message{job("w", "k")}})
+		ok, _, err := w.take(l, "d/u", nil)
+		r, _ := w.rec(t, l)
+		if !ok || err != nil || holdersOf(r) != "o/job,d/u" || waitersOf(r) != "k" {
+			t.Fatalf("take by a step: %v %v, record %+v", ok, err, r)
+		}
+	})
+	t.Run("a step finds the limit full", func(t *testing.T) {
+		w, l := newLimWorld(t), one()
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/job", Until: w.now.Add(time.Minute)}}, Waiters: []Message{job("w", "k")}})
+		_, v0 := w.rec(t, l)
+		ok, retry, err := w.take(l, "d/u", nil)
+		r, v := w.rec(t, l)
+		if ok || retry != 0 || err != nil || waitersOf(r) != "k" || v != v0 {
+			t.Fatalf("take by a step of a full limit: %v %v %v, record %+v (version %d, was %d)", ok, retry, err, r, v, v0)
+		}
+	})
+	t.Run("a job not in line takes a free slot", func(t *testing.T) {
+		w, l := newLimWorld(t), one()
+		w.put(t, l, limitRecord{Served: "v"})
+		j := job("w", "j")
+		ok, _, err := w.take(l, "d/job", &j)
+		r, _ := w.rec(t, l)
+		if !ok || err != nil || r.Served != "v" || holdersOf(r) != "d/job" {
+			t.Fatalf("take by a job not in line: %v %v, record %+v", ok, err, r)
+		}
+	})
+	t.Run("the first in line takes a freed slot and its workspace is served", func(t *testing.T) {
+		w, l := newLimWorld(t), NewLimit("p", MaxRunning(1), Shared())
+		w.put(t, l, limitRecord{Waiters: []Message{job("x", "j"), job("x", "k")}, Served: "v"})
+		j := job("x", "j")
+		ok, _, err := w.svc.take(context.Background(), l, "a", "x", "d/job", &j)
+		r, _ := w.rec(t, l)
+		if !ok || err != nil || r.Served != "x" || waitersOf(r) != "k" {
+			t.Fatalf("take by the first in line: %v %v, record %+v", ok, err, r)
+		}
+	})
+	t.Run("a job finds the limit full and gets in line once", func(t *testing.T) {
+		w, l := newLimWorld(t), one()
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/job", Until: w.now.Add(time.Minute)}}})
+		j := job("w", "j")
+		for range 2 {
+			if ok, retry, err := w.take(l, "d/job", &j); ok || retry != 0 || err != nil {
+				t.Fatalf("take of a full limit: %v %v %v", ok, retry, err)
+			}
+		}
+		if r, _ := w.rec(t, l); waitersOf(r) != "j" {
+			t.Fatalf("in line %q, want j once", waitersOf(r))
+		}
+	})
+	t.Run("the line holds 500 jobs", func(t *testing.T) {
+		w, l := newLimWorld(t), one()
+		var line []Message
+		for i := range maxWaiters {
+			line = append(line, job("w", "w"+string(rune('a'+i%26))+strings.Repeat("x", i/26)))
+		}
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/job", Until: w.now.Add(time.Minute)}}, Waiters: line})
+		j := job("w", "late")
+		ok, retry, err := w.take(l, "d/job", &j)
+		if r, _ := w.rec(t, l); ok || retry != 0 || err != nil || len(r.Waiters) != maxWaiters || strings.Contains(waitersOf(r), "late") {
+			t.Fatalf("take with the line full: %v %v %v, %d in line", ok, retry, err, len(r.Waiters))
+		}
+	})
+	t.Run("a slot full and no token: wait for the slot", func(t *testing.T) {
+		w, l := newLimWorld(t), NewLimit("p", MaxRunning(1), Rate(1, time.Minute))
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/u", Until: w.now.Add(time.Minute)}}, Tokens: 0, Filled: w.now})
+		if ok, retry, err := w.take(l, "d/u", nil); ok || retry != 0 || err != nil {
+			t.Fatalf("take with the limit full and no token: %v %v %v, want false 0 nil", ok, retry, err)
+		}
+	})
+	t.Run("no token, not its turn: the job gets in line", func(t *testing.T) {
+		w, l := newLimWorld(t), NewLimit("p", MaxRunning(2), Rate(1, time.Minute))
+		w.put(t, l, limitRecord{Waiters: []Message{job("w", "k")}, Tokens: 0, Filled: w.now})
+		j := job("w", "j")
+		ok, retry, err := w.take(l, "d/job", &j)
+		if r, _ := w.rec(t, l); ok || retry != 0 || err != nil || waitersOf(r) != "k,j" {
+			t.Fatalf("take out of turn with no token: %v %v %v, in line %q, want k,j", ok, retry, err, waitersOf(r))
+		}
+	})
+	t.Run("no token, its turn: retry when the token comes", func(t *testing.T) {
+		w, l := newLimWorld(t), NewLimit("p", MaxRunning(2), Rate(1, time.Minute))
+		w.put(t, l, limitRecord{Tokens: 0.5, Filled: w.now})
+		if ok, retry, err := w.take(l, "d/u", nil); ok || retry != 30*time.Second || err != nil {
+			t.Fatalf("take with half a token: %v %v %v, want false 30s nil", ok, retry, err)
+		}
+	})
+}
+
+// TestLimitMutantsTakeRaces: a take whose write another instance's write reached first (the
+// record created meanwhile, updated, or deleted) reads again and decides afresh.
+func TestLimitMutantsTakeRaces(t *testing.T) {
+	for name, c := range map[string]struct {
+		seed bool
+		race func(s *memory.Store, key string)
+	}{
+		"created meanwhile": {race: func(s *memory.Store, key string) {
+			if _, err := s.Create(context.Background(), key, []byte(`{"tokens":0}`), store.Never); err != nil {
+				panic(err)
+			}
+		}},
+		"updated meanwhile": {seed: true, race: func(s *memory.Store, key string) {
+			got, err := s.Get(context.Background(), key)
+			if err == nil {
+				_, err = s.Update(context.Background(), key, got.Version, []byte(`{"tokens":0,"served":"v"}`), store.Never)
+			}
+			if err != nil {
+				panic(err)
+			}
+		}},
+		"deleted meanwhile": {seed: true, race: func(s *memory.Store, key string) {
+			got, err := s.Get(context.Background(), key)
+			if err == nil {
+				err = s.Delete(context.Background(), key, got.Version)
+			}
+			if err != nil {
+				panic(err)
+			}
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w, l := newLimWorld(t), NewLimit("p", MaxRunning(1))
+			if c.seed {
+				w.put(t, l, limitRecord{})
+			}
+			w.st.before = func(key string) { c.race(w.st.Store, key) }
+			ok, _, err := w.take(l, "d/u", nil)
+			if r, _ := w.rec(t, l); !ok || err != nil || holdersOf(r) != "d/u" {
+				t.Fatalf("take: %v %v, record %+v", ok, err, r)
+			}
+		})
+	}
+}
+
+// TestLimitMutantsRelease: what a release leaves in the limit record, hands on and answers.
+func TestLimitMutantsRelease(t *testing.T) {
+	release := func(w *limWorld, l *Limit, holder string) (*Message, error) {
+		return w.svc.release(context.Background(), l, "a", "w", holder)
+	}
+	t.Run("the slot goes to the next in line, who leaves the line", func(t *testing.T) {
+		w, l := newLimWorld(t), NewLimit("p", MaxRunning(1))
+		// A crashed holder's slot expired; this one's is the only one that counts.
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "crashed/u", Until: w.now.Add(-SkewMargin)}, {Holder: "d/u", Until: w.now.Add(time.Minute)}},
+			Waiters: []Message{job("x", "j"), job("y", "k")}, Served: "w"})
+		next, err := release(w, l, "d/u")
+		r, _ := w.rec(t, l)
+		if err != nil || next == nil || next.Job != "j" || holdersOf(r) != reservedFor(job("x", "j")) || waitersOf(r) != "k" || r.Served != "x" {
+			t.Fatalf("release: %+v %v, record %+v", next, err, r)
+		}
+	})
+	t.Run("a slot not held writes nothing", func(t *testing.T) {
+		w, l := newLimWorld(t), NewLimit("p", MaxRunning(1))
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/u", Until: w.now.Add(time.Minute)}}, Waiters: []Message{job("w", "j")}})
+		_, v0 := w.rec(t, l)
+		next, err := release(w, l, "d/u")
+		if _, v := w.rec(t, l); next != nil || err != nil || v != v0 {
+			t.Fatalf("release of a slot not held: %+v %v, version %d, was %d", next, err, v, v0)
+		}
+	})
+	t.Run("no record", func(t *testing.T) {
+		w, l := newLimWorld(t), NewLimit("p", MaxRunning(1))
+		if next, err := release(w, l, "d/u"); next != nil || err != nil {
+			t.Fatalf("release with no record: %+v %v", next, err)
+		}
+	})
+	t.Run("a failed read", func(t *testing.T) {
+		w, l := newLimWorld(t), NewLimit("p", MaxRunning(1))
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "d/u", Until: w.now.Add(time.Minute)}}})
+		w.st.failGet = func(string) bool { return true }
+		if next, err := release(w, l, "d/u"); next != nil || !errors.Is(err, errLimitStore) {
+			t.Fatalf("release on a failing store: %+v %v, want the store's error", next, err)
+		}
+	})
+	t.Run("a rate alone reads nothing", func(t *testing.T) {
+		w, l := newLimWorld(t), NewLimit("p", Rate(1, time.Minute))
+		w.st.failGet = func(string) bool { return true }
+		if next, err := release(w, l, "d/u"); next != nil || err != nil || w.st.reads() != 0 {
+			t.Fatalf("release of a rate: %+v %v, %d reads", next, err, w.st.reads())
+		}
+	})
+	for name, race := range map[string]func(s *memory.Store, key string){
+		"updated meanwhile": func(s *memory.Store, key string) {
+			got, err := s.Get(context.Background(), key)
+			if err == nil {
+				_, err = s.Update(context.Background(), key, got.Version, got.Value, store.Never)
+			}
+			if err != nil {
+				panic(err)
+			}
+		},
+		"deleted meanwhile": func(s *memory.Store, key string) {
+			got, err := s.Get(context.Background(), key)
+			if err == nil {
+				err = s.Delete(context.Background(), key, got.Version)
+			}
+			if err != nil {
+				panic(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w, l := newLimWorld(t), NewLimit("p", MaxRunning(1))
+			w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "d/u", Until: w.now.Add(time.Minute)}}})
+			w.st.before = func(key string) { race(w.st.Store, key) }
+			next, err := release(w, l, "d/u")
+			if got, gerr := w.st.Store.Get(context.Background(), l.key("a", "w")); next != nil || err != nil ||
+				gerr == nil && strings.Contains(string(got.Value), "d/u") {
+				t.Fatalf("release: %+v %v; record %s %v", next, err, got.Value, gerr)
+			}
+		})
+	}
+}
+
+// TestLimitMutantsRefill: the bucket fills from the last refill written, not from the first.
+func TestLimitMutantsRefill(t *testing.T) {
+	w, l := newLimWorld(t), NewLimit("p", Rate(1, time.Minute))
+	for i, c := range []struct {
+		after time.Duration
+		ok    bool
+		retry time.Duration
+	}{{0, true, 0}, {time.Minute, true, 0}, {30 * time.Second, false, 30 * time.Second}} {
+		w.now = w.now.Add(c.after)
+		if ok, retry, err := w.take(l, "d/u", nil); ok != c.ok || retry != c.retry || err != nil {
+			t.Fatalf("take %d, %s later: %v %v %v, want %v %v", i, c.after, ok, retry, err, c.ok, c.retry)
+		}
+	}
+}
+
+// TestLimitMutantsUnwritableRecord: a record that cannot be encoded (a clock past year 9999) is
+// an error, not an empty record written.
+func TestLimitMutantsUnwritableRecord(t *testing.T) {
+	w, l := newLimWorld(t), NewLimit("p", MaxRunning(1))
+	w.now = time.Date(9999, 12, 31, 23, 59, 50, 0, time.UTC) // the slot's lease ends in year 10000
+	ok, _, err := w.take(l, "d/u", nil)
+	if _, gerr := w.st.Store.Get(context.Background(), l.key("a", "w")); ok || err == nil || !errors.Is(gerr, store.ErrNotFound) {
+		t.Fatalf("take with a lease past year 9999: %v %v; record read: %v", ok, err, gerr)
+	}
+}
+
+// task is a delivery of job j of agent a, workspace w, with its lease and the job's deadline an
+// hour away.
+func (w *limWorld) task() *task {
+	return &task{svc: w.svc, holder: "d", msg: Message{Agent: "a", Workspace: "w", Job: "j", Work: "x"}, log: w.svc.log,
+		rec: &record{Deadline: w.now.Add(time.Hour)}, leaseUntil: w.now.Add(time.Hour)}
+}
+
+// TestLimitMutantsAcquire: a unit that cannot take every limit's slot frees those it took, and
+// waits in its delivery, hands the task on, or halts, as the case says.
+func TestLimitMutantsAcquire(t *testing.T) {
+	free := func() *Limit { return NewLimit("free", MaxRunning(1)) }
+	full := func(w *limWorld) *Limit {
+		l := NewLimit("full", MaxRunning(1))
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/u", Until: w.now.Add(time.Hour)}}})
+		return l
+	}
+	// freed: the free limit's slot is not held, in the store nor by the delivery.
+	freed := func(t *testing.T, w *limWorld, tk *task, l *Limit) {
+		t.Helper()
+		if r, _ := w.rec(t, l); len(r.Slots) != 0 || len(tk.held) != 0 {
+			t.Fatalf("the slot of limit %s: %+v; held %+v", l.name, r.Slots, tk.held)
+		}
+	}
+	t.Run("a limit without bounds", func(t *testing.T) {
+		w, a := newLimWorld(t), free()
+		tk := w.task()
+		err := tk.acquire(context.Background(), "u", []*Limit{a, NewLimit("bad")})
+		var perm *permanentError
+		if !errors.As(err, &perm) || !strings.Contains(err.Error(), `limit "bad" needs MaxRunning(n) or Rate(n, per)`) {
+			t.Fatalf("acquire under a limit without bounds: %v", err)
+		}
+		freed(t, w, tk, a)
+	})
+	t.Run("a failed read", func(t *testing.T) {
+		w, a, b := newLimWorld(t), free(), NewLimit("down", MaxRunning(1))
+		w.st.failGet = func(key string) bool { return strings.Contains(key, "/down/") }
+		tk := w.task()
+		if err := tk.acquire(context.Background(), "u", []*Limit{a, b}); !errors.Is(err, errHalted) || tk.halt != storeHalt || !errors.Is(tk.failErr, errLimitStore) || w.waits != 0 {
+			t.Fatalf("acquire on a failing store: %v, halt %v %v, %d waits", err, tk.halt, tk.failErr, w.waits)
+		}
+		freed(t, w, tk, a)
+	})
+	t.Run("a slot that does not free itself soon", func(t *testing.T) {
+		w, a := newLimWorld(t), free()
+		b := full(w)
+		w.after = func(time.Duration) <-chan time.Time {
+			c := make(chan time.Time, 1)
+			if w.waits < 100 { // else waits forever: a bound on failure
+				c <- w.now
+			}
+			return c
+		}
+		tk := w.task()
+		err := tk.acquire(context.Background(), "u", []*Limit{a, b})
+		if !errors.Is(err, errHalted) || tk.halt != handOn || tk.delay != limitPoll || tk.wait == nil || tk.wait.Limit != "full" ||
+			w.waits != int(limitWaitInDelivery/limitPoll)-1 {
+			t.Fatalf("acquire of a full limit: %v, halt %v in %s for %+v, after %d waits", err, tk.halt, tk.delay, tk.wait, w.waits)
+		}
+		freed(t, w, tk, a)
+	})
+	t.Run("a job stopped meanwhile", func(t *testing.T) {
+		w, a := newLimWorld(t), free()
+		b := full(w)
+		tk := w.task()
+		tk.rec.Stop = true
+		if err := tk.acquire(context.Background(), "u", []*Limit{a, b}); !errors.Is(err, errHalted) || tk.halt != stopHalt || w.waits != 0 {
+			t.Fatalf("acquire for a stopped job: %v, halt %v, after %d waits", err, tk.halt, w.waits)
+		}
+		freed(t, w, tk, a)
+	})
+	t.Run("the delivery ends while it waits", func(t *testing.T) {
+		w, a := newLimWorld(t), free()
+		b := full(w)
+		ctx, cancel := context.WithCancel(context.Background())
+		w.after = func(time.Duration) <-chan time.Time { cancel(); return nil }
+		tk := w.task()
+		if err := tk.acquire(ctx, "u", []*Limit{a, b}); !errors.Is(err, errHalted) || tk.halt != storeHalt || w.waits != 1 {
+			t.Fatalf("acquire cancelled: %v, halt %v, after %d waits", err, tk.halt, w.waits)
+		}
+		freed(t, w, tk, a)
+	})
+}
+
+// TestLimitMutantsHeld: the slots a delivery holds are renewed with its lease until released,
+// each unit's apart: a released slot is no longer read at each renewal.
+func TestLimitMutantsHeld(t *testing.T) {
+	w, a, b := newLimWorld(t), NewLimit("a", MaxRunning(3)), NewLimit("b", MaxRunning(1))
+	tk := w.task()
+	ctx := context.Background()
+	if err := tk.acquire(ctx, "u", []*Limit{a}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.acquire(ctx, "v", []*Limit{a}); err != nil {
+		t.Fatal(err)
+	}
+	// The job's slot of b, and a step named "job" under a: one holder, two limits.
+	if err := tk.acquire(ctx, "job", []*Limit{b}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.acquire(ctx, "job", []*Limit{a}); err != nil {
+		t.Fatal(err)
+	}
+	tk.releaseLimits(ctx, "u", []*Limit{a})
+	tk.releaseLimits(ctx, "job", []*Limit{a})
+	w.now = w.now.Add(10 * time.Second)
+	reads := w.st.reads()
+	tk.renewHeld(ctx)
+	ra, _ := w.rec(t, a)
+	rb, _ := w.rec(t, b)
+	if holdersOf(ra) != "d/v" || !ra.Slots[0].Until.Equal(w.now.Add(DefaultLease)) || !rb.Slots[0].Until.Equal(w.now.Add(DefaultLease)) ||
+		w.st.reads()-reads != 2 {
+		t.Fatalf("after a renewal: slots of a %+v, of b %+v, want each renewed until %s; %d reads, want 2", ra.Slots, rb.Slots, w.now.Add(DefaultLease), w.st.reads()-reads)
+	}
+}
+
+// TestLimitMutantsReleaseFailureLogged: a slot the store fails to free is logged (it frees itself
+// after its lease).
+func TestLimitMutantsReleaseFailureLogged(t *testing.T) {
+	w, a := newLimWorld(t), NewLimit("a", MaxRunning(1))
+	tk := w.task()
+	if err := tk.acquire(context.Background(), "u", []*Limit{a}); err != nil {
+		t.Fatal(err)
+	}
+	w.st.failGet = func(string) bool { return true }
+	tk.releaseLimits(context.Background(), "u", []*Limit{a})
+	if !w.logs.has("a limit's slot was not released: it frees itself after the lease") {
+		t.Fatalf("logged %q", w.logs.lines)
+	}
+}
