@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
 )
@@ -20,6 +20,8 @@ import (
 // errors they return, and what a delivery holds and frees.
 
 var errLimitStore = errors.New("the limit store is down")
+
+const slotNotReleased = "a limit's slot was not released: it frees itself after the lease"
 
 // limitStore is the in-memory store with the faults of a shared one: reads of a key that fail,
 // and a write of a limit record that another instance's write reaches first (before runs once,
@@ -97,36 +99,15 @@ func (d *sentLog) take() []sentMessage {
 	return s
 }
 
-// logLines keeps the messages logged.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (h *logLines) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logLines) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *logLines) WithGroup(string) slog.Handler            { return h }
-func (h *logLines) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.lines = append(h.lines, r.Message)
-	return nil
-}
-
-func (h *logLines) has(msg string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Contains(h.lines, msg)
-}
-
 // limWorld is a job service on a limitStore at a manual time.
 type limWorld struct {
 	svc  *Service
 	st   *limitStore
 	sent *sentLog
-	logs *logLines
-	reg  *Registry
-	now  time.Time
+	// unreleased gets the logs of a slot not released.
+	unreleased chan slog.Record
+	reg        *Registry
+	now        time.Time
 	// after answers the service's timer (nil: a channel that fires at once).
 	after func(time.Duration) <-chan time.Time
 	waits int
@@ -134,9 +115,9 @@ type limWorld struct {
 
 func newLimWorld(t *testing.T) *limWorld {
 	t.Helper()
-	w := &limWorld{st: &limitStore{Store: memory.New()}, sent: &sentLog{}, logs: &logLines{}, reg: NewRegistry(),
+	w := &limWorld{st: &limitStore{Store: memory.New()}, sent: &sentLog{}, unreleased: make(chan slog.Record, 64), reg: NewRegistry(),
 		now: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)}
-	w.svc = NewService(Config{Store: w.st, Dispatcher: w.sent, Logger: slog.New(w.logs), Now: func() time.Time { return w.now },
+	w.svc = NewService(Config{Store: w.st, Dispatcher: w.sent, Logger: slog.New(recordsOf{slotNotReleased, w.unreleased}), Now: func() time.Time { return w.now },
 		After: func(d time.Duration) <-chan time.Time {
 			w.waits++
 			if w.after != nil {
@@ -515,15 +496,19 @@ func TestLimitMutantsAcquire(t *testing.T) {
 	t.Run("a slot that does not free itself soon", func(t *testing.T) {
 		w, a := newLimWorld(t), free()
 		b := full(w)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
 		w.after = func(time.Duration) <-chan time.Time {
-			c := make(chan time.Time, 1)
-			if w.waits < 100 { // else waits forever: a bound on failure
-				c <- w.now
+			if w.waits > 100 { // a bound on failure: the delivery ends
+				cancel()
+				return nil
 			}
+			c := make(chan time.Time, 1)
+			c <- w.now
 			return c
 		}
 		tk := w.task()
-		err := tk.acquire(context.Background(), "u", []*Limit{a, b})
+		err := tk.acquire(ctx, "u", []*Limit{a, b})
 		if !errors.Is(err, errHalted) || tk.halt != handOn || tk.delay != limitPoll || tk.wait == nil || tk.wait.Limit != "full" ||
 			w.waits != int(limitWaitInDelivery/limitPoll)-1 {
 			t.Fatalf("acquire of a full limit: %v, halt %v in %s for %+v, after %d waits", err, tk.halt, tk.delay, tk.wait, w.waits)
@@ -595,7 +580,53 @@ func TestLimitMutantsReleaseFailureLogged(t *testing.T) {
 	}
 	w.st.failGet = func(string) bool { return true }
 	tk.releaseLimits(context.Background(), "u", []*Limit{a})
-	if !w.logs.has("a limit's slot was not released: it frees itself after the lease") {
-		t.Fatalf("logged %q", w.logs.lines)
+	if len(w.unreleased) != 1 {
+		t.Fatalf("%d logs %q, want 1", len(w.unreleased), slotNotReleased)
+	}
+	if r := attrs(<-w.unreleased); r["limit"] != "a" || !strings.Contains(r["error"], errLimitStore.Error()) {
+		t.Fatalf("logged %v", r)
+	}
+}
+
+// TestLimitMutantsJobWaits: a job whose second limit is full frees its slot of the first, does
+// not run, gets in line as a bare message (no attempt, no due time), and looks again when its
+// lease and the skew margin have passed twice, the message due then.
+func TestLimitMutantsJobWaits(t *testing.T) {
+	w := newLimWorld(t)
+	a, b := NewLimit("free", MaxRunning(1)), NewLimit("full", MaxRunning(1))
+	w.put(t, b, limitRecord{Slots: []limitSlot{{Holder: "o/job", Until: w.now.Add(time.Hour)}}})
+	runs := 0
+	work := Define(regOwner{w.reg}, "x", func(ctx context.Context, _ struct{}) error {
+		_, err := Step(ctx, "call", func(context.Context) (int, error) { runs++; return 1, nil })
+		return err
+	}, Limited(a, b))
+	ctx := NewContext(context.Background(), w.svc, w.reg, "a", &contract.VerifiedWorkspaceContext{GrantID: "g", WorkspaceID: "w", AgentSlug: "a"})
+	id := "j"
+	if _, err := work.Start(ctx, &contract.ActionRequest{AgentSlug: "a", Action: contract.JobStartAction, JobID: &id, MissionID: "m", Input: []byte(`{}`)}, struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	sent := w.sent.take()
+	if len(sent) != 1 {
+		t.Fatalf("started: %+v", sent)
+	}
+	m := sent[0].m
+	m.Attempt, m.At = 2, w.now.UnixMilli() // a delivery that looks again
+	if err := w.svc.Deliver(context.Background(), m, Delivery{}); err != nil {
+		t.Fatal(err)
+	}
+	ra, _ := w.rec(t, a)
+	rb, _ := w.rec(t, b)
+	if runs != 0 || len(ra.Slots) != 0 || len(rb.Waiters) != 1 || rb.Waiters[0] != (Message{Agent: "a", Workspace: "w", Job: "j", Work: "x"}) {
+		t.Fatalf("%d runs; slots of the free limit %+v; in line for the full one %+v", runs, ra.Slots, rb.Waiters)
+	}
+	d := 2 * (DefaultLease + SkewMargin)
+	next := m
+	next.Attempt, next.At = 3, w.now.Add(d).UnixMilli()
+	if sent := w.sent.take(); len(sent) != 1 || sent[0] != (sentMessage{next, d}) {
+		t.Fatalf("dispatched %+v, want %+v in %s", sent, next, d)
+	}
+	r, _, err := w.svc.load(context.Background(), m.Key())
+	if err != nil || r.Wait == nil || r.Wait.Limit != "full" || !r.NotBefore.Equal(w.now.Add(d)) {
+		t.Fatalf("task record: %+v %v", r, err)
 	}
 }
