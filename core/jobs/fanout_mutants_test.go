@@ -13,30 +13,40 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
+	"github.com/supervaize/svz/core/telemetry"
 )
 
 // runOnce starts a job of work fn on a fresh in-memory store and delivers it (and what it hands
-// on to) at most limit times; it returns the job's state as JSON.
-func runOnce(t *testing.T, limit int, fn func(ctx context.Context, _ struct{}) error, opts ...jobs.Option) string {
+// on to) at most limit times; it returns the job's state.
+func runOnce(t *testing.T, limit int, fn func(ctx context.Context, _ struct{}) error, opts ...jobs.Option) *contract.JobState {
 	t.Helper()
 	o := newOwner()
 	w := jobs.Define(o, "fan", fn, opts...)
 	in := newInstance(t, memory.New(), o, newClock(), &queue{})
 	job := start(t, in, w, struct{}{})
 	in.deliverAll(t, limit, nil)
-	return mustJSON(t, stateOf(t, in, job))
+	return stateOf(t, in, job)
 }
 
-// wantFailed fails t unless state is a failed job whose message contains msg.
-func wantFailed(t *testing.T, state, msg string) {
+// wantStatus fails t unless the job of state has status and its state's JSON contains msg.
+func wantStatus(t *testing.T, state *contract.JobState, status, msg string) {
 	t.Helper()
-	if !strings.Contains(state, `"status":"failed"`) || !strings.Contains(state, msg) {
-		t.Fatalf("want failed with %s; state %s", msg, state)
+	if got := mustJSON(t, state); state.Job.Status != status || !strings.Contains(got, msg) {
+		t.Fatalf("want %s with %s; state %s", status, msg, got)
 	}
+}
+
+// wantFailed fails t unless the job of state failed with a message containing msg.
+func wantFailed(t *testing.T, state *contract.JobState, msg string) {
+	t.Helper()
+	wantStatus(t, state, contract.StateFailed, msg)
 }
 
 // TestFanOutOutsideWork: Map and Parallel outside a work's function are refused as Step is.
@@ -188,7 +198,7 @@ func TestMapNamedAsAnotherStep(t *testing.T) {
 		job := start(t, in, w, struct{}{})
 		in.deliverAll(t, 1, nil)
 		answer(t, in, job, "review")
-		wantFailed(t, mustJSON(t, stateOf(t, in, job)), `\"review\" is not a fan-out: step names are unique within a work`)
+		wantFailed(t, stateOf(t, in, job), `\"review\" is not a fan-out: step names are unique within a work`)
 	})
 }
 
@@ -209,8 +219,9 @@ func TestMapReplayed(t *testing.T) {
 		got = append(got, fmt.Sprint(none, some))
 		return jobs.Sleep(ctx, "nap", time.Minute)
 	})
-	if !strings.Contains(state, `"status":"completed"`) || c.get("none") != 0 || c.get("1") != 1 || c.get("2") != 1 {
-		t.Fatalf("items ran %v; state %s", c.n, state)
+	wantStatus(t, state, contract.StateCompleted, "")
+	if c.get("none") != 0 || c.get("1") != 1 || c.get("2") != 1 {
+		t.Fatalf("items ran %v", c.n)
 	}
 	if fmt.Sprint(got) != "[[] [10 20] [] [10 20]]" {
 		t.Fatalf("results %v, want the same at both deliveries", got)
@@ -220,11 +231,14 @@ func TestMapReplayed(t *testing.T) {
 // TestMapOffTheRecordedPath: a delivery that starts a fan-out it never ran while a step an
 // earlier delivery recorded was not reached fails the job before any item runs.
 func TestMapOffTheRecordedPath(t *testing.T) {
-	var deliveries, runs atomic.Int32
+	var deliveries, runs, after atomic.Int32
 	state := runOnce(t, 2, func(ctx context.Context, _ struct{}) error {
 		if deliveries.Add(1) == 2 { // the code took another path
-			_, err := jobs.Map(ctx, "other", []int{1}, func(context.Context, int) (int, error) { runs.Add(1); return 0, nil })
-			return err
+			if _, err := jobs.Map(ctx, "other", []int{1}, func(context.Context, int) (int, error) { runs.Add(1); return 0, nil }); err != nil {
+				return err
+			}
+			after.Add(1) // an effect outside a step
+			return nil
 		}
 		if _, err := jobs.Step(ctx, "fetch", func(context.Context) (int, error) { return 1, nil }); err != nil {
 			return err
@@ -232,8 +246,8 @@ func TestMapOffTheRecordedPath(t *testing.T) {
 		return jobs.Sleep(ctx, "nap", time.Minute)
 	})
 	wantFailed(t, state, `step \"fetch\", recorded by an earlier delivery, was not reached by this one`)
-	if runs.Load() != 0 {
-		t.Fatalf("the new fan-out's item ran %d times", runs.Load())
+	if runs.Load() != 0 || after.Load() != 0 {
+		t.Fatalf("the new fan-out's item ran %d times, the code after it %d times", runs.Load(), after.Load())
 	}
 }
 
@@ -439,18 +453,41 @@ func TestItemWriteRetried(t *testing.T) {
 	}
 }
 
+// pollTimer is an instance's timer: the lease renewal's (a third of the lease) never fires; any
+// other (a unit waiting in its delivery for a limit's slot) fires at once, counted.
+type pollTimer struct{ polls atomic.Int32 }
+
+func (p *pollTimer) After(d time.Duration) <-chan time.Time {
+	if d == jobs.DefaultLease/3 {
+		return nil
+	}
+	p.polls.Add(1)
+	ch := make(chan time.Time, 1)
+	ch <- time.Time{}
+	return ch
+}
+
 // TestItemsUnderALimitReleaseTheirSlot: an item under a limit of one running frees its slot when
-// it ends: the next item of the delivery takes it.
+// it ends: the next item of the delivery takes it without waiting.
 func TestItemsUnderALimitReleaseTheirSlot(t *testing.T) {
-	c := &counter{}
+	o, c := newOwner(), &counter{}
 	lim := jobs.NewLimit("one-item", jobs.MaxRunning(1))
-	state := runOnce(t, 1, func(ctx context.Context, _ struct{}) error {
+	w := jobs.Define(o, "fan", func(ctx context.Context, _ struct{}) error {
 		_, err := jobs.Map(ctx, "fan", []int{1, 2, 3}, func(context.Context, int) (int, error) { c.inc("item"); return 0, nil },
 			jobs.Concurrency(1), jobs.Under(lim))
 		return err
 	})
-	if !strings.Contains(state, `"status":"completed"`) || c.get("item") != 3 {
-		t.Fatalf("%d items ran; state %s", c.get("item"), state)
+	q, clk, timer := &queue{}, newClock(), &pollTimer{}
+	in := &instance{q: q, clock: clk, o: o}
+	in.svc = jobs.NewService(jobs.Config{Store: memory.New(), Dispatcher: q, Now: clk.Now, After: timer.After, Logger: quiet,
+		Works: func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true }})
+	t.Cleanup(in.svc.Close)
+	job := start(t, in, w, struct{}{})
+	if err := in.svc.Deliver(context.Background(), in.q.take()[0].M, jobs.Delivery{}); err != nil {
+		t.Fatal(err)
+	}
+	if st := stateOf(t, in, job).Job.Status; st != contract.StateCompleted || c.get("item") != 3 || timer.polls.Load() != 0 {
+		t.Fatalf("status %s, %d items ran, %d waits for a slot", st, c.get("item"), timer.polls.Load())
 	}
 }
 
@@ -497,4 +534,101 @@ func TestItemFailsAfterTheDeliveryFailed(t *testing.T) {
 		})
 	})
 	wantFailed(t, state, `step \"send\" failed: the mailbox is gone`)
+}
+
+// TestItemSpansEnd: each item's span ends when the item does, with its outcome: a span never
+// ended is never exported.
+func TestItemSpansEnd(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	o := newOwner()
+	w := jobs.Define(o, "fan", func(ctx context.Context, _ struct{}) error {
+		_, err := jobs.Map(ctx, "fan", []int{0, 1}, func(_ context.Context, n int) (int, error) {
+			if n == 1 {
+				return 0, jobs.Permanent(errBoom)
+			}
+			return n, nil
+		}, jobs.Concurrency(1))
+		return err
+	})
+	q, clk := &queue{}, newClock()
+	in := &instance{q: q, clock: clk, after: newManualAfter(), o: o}
+	in.svc = jobs.NewService(jobs.Config{Store: memory.New(), Dispatcher: q, Now: clk.Now, After: in.after.After, Logger: quiet,
+		Works:     func(string) (*jobs.Registry, time.Duration, bool) { return o.reg, 0, true },
+		Telemetry: telemetry.Providers{Tracers: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))}})
+	t.Cleanup(in.svc.Close)
+	start(t, in, w, struct{}{})
+	in.deliverAll(t, 1, nil)
+	var got []string
+	for _, sp := range spans.Ended() {
+		if !strings.HasPrefix(sp.Name(), "step fan/") {
+			continue
+		}
+		for _, a := range sp.Attributes() {
+			if string(a.Key) == telemetry.StepOutcome {
+				got = append(got, sp.Name()+" "+a.Value.AsString())
+			}
+		}
+	}
+	if fmt.Sprint(got) != "[step fan/0 completed step fan/1 failed]" {
+		t.Fatalf("ended item spans %v", got)
+	}
+}
+
+// TestItemAfterTheLeaseLapsed: a delivery paused in an item past its lease, while another
+// instance took the task over, records nothing for it: the item's record is the taker's result.
+func TestItemAfterTheLeaseLapsed(t *testing.T) {
+	o := newOwner()
+	var runs atomic.Int32
+	enteredA, releaseA := make(chan struct{}), make(chan struct{})
+	enteredB, releaseB := make(chan struct{}), make(chan struct{})
+	outs := make(chan []int, 2) // what Map gave each delivery that got past it
+	w := jobs.Define(o, "taken-fan", func(ctx context.Context, in []string) error {
+		out, err := jobs.Map(ctx, "fan", in, func(context.Context, string) (int, error) {
+			n := int(runs.Add(1))
+			if n == 1 { // A's run: held until B runs the item too
+				close(enteredA)
+				<-releaseA
+			} else { // B's run: held until A has ended
+				close(enteredB)
+				<-releaseB
+			}
+			return n, nil
+		})
+		if err != nil {
+			return err
+		}
+		outs <- out
+		return nil
+	})
+	s, clk := &itemFaults{Store: memory.New()}, newClock()
+	a := newInstance(t, s, o, clk, &queue{})
+	b := newInstance(t, s, o, clk, &queue{})
+	job := start(t, a, w, []string{"x"})
+	m, doneA := deliverInBackground(t, a)
+	if err := signalled(enteredA); err != nil {
+		t.Fatalf("A's run of the item: %v", err)
+	}
+	clk.Add(jobs.DefaultLease + jobs.SkewMargin + time.Second) // A stays paused past its lease
+	doneB := make(chan error, 1)
+	go func() { doneB <- b.svc.Deliver(context.Background(), m, jobs.Delivery{}) }()
+	if err := signalled(enteredB); err != nil {
+		t.Fatalf("B's run of the item: %v", err)
+	}
+	close(releaseA) // A's item returns: A finds its lease taken and writes nothing
+	if err := <-doneA; err != nil {
+		t.Fatal(err)
+	}
+	if n := s.createsOf(0); n != 0 {
+		t.Fatalf("A, past its lease, wrote the item's record (%d writes)", n)
+	}
+	close(releaseB)
+	if err := <-doneB; err != nil {
+		t.Fatal(err)
+	}
+	if st := stateOf(t, b, job).Job.Status; st != contract.StateCompleted || len(outs) != 1 {
+		t.Fatalf("status %s, %d deliveries got past Map; want completed and 1 (B)", st, len(outs))
+	}
+	if got := fmt.Sprint(<-outs); got != "[2]" {
+		t.Fatalf("B's Map gave %s, want [2]: its own result, A recorded none", got)
+	}
 }
