@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,7 +112,7 @@ type limWorld struct {
 	now        time.Time
 	// after answers the service's timer (nil: a channel that fires at once).
 	after func(time.Duration) <-chan time.Time
-	waits int
+	waits atomic.Int64
 }
 
 func newLimWorld(t *testing.T) *limWorld {
@@ -119,7 +121,7 @@ func newLimWorld(t *testing.T) *limWorld {
 		now: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)}
 	w.svc = NewService(Config{Store: w.st, Dispatcher: w.sent, Logger: slog.New(recordsOf{slotNotReleased, w.unreleased}), Now: func() time.Time { return w.now },
 		After: func(d time.Duration) <-chan time.Time {
-			w.waits++
+			w.waits.Add(1)
 			if w.after != nil {
 				return w.after(d)
 			}
@@ -170,8 +172,8 @@ func (w *limWorld) take(l *Limit, holder string, m *Message) (bool, time.Duratio
 	return w.svc.take(context.Background(), l, "a", "w", holder, m)
 }
 
-// job is the message of a job of workspace ws in line.
-func job(ws, id string) Message { return Message{Agent: "a", Workspace: ws, Job: id, Work: "x"} }
+// lineMsg is the message of job id of workspace ws, as it waits in line.
+func lineMsg(ws, id string) Message { return Message{Agent: "a", Workspace: ws, Job: id, Work: "x"} }
 
 func holdersOf(r limitRecord) string {
 	var hs []string
@@ -203,8 +205,8 @@ func TestLimitMutantsTake(t *testing.T) {
 	})
 	t.Run("a job takes the slot handed to it", func(t *testing.T) {
 		w, l := newLimWorld(t), one()
-		j := job("w", "j")
-		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: reservedFor(j), Until: w.now.Add(time.Minute)}}, Waiters: []Message{job("w", "k")}})
+		j := lineMsg("w", "j")
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: reservedFor(j), Until: w.now.Add(time.Minute)}}, Waiters: []Message{lineMsg("w", "k")}})
 		ok, _, err := w.take(l, "d/job", &j)
 		r, _ := w.rec(t, l)
 		if !ok || err != nil || holdersOf(r) != "d/job" || waitersOf(r) != "k" {
@@ -213,7 +215,7 @@ func TestLimitMutantsTake(t *testing.T) {
 	})
 	t.Run("a step takes a free slot while jobs wait", func(t *testing.T) {
 		w, l := newLimWorld(t), NewLimit("p", MaxRunning(2))
-		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/job", Until: w.now.Add(time.Minute)}}, Waiters: []Message{job("w", "k")}})
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/job", Until: w.now.Add(time.Minute)}}, Waiters: []Message{lineMsg("w", "k")}})
 		ok, _, err := w.take(l, "d/u", nil)
 		r, _ := w.rec(t, l)
 		if !ok || err != nil || holdersOf(r) != "o/job,d/u" || waitersOf(r) != "k" {
@@ -222,7 +224,7 @@ func TestLimitMutantsTake(t *testing.T) {
 	})
 	t.Run("a step finds the limit full", func(t *testing.T) {
 		w, l := newLimWorld(t), one()
-		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/job", Until: w.now.Add(time.Minute)}}, Waiters: []Message{job("w", "k")}})
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/job", Until: w.now.Add(time.Minute)}}, Waiters: []Message{lineMsg("w", "k")}})
 		_, v0 := w.rec(t, l)
 		ok, retry, err := w.take(l, "d/u", nil)
 		r, v := w.rec(t, l)
@@ -233,7 +235,7 @@ func TestLimitMutantsTake(t *testing.T) {
 	t.Run("a job not in line takes a free slot", func(t *testing.T) {
 		w, l := newLimWorld(t), one()
 		w.put(t, l, limitRecord{Served: "v"})
-		j := job("w", "j")
+		j := lineMsg("w", "j")
 		ok, _, err := w.take(l, "d/job", &j)
 		r, _ := w.rec(t, l)
 		if !ok || err != nil || r.Served != "v" || holdersOf(r) != "d/job" {
@@ -242,8 +244,8 @@ func TestLimitMutantsTake(t *testing.T) {
 	})
 	t.Run("the first in line takes a freed slot and its workspace is served", func(t *testing.T) {
 		w, l := newLimWorld(t), NewLimit("p", MaxRunning(1), Shared())
-		w.put(t, l, limitRecord{Waiters: []Message{job("x", "j"), job("x", "k")}, Served: "v"})
-		j := job("x", "j")
+		w.put(t, l, limitRecord{Waiters: []Message{lineMsg("x", "j"), lineMsg("x", "k")}, Served: "v"})
+		j := lineMsg("x", "j")
 		ok, _, err := w.svc.take(context.Background(), l, "a", "x", "d/job", &j)
 		r, _ := w.rec(t, l)
 		if !ok || err != nil || r.Served != "x" || waitersOf(r) != "k" {
@@ -253,7 +255,7 @@ func TestLimitMutantsTake(t *testing.T) {
 	t.Run("a job finds the limit full and gets in line once", func(t *testing.T) {
 		w, l := newLimWorld(t), one()
 		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/job", Until: w.now.Add(time.Minute)}}})
-		j := job("w", "j")
+		j := lineMsg("w", "j")
 		for range 2 {
 			if ok, retry, err := w.take(l, "d/job", &j); ok || retry != 0 || err != nil {
 				t.Fatalf("take of a full limit: %v %v %v", ok, retry, err)
@@ -267,10 +269,10 @@ func TestLimitMutantsTake(t *testing.T) {
 		w, l := newLimWorld(t), one()
 		var line []Message
 		for i := range maxWaiters {
-			line = append(line, job("w", "w"+string(rune('a'+i%26))+strings.Repeat("x", i/26)))
+			line = append(line, lineMsg("w", fmt.Sprintf("w%d", i)))
 		}
 		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/job", Until: w.now.Add(time.Minute)}}, Waiters: line})
-		j := job("w", "late")
+		j := lineMsg("w", "late")
 		ok, retry, err := w.take(l, "d/job", &j)
 		if r, _ := w.rec(t, l); ok || retry != 0 || err != nil || len(r.Waiters) != maxWaiters || strings.Contains(waitersOf(r), "late") {
 			t.Fatalf("take with the line full: %v %v %v, %d in line", ok, retry, err, len(r.Waiters))
@@ -285,8 +287,8 @@ func TestLimitMutantsTake(t *testing.T) {
 	})
 	t.Run("no token, not its turn: the job gets in line", func(t *testing.T) {
 		w, l := newLimWorld(t), NewLimit("p", MaxRunning(2), Rate(1, time.Minute))
-		w.put(t, l, limitRecord{Waiters: []Message{job("w", "k")}, Tokens: 0, Filled: w.now})
-		j := job("w", "j")
+		w.put(t, l, limitRecord{Waiters: []Message{lineMsg("w", "k")}, Tokens: 0, Filled: w.now})
+		j := lineMsg("w", "j")
 		ok, retry, err := w.take(l, "d/job", &j)
 		if r, _ := w.rec(t, l); ok || retry != 0 || err != nil || waitersOf(r) != "k,j" {
 			t.Fatalf("take out of turn with no token: %v %v %v, in line %q, want k,j", ok, retry, err, waitersOf(r))
@@ -355,16 +357,16 @@ func TestLimitMutantsRelease(t *testing.T) {
 		w, l := newLimWorld(t), NewLimit("p", MaxRunning(1))
 		// A crashed holder's slot expired; this one's is the only one that counts.
 		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "crashed/u", Until: w.now.Add(-SkewMargin)}, {Holder: "d/u", Until: w.now.Add(time.Minute)}},
-			Waiters: []Message{job("x", "j"), job("y", "k")}, Served: "w"})
+			Waiters: []Message{lineMsg("x", "j"), lineMsg("y", "k")}, Served: "w"})
 		next, err := release(w, l, "d/u")
 		r, _ := w.rec(t, l)
-		if err != nil || next == nil || next.Job != "j" || holdersOf(r) != reservedFor(job("x", "j")) || waitersOf(r) != "k" || r.Served != "x" {
+		if err != nil || next == nil || next.Job != "j" || holdersOf(r) != reservedFor(lineMsg("x", "j")) || waitersOf(r) != "k" || r.Served != "x" {
 			t.Fatalf("release: %+v %v, record %+v", next, err, r)
 		}
 	})
 	t.Run("a slot not held writes nothing", func(t *testing.T) {
 		w, l := newLimWorld(t), NewLimit("p", MaxRunning(1))
-		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/u", Until: w.now.Add(time.Minute)}}, Waiters: []Message{job("w", "j")}})
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/u", Until: w.now.Add(time.Minute)}}, Waiters: []Message{lineMsg("w", "j")}})
 		_, v0 := w.rec(t, l)
 		next, err := release(w, l, "d/u")
 		if _, v := w.rec(t, l); next != nil || err != nil || v != v0 {
@@ -488,8 +490,8 @@ func TestLimitMutantsAcquire(t *testing.T) {
 		w, a, b := newLimWorld(t), free(), NewLimit("down", MaxRunning(1))
 		w.st.failGet = func(key string) bool { return strings.Contains(key, "/down/") }
 		tk := w.task()
-		if err := tk.acquire(context.Background(), "u", []*Limit{a, b}); !errors.Is(err, errHalted) || tk.halt != storeHalt || !errors.Is(tk.failErr, errLimitStore) || w.waits != 0 {
-			t.Fatalf("acquire on a failing store: %v, halt %v %v, %d waits", err, tk.halt, tk.failErr, w.waits)
+		if err := tk.acquire(context.Background(), "u", []*Limit{a, b}); !errors.Is(err, errHalted) || tk.halt != storeHalt || !errors.Is(tk.failErr, errLimitStore) || w.waits.Load() != 0 {
+			t.Fatalf("acquire on a failing store: %v, halt %v %v, %d waits", err, tk.halt, tk.failErr, w.waits.Load())
 		}
 		freed(t, w, tk, a)
 	})
@@ -499,7 +501,7 @@ func TestLimitMutantsAcquire(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		w.after = func(time.Duration) <-chan time.Time {
-			if w.waits > 100 { // a bound on failure: the delivery ends
+			if w.waits.Load() > 100 { // a bound on failure: the delivery ends
 				cancel()
 				return nil
 			}
@@ -510,8 +512,8 @@ func TestLimitMutantsAcquire(t *testing.T) {
 		tk := w.task()
 		err := tk.acquire(ctx, "u", []*Limit{a, b})
 		if !errors.Is(err, errHalted) || tk.halt != handOn || tk.delay != limitPoll || tk.wait == nil || tk.wait.Limit != "full" ||
-			w.waits != int(limitWaitInDelivery/limitPoll)-1 {
-			t.Fatalf("acquire of a full limit: %v, halt %v in %s for %+v, after %d waits", err, tk.halt, tk.delay, tk.wait, w.waits)
+			w.waits.Load() != int64(limitWaitInDelivery/limitPoll)-1 {
+			t.Fatalf("acquire of a full limit: %v, halt %v in %s for %+v, after %d waits", err, tk.halt, tk.delay, tk.wait, w.waits.Load())
 		}
 		freed(t, w, tk, a)
 	})
@@ -520,8 +522,8 @@ func TestLimitMutantsAcquire(t *testing.T) {
 		b := full(w)
 		tk := w.task()
 		tk.rec.Stop = true
-		if err := tk.acquire(context.Background(), "u", []*Limit{a, b}); !errors.Is(err, errHalted) || tk.halt != stopHalt || w.waits != 0 {
-			t.Fatalf("acquire for a stopped job: %v, halt %v, after %d waits", err, tk.halt, w.waits)
+		if err := tk.acquire(context.Background(), "u", []*Limit{a, b}); !errors.Is(err, errHalted) || tk.halt != stopHalt || w.waits.Load() != 0 {
+			t.Fatalf("acquire for a stopped job: %v, halt %v, after %d waits", err, tk.halt, w.waits.Load())
 		}
 		freed(t, w, tk, a)
 	})
@@ -531,8 +533,8 @@ func TestLimitMutantsAcquire(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		w.after = func(time.Duration) <-chan time.Time { cancel(); return nil }
 		tk := w.task()
-		if err := tk.acquire(ctx, "u", []*Limit{a, b}); !errors.Is(err, errHalted) || tk.halt != storeHalt || w.waits != 1 {
-			t.Fatalf("acquire cancelled: %v, halt %v, after %d waits", err, tk.halt, w.waits)
+		if err := tk.acquire(ctx, "u", []*Limit{a, b}); !errors.Is(err, errHalted) || tk.halt != storeHalt || w.waits.Load() != 1 {
+			t.Fatalf("acquire cancelled: %v, halt %v, after %d waits", err, tk.halt, w.waits.Load())
 		}
 		freed(t, w, tk, a)
 	})
@@ -595,6 +597,7 @@ func TestLimitMutantsJobWaits(t *testing.T) {
 	w := newLimWorld(t)
 	a, b := NewLimit("free", MaxRunning(1)), NewLimit("full", MaxRunning(1))
 	w.put(t, b, limitRecord{Slots: []limitSlot{{Holder: "o/job", Until: w.now.Add(time.Hour)}}})
+	w.after = func(time.Duration) <-chan time.Time { return nil } // no lease renewal in the delivery
 	runs := 0
 	work := Define(regOwner{w.reg}, "x", func(ctx context.Context, _ struct{}) error {
 		_, err := Step(ctx, "call", func(context.Context) (int, error) { runs++; return 1, nil })
