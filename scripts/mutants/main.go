@@ -601,31 +601,27 @@ func hunkLines(diff []byte) (map[int]bool, error) {
 	return lines, sc.Err()
 }
 
-// A coverage block: a range of one file that the tests ran (count > 0) or not.
+// A coverage block of one file, where it starts, and whether the tests ran it (count > 0).
 type block struct {
-	file                     string
-	line0, col0, line1, col1 int
-	ran                      bool
+	file      string
+	line, col int
+	ran       bool
 }
 
 type coverage []block
 
-// covers reports whether the tests ran the position: the innermost block that holds it ran, or,
-// for a position in no block (the condition of a case clause: only its body is a block), the
-// last block that starts before it in the file.
+// covers reports whether the tests ran the position: whether the last block that starts at or
+// before it in the file ran. A package's blocks do not overlap, so that is the block holding
+// the position, or, for a position in no block (the condition of a case clause: only its body
+// is a block), the last one before it.
 func (cv coverage) covers(file string, line, col int) bool {
 	var last *block
 	for i := range cv {
 		b := &cv[i]
-		if b.file != file {
+		if b.file != file || line < b.line || line == b.line && col < b.col {
 			continue
 		}
-		after := line > b.line0 || line == b.line0 && col >= b.col0
-		before := line < b.line1 || line == b.line1 && col <= b.col1
-		if after && before {
-			return b.ran
-		}
-		if after && (last == nil || b.line0 > last.line0 || b.line0 == last.line0 && b.col0 > last.col0) {
+		if last == nil || b.line > last.line || b.line == last.line && b.col > last.col {
 			last = b
 		}
 	}
@@ -648,7 +644,7 @@ func readCoverage(path string) (coverage, error) {
 			continue
 		}
 		n := func(i int) int { v, _ := strconv.Atoi(m[i]); return v }
-		cv = append(cv, block{file: filepath.Base(m[1]), line0: n(2), col0: n(3), line1: n(4), col1: n(5), ran: m[6] != "0"})
+		cv = append(cv, block{file: filepath.Base(m[1]), line: n(2), col: n(3), ran: m[6] != "0"})
 	}
 	return cv, nil
 }

@@ -211,20 +211,15 @@ func instrument(src []byte, ms []mutant, base int) string {
 	}
 	var sites []site
 	for i, m := range ms {
-		if n := len(sites); n > 0 && m.Kind == kindCondition && sites[n-1].m0.Kind == kindCondition &&
-			sites[n-1].m0.start == m.start && sites[n-1].m0.end == m.end {
+		// The two sides of one condition are the only mutants of one range.
+		if n := len(sites); n > 0 && sites[n-1].m0.start == m.start && sites[n-1].m0.end == m.end {
 			sites[n-1].m = append(sites[n-1].m, i)
 			continue
 		}
 		sites = append(sites, site{m: []int{i}, m0: m})
 	}
-	// Outer nodes first: a node starts before what it holds, or where it does and ends after.
-	slices.SortStableFunc(sites, func(a, b site) int {
-		if a.m0.start != b.m0.start {
-			return a.m0.start - b.m0.start
-		}
-		return b.m0.end - a.m0.end
-	})
+	// sites are in source order, outer nodes first: generate sorts its mutants by start, stably,
+	// after ast.Inspect visited each node before what it holds.
 	var render func(lo, hi, after int) string
 	var inst func(k int) string
 	render = func(lo, hi, after int) string {
@@ -232,11 +227,11 @@ func instrument(src []byte, ms []mutant, base int) string {
 		at := lo
 		for k := after + 1; k < len(sites); k++ {
 			s := sites[k].m0
-			if s.start < at || s.end > hi {
-				continue
+			if s.start < at {
+				continue // inside a node rendered already
 			}
 			if s.start >= hi {
-				break
+				break // AST nodes nest: a node that starts before hi ends before it too
 			}
 			b.Write(src[at:s.start])
 			b.WriteString(inst(k))

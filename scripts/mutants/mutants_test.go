@@ -24,23 +24,31 @@ func readBox(t *testing.T, name string) []byte {
 	return b
 }
 
-// The mutants of a file, and the same file with all of them compiled in, are exactly the goldens.
+// The mutants of a file, and the same file with all of them compiled in, are exactly the goldens:
+// box (whose tests TestRunCompiledInAtOnce runs) and shapes (the forms that nest and look alike).
 func TestGenerateAndInstrument(t *testing.T) {
-	src := readBox(t, "box.go")
-	ms, err := generate("box.go", src, nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"box", "shapes"} {
+		t.Run(name, func(t *testing.T) {
+			src := readBox(t, name+".go")
+			ms, err := generate(name+".go", src, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var list strings.Builder
+			for _, m := range ms {
+				fmt.Fprintln(&list, m.String())
+			}
+			golden.Bytes(t, name+".mutants", []byte(list.String()))
+			inst := instrument(src, ms, 1)
+			if _, err := parser.ParseFile(token.NewFileSet(), name+".go", inst, 0); err != nil {
+				t.Fatalf("the instrumented file does not parse: %v\n%s", err, inst)
+			}
+			golden.Bytes(t, name+".schemata", []byte(inst))
+		})
 	}
-	var list strings.Builder
-	for _, m := range ms {
-		fmt.Fprintln(&list, m.String())
+	if _, err := generate("bad.go", []byte("package box\nfunc {"), nil); err == nil || !strings.Contains(err.Error(), "bad.go:2:6: expected") {
+		t.Fatalf("a file that does not parse: %v", err)
 	}
-	golden.Bytes(t, "box.mutants", []byte(list.String()))
-	inst := instrument(src, ms, 1)
-	if _, err := parser.ParseFile(token.NewFileSet(), "box.go", inst, 0); err != nil {
-		t.Fatalf("the instrumented file does not parse: %v\n%s", err, inst)
-	}
-	golden.Bytes(t, "box.schemata", []byte(inst))
 }
 
 // Only the lines a diff changed are mutated.
@@ -71,22 +79,32 @@ func TestHunkLines(t *testing.T) {
 }
 
 func TestCovers(t *testing.T) {
+	// Blocks as a profile lists them: not in source order.
 	cv := coverage{
-		{file: "a.go", line0: 5, col0: 10, line1: 8, col1: 2, ran: true},
-		{file: "a.go", line0: 9, col0: 3, line1: 9, col1: 20, ran: false},
-		{file: "a.go", line0: 12, col0: 1, line1: 14, col1: 2, ran: true},
-		{file: "b.go", line0: 1, col0: 1, line1: 30, col1: 1, ran: true},
+		{file: "a.go", line: 12, col: 5, ran: false},
+		{file: "a.go", line: 9, col: 25, ran: true},
+		{file: "a.go", line: 5, col: 10, ran: true},
+		{file: "a.go", line: 9, col: 3, ran: false},
+		{file: "a.go", line: 11, col: 3, ran: false},
+		{file: "a.go", line: 11, col: 25, ran: true},
+		{file: "b.go", line: 1, col: 1, ran: true},
+		{file: "b.go", line: 30, col: 1, ran: true},
 	}
 	for _, c := range []struct {
 		line, col int
 		want      bool
 	}{
 		{5, 10, true},  // a block's first byte
-		{8, 2, true},   // its last
+		{8, 2, true},   // past its start, before the next block's
 		{5, 9, false},  // before any block
-		{9, 5, false},  // in a block not run
-		{10, 4, false}, // in none: the last block before it did not run
-		{15, 1, true},  // in none, after a block that ran
+		{1, 1, false},  // before any of this file (b.go's first block starts there)
+		{9, 5, false},  // in a block not run, on the line of one that ran, which starts after it
+		{9, 30, true},  // in that one, listed before the other
+		{11, 30, true}, // the same, listed after
+		{10, 4, true},  // in none: the last block before it, on a line before, ran
+		{12, 5, false}, // a block listed first
+		{13, 1, false}, // after it, at a column before its start
+		{40, 1, false}, // b.go's block at 30 ran: each file is its own
 	} {
 		if got := cv.covers("a.go", c.line, c.col); got != c.want {
 			t.Errorf("covers(a.go, %d, %d) = %v, want %v", c.line, c.col, got, c.want)
@@ -188,8 +206,11 @@ func TestTargets(t *testing.T) {
 	if _, _, err := targets([]string{"mutants_test.go"}); err == nil || !strings.Contains(err.Error(), "non-test .go files") {
 		t.Fatalf("a test file: %v", err)
 	}
-	pkgs, only, err := targets([]string{"main.go", ".", "mutants.go"})
-	if err != nil || strings.Join(pkgs, ",") != "." || strings.Join(only["."], ",") != "main.go,mutants.go" {
+	if _, _, err := targets([]string{"testdata/box.mutants"}); err == nil || !strings.Contains(err.Error(), "testdata/box.mutants: give a package directory or one of its non-test .go files") {
+		t.Fatalf("a file not of Go: %v", err)
+	}
+	pkgs, only, err := targets([]string{"./main.go", "./", ".", "mutants.go", "testdata/../testdata/box"})
+	if err != nil || strings.Join(pkgs, ",") != ".,testdata/box" || strings.Join(only["."], ",") != "main.go,mutants.go" || len(only) != 1 {
 		t.Fatalf("targets: %v %v %v", pkgs, only, err)
 	}
 }
