@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/supervaize/svz/internal/cloudtasks"
@@ -266,5 +267,95 @@ func TestMetadataToken(t *testing.T) {
 	t.Cleanup(bad.Close)
 	if _, err := cloudtasks.MetadataToken(strings.TrimPrefix(bad.URL, "http://"), nil)(context.Background()); err == nil || err.Error() != "metadata server: status 404" {
 		t.Fatalf("404: %v", err)
+	}
+}
+
+// answerBody is a response body that fails its read when err is set and counts its closes.
+type answerBody struct {
+	r      io.Reader
+	closes *atomic.Int32
+}
+
+func (b answerBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+func (b answerBody) Close() error               { b.closes.Add(1); return nil }
+
+// transport answers every request with status and body (or its error), and counts the bodies
+// closed; its status is 0 where no request is expected.
+type transport struct {
+	err    error     // the round trip's
+	body   io.Reader // nil: an empty body
+	status int
+	closes atomic.Int32
+}
+
+func (tr *transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if tr.err != nil {
+		return nil, tr.err
+	}
+	body := tr.body
+	if body == nil {
+		body = strings.NewReader("")
+	}
+	return &http.Response{StatusCode: tr.status, Body: answerBody{body, &tr.closes}, Header: http.Header{}, Request: r}, nil
+}
+
+// TestClientFailures: what fails on the way names where, wraps the cause and reads no queue; the
+// answer's body is closed once read.
+func TestClientFailures(t *testing.T) {
+	down := errors.New("connection refused")
+	cut := errors.New("connection reset")
+	for _, c := range []struct {
+		name     string
+		endpoint string
+		tr       *transport
+		want     string
+		cause    error
+	}{
+		{"endpoint", "http://bad host", &transport{}, `cloud tasks: parse "http://bad host/v2/` + queue + `": invalid character " " in host name`, nil},
+		{"round trip", "", &transport{err: down}, "cloud tasks: GET /v2/" + queue + ": Get \"" + cloudtasks.DefaultEndpoint + "/v2/" + queue + "\": connection refused", down},
+		{"body", "", &transport{status: 200, body: io.MultiReader(strings.NewReader(`{"name":`), iotest.ErrReader(cut))}, "cloud tasks: read the answer: connection reset", cut},
+		{"status", "", &transport{status: 403}, "cloud tasks: 403 : ", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cl := &cloudtasks.Client{Endpoint: c.endpoint, HTTP: &http.Client{Transport: c.tr}}
+			q, err := cl.GetQueue(context.Background(), queue)
+			if q != nil || err == nil || err.Error() != c.want || c.cause != nil && !errors.Is(err, c.cause) {
+				t.Fatalf("GetQueue: %+v, %v; want the error %q", q, err, c.want)
+			}
+			if c.tr.status != 0 && c.tr.closes.Load() != 1 {
+				t.Fatalf("the answer's body closed %d times, want once", c.tr.closes.Load())
+			}
+		})
+	}
+}
+
+// TestMetadataTokenFailures: a host that is no host, a server that does not answer or cuts its
+// answer, an answer that decodes only in part: each an error, the body closed, nothing cached.
+func TestMetadataTokenFailures(t *testing.T) {
+	down := errors.New("connection refused")
+	cut := errors.New("connection reset")
+	for _, c := range []struct {
+		name  string
+		host  string
+		tr    *transport
+		want  string
+		cause error
+	}{
+		{"host", "bad host", &transport{}, `parse "http://bad host/computeMetadata/v1/instance/service-accounts/default/token": invalid character " " in host name`, nil},
+		{"round trip", cloudtasks.MetadataHost, &transport{err: down}, "metadata server: Get \"http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token\": connection refused", down},
+		{"body", cloudtasks.MetadataHost, &transport{status: 200, body: io.MultiReader(strings.NewReader(`{"access_token":"at-1"`), iotest.ErrReader(cut))}, "metadata server: connection reset", cut},
+		// A value of the wrong type: json fills the token, then fails.
+		{"partly decoded", cloudtasks.MetadataHost, &transport{status: 200, body: strings.NewReader(`{"access_token":"at-1","expires_in":"soon"}`)}, "metadata server: no access token in its answer", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tok := cloudtasks.MetadataToken(c.host, &http.Client{Transport: c.tr})
+			got, err := tok(context.Background())
+			if got != "" || err == nil || err.Error() != c.want || c.cause != nil && !errors.Is(err, c.cause) {
+				t.Fatalf("token %q, %v; want the error %q", got, err, c.want)
+			}
+			if c.tr.status != 0 && c.tr.closes.Load() != 1 {
+				t.Fatalf("the answer's body closed %d times, want once", c.tr.closes.Load())
+			}
+		})
 	}
 }

@@ -26,7 +26,7 @@ func MetadataToken(host string, hc *http.Client) func(ctx context.Context) (stri
 	return func(ctx context.Context) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		if tok != "" && time.Now().Before(until) {
+		if time.Now().Before(until) { // until is set with a token only
 			return tok, nil
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/computeMetadata/v1/instance/service-accounts/default/token", nil)
