@@ -97,7 +97,7 @@ func ParseQueueURL(v string) (string, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fail("not an absolute http(s) URL")
 	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" { // an opaque URL has no host
 		return fail("a queue URL has no credentials, query or fragment")
 	}
 	parts := strings.Split(strings.TrimPrefix(u.Path, "/"), "/")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,7 @@ func TestParseQueueURL(t *testing.T) {
 		"sqs.eu-west-3.amazonaws.com/123456789012/q":                                  "not an absolute http(s) URL",
 		"ftp://sqs.eu-west-3.amazonaws.com/123456789012/q":                            "not an absolute http(s) URL",
 		"https:///123456789012/q":                                                     "not an absolute http(s) URL",
+		"https://sqs.eu-west-3.amazonaws.com:x/123456789012/q":                        "not an absolute http(s) URL",
 		"https://sqs.eu-west-3.amazonaws.com/123456789012/q?x=1":                      "a queue URL has no credentials, query or fragment",
 		"https://sqs.eu-west-3.amazonaws.com/123456789012/q#f":                        "a queue URL has no credentials, query or fragment",
 		"https://sqs.eu-west-3.amazonaws.com/12345678901/q":                           "the path is not /ACCOUNT/NAME",
@@ -54,7 +56,7 @@ func TestParseQueueURL(t *testing.T) {
 		"https://sqs.eu-west-3.amazonaws.com/123456789012/q.fifo":                     "a FIFO queue takes no per-message delay, which retries need",
 	} {
 		_, err := ParseQueueURL(v)
-		want := EnvQueueURL + "=" + jsonQuote(awsapi.ShownURL(v)) + ": " + why + tail
+		want := EnvQueueURL + "=" + strconv.Quote(awsapi.ShownURL(v)) + ": " + why + tail
 		if err == nil || err.Error() != want {
 			t.Errorf("ParseQueueURL(%q):\n got %v\nwant %s", v, err, want)
 		}
@@ -64,11 +66,6 @@ func TestParseQueueURL(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "no credentials, query or fragment") {
 		t.Errorf("credentials: %v", err)
 	}
-}
-
-func jsonQuote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
 }
 
 func TestNewQueueSettings(t *testing.T) {
@@ -418,7 +415,7 @@ func TestDeadLetterARN(t *testing.T) {
 		"arn:aws:sqs:eu-west-3:123456789012:q.fifo", "arn:aws:sqs:eu-west-3:123456789012:q:x",
 		"https://sqs.eu-west-3.amazonaws.com/123456789012/q",
 	} {
-		want := `lambda: SUPERVAIZER_JOBS_DEAD_LETTER_ARN=` + jsonQuote(bad) + `: must be the ARN of a standard SQS queue, such as arn:aws:sqs:eu-west-3:123456789012:my-agent-jobs-dlq (the jobs queue's dead-letter queue, an event source of this function)`
+		want := `lambda: SUPERVAIZER_JOBS_DEAD_LETTER_ARN=` + strconv.Quote(bad) + `: must be the ARN of a standard SQS queue, such as arn:aws:sqs:eu-west-3:123456789012:my-agent-jobs-dlq (the jobs queue's dead-letter queue, an event source of this function)`
 		if _, err := DeadLetterARN(envOf(EnvDeadLetterARN, bad)); err == nil || err.Error() != want {
 			t.Errorf("%q:\n got %v\nwant %s", bad, err, want)
 		}
@@ -475,7 +472,8 @@ func TestSQSDeadLetters(t *testing.T) {
 	if len(delivered) != 1 || !delivered["live"] {
 		t.Errorf("delivered %v, want the jobs queue's record only", delivered)
 	}
-	if s := logs.String(); strings.Contains(s, "secret") || !strings.Contains(s, "connection refused") {
+	if s := logs.String(); strings.Contains(s, "secret") || !strings.Contains(s, `"msg":"dead-lettered task delivery failed: delivered again later","message_id":"d-down"`) ||
+		!strings.Contains(s, `"msg":"dead-lettered task runs on another instance: delivered again later","message_id":"d-busy"`) || !strings.Contains(s, "connection refused") {
 		t.Errorf("logs:\n%s", s)
 	}
 	// Without a deadline the reason names no limit; without WithDeadLetters a record of the
@@ -487,5 +485,12 @@ func TestSQSDeadLetters(t *testing.T) {
 	clear(delivered)
 	if _, err := NewHandler(http.NotFoundHandler(), WithLogger(log), WithJobs(deliver, 5)).Invoke(ctx, sqsEvent(dead("d-1", msg("dead")))); err != nil || !delivered["dead"] {
 		t.Errorf("without WithDeadLetters: %v %v", delivered, err)
+	}
+	// Nor is a record that names no queue (no dead-letter queue names none either).
+	clear(delivered)
+	unnamed := sqsRecordOf("m-1", msg("live"), "1")
+	delete(unnamed, "eventSourceARN")
+	if _, err := NewHandler(http.NotFoundHandler(), WithLogger(log), WithJobs(deliver, 5)).Invoke(ctx, sqsEvent(unnamed)); err != nil || !delivered["live"] {
+		t.Errorf("a record without its queue's ARN: %v %v", delivered, err)
 	}
 }
