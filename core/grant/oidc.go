@@ -127,7 +127,7 @@ func NewOIDCVerifier(cfg OIDCConfig) (*OIDCVerifier, error) {
 // VerifyAuthorization verifies the token of an Authorization header ("Bearer <token>").
 func (v *OIDCVerifier) VerifyAuthorization(ctx context.Context, header string) error {
 	scheme, tok, ok := strings.Cut(strings.TrimSpace(header), " ")
-	if !ok || !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(tok) == "" {
+	if !ok || !strings.EqualFold(scheme, "bearer") { // the header is trimmed: a token follows the space
 		return oidcRefuse("no bearer token")
 	}
 	return v.Verify(ctx, strings.TrimSpace(tok))
@@ -142,11 +142,11 @@ func (v *OIDCVerifier) Verify(ctx context.Context, tok string) error {
 	if perr != nil {
 		return oidcRefuse("malformed token")
 	}
-	if alg, ok := t.header.str("alg"); !ok || alg != "RS256" { // never none, never HS256
+	if alg, _ := t.header.str("alg"); alg != "RS256" { // never none, never HS256
 		return oidcRefuse("the token must be signed with RS256")
 	}
-	kid, ok := t.header.str("kid")
-	if !ok || kid == "" {
+	kid, _ := t.header.str("kid")
+	if kid == "" {
 		return oidcRefuse("the token header has no kid")
 	}
 	key, err := v.key(ctx, kid)
@@ -200,17 +200,14 @@ func (v *OIDCVerifier) checkClaims(c *object) error {
 	if email, _ := c.str("email"); email != v.cfg.Email {
 		return oidcRefuse("issued for another account")
 	}
-	if ev, ok := c.get("email_verified"); !ok || string(ev) != "true" {
+	if ev, _ := c.get("email_verified"); string(ev) != "true" { // absent: not verified
 		return oidcRefuse("email not verified")
 	}
 	return nil
 }
 
 func numberClaim(c *object, name string) (int64, bool) {
-	raw, ok := c.get(name)
-	if !ok {
-		return 0, false
-	}
+	raw, _ := c.get(name) // absent: not a number
 	return jsonInt(raw)
 }
 
@@ -223,7 +220,7 @@ func (v *OIDCVerifier) key(ctx context.Context, kid string) (*rsa.PublicKey, err
 	if k, ok := v.keys[kid]; ok && now.Before(v.expires) {
 		return k, nil
 	}
-	if v.tried.IsZero() || now.Sub(v.tried) >= v.cfg.Cooldown {
+	if now.Sub(v.tried) >= v.cfg.Cooldown { // never tried: the zero time, long past
 		v.tried = now
 		keys, ttl, err := v.download(ctx)
 		if err == nil {
@@ -233,7 +230,7 @@ func (v *OIDCVerifier) key(ctx context.Context, kid string) (*rsa.PublicKey, err
 			v.cfg.Log.WarnContext(ctx, "OIDC JWKS not loaded; the last key set (if any) stays in use", "url", v.logURL, "error", err)
 		}
 	}
-	if v.keys == nil || now.Sub(v.fetched) >= jwksMaxStale {
+	if now.Sub(v.fetched) >= jwksMaxStale { // never fetched: the zero time, long past
 		return nil, fmt.Errorf("oidc: the keys could not be loaded from %s: %w", v.logURL, v.lastErr)
 	}
 	if k, ok := v.keys[kid]; ok {
@@ -286,8 +283,8 @@ func parseRSAJWKS(body []byte) (map[string]*rsa.PublicKey, error) {
 	if !ok {
 		return nil, errors.New("the key set has duplicate members")
 	}
-	list, ok := top.get("keys")
-	if !ok || wirejson.Kind(list) != '[' {
+	list, _ := top.get("keys")
+	if wirejson.Kind(list) != '[' { // absent: no kind
 		return nil, errors.New("the key set has no keys list")
 	}
 	keys := map[string]*rsa.PublicKey{}
@@ -329,7 +326,7 @@ func rsaJWK(m *object) *rsa.PublicKey {
 	es, _ := m.str("e")
 	nb, err1 := decodeSegment(ns)
 	eb, err2 := decodeSegment(es)
-	if err1 != nil || err2 != nil || len(eb) == 0 || len(eb) > 4 {
+	if err1 != nil || err2 != nil || len(eb) > 4 { // no byte: 0, refused below
 		return nil
 	}
 	n := new(big.Int).SetBytes(nb)
