@@ -143,8 +143,8 @@ func JobsFromEnv(getenv func(string) string, log *slog.Logger) (*Jobs, error) {
 
 // validAccount accepts a service account email: name@domain, no spaces.
 func validAccount(s string) bool {
-	name, domain, ok := strings.Cut(s, "@")
-	return ok && name != "" && strings.Contains(domain, ".") && !strings.ContainsAny(s, " \t/\"'<>,;")
+	name, domain, _ := strings.Cut(s, "@") // no @: no domain, no dot
+	return name != "" && strings.Contains(domain, ".") && !strings.ContainsAny(s, " \t/\"'<>,;")
 }
 
 // loopbackOrHTTPS reads a URL setting: https, or plain http to a loopback address.
@@ -155,7 +155,7 @@ func loopbackOrHTTPS(getenv func(string) string, name, def string) (string, erro
 	}
 	u, err := url.Parse(v)
 	if err == nil && u.User == nil && u.Host != "" {
-		if ip := net.ParseIP(u.Hostname()); u.Scheme == "https" || u.Scheme == "http" && ip != nil && ip.IsLoopback() {
+		if ip := net.ParseIP(u.Hostname()); u.Scheme == "https" || u.Scheme == "http" && ip.IsLoopback() {
 			return strings.TrimRight(v, "/"), nil
 		}
 	}
