@@ -48,15 +48,17 @@ const (
 )
 
 type config struct {
-	base     string // a commit: only the lines changed since it; "all": every line
-	run      string
-	skip     string
-	workers  int
-	coef     float64
-	out      string        // where the JSON report goes, if anywhere
-	list     bool          // only list the mutants
-	grace    time.Duration // added to each mutant's time-out: a binary's start on a loaded machine
-	progress io.Writer
+	base    string // a commit: only the lines changed since it; "all": every line
+	run     string
+	skip    string
+	workers int
+	coef    float64
+	out     string        // where the JSON report goes, if anywhere
+	list    bool          // only list the mutants
+	grace   time.Duration // added to each mutant's time-out: a binary's start on a loaded machine
+	// A test of at least splitSubtests subtests that takes at least splitAfter is split into them.
+	splitAfter time.Duration
+	progress   io.Writer
 }
 
 func main() {
@@ -71,6 +73,7 @@ func main() {
 	flag.Parse()
 	c.progress = os.Stderr
 	c.grace = 5 * time.Second
+	c.splitAfter = time.Second
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "mutants: give package directories or files to mutate (e.g. ./core/jobs)")
 		os.Exit(2)
@@ -431,11 +434,8 @@ type testCoverage struct {
 	cover []coverage
 }
 
-// A test of at least this many subtests that takes at least splitAfter is split into them.
-const (
-	splitSubtests = 4
-	splitAfter    = time.Second
-)
+// A test of at least this many subtests that takes at least config.splitAfter is split into them.
+const splitSubtests = 4
 
 var runLine = regexp.MustCompile(`(?m)^=== RUN   ([^/\s]+)/([^/\s]+)$`)
 
@@ -487,7 +487,7 @@ func coverTests(ctx context.Context, c config, work, dir string) (*testCoverage,
 				found = append(found, unit{m[1], m[2]})
 			}
 		}
-		if len(found) >= splitSubtests && r.took >= splitAfter {
+		if len(found) >= splitSubtests && r.took >= c.splitAfter {
 			subs = append(subs, found...)
 			continue
 		}

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"go/parser"
 	"go/token"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -184,9 +186,13 @@ func TestRunEachAlone(t *testing.T) {
 	}
 	t.Parallel()
 	dir := newBox(t, "box.go", "box_test.go", "flag.go", "flag_test.go")
-	rows, err := run(context.Background(), config{base: "all", workers: 2, coef: 1, grace: 15 * time.Second, progress: io.Discard}, []string{dir})
+	var progress strings.Builder
+	rows, err := run(context.Background(), config{base: "all", workers: 2, coef: 1, grace: 15 * time.Second, progress: &progress}, []string{dir})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(progress.String(), "mutants: the mutants do not compile in at once, so each is built alone (slower): exit status 1\n") {
+		t.Errorf("progress:\n%s", progress.String())
 	}
 	// Alone, deleting Put's check (or its error) leaves the import of errors unused.
 	want := strings.Replace(strings.Replace(boxStatuses, ":15 STATEMENT_DELETED : KILLED", ":15 STATEMENT_DELETED : NOT COMPILED", 1),
@@ -227,5 +233,203 @@ func TestPatterns(t *testing.T) {
 		if got := strings.Join(testRun{units: c.units}.patterns(), " "); got != c.want {
 			t.Errorf("patterns of %v: %s, want %s", c.units, got, c.want)
 		}
+	}
+}
+
+// coverOf runs coverTests on the box package made of files, with c's filters.
+func coverOf(t *testing.T, c config, files ...string) (*testCoverage, string, error) {
+	t.Helper()
+	dir := newBox(t, files...)
+	c.workers = 2
+	tc, err := coverTests(context.Background(), c, t.TempDir(), dir)
+	return tc, dir, err
+}
+
+// TestCoverTests: each test left by -run and -skip is a unit, run in the package's directory; a
+// test of four subtests or more that took splitAfter is split into them; a -skip naming a
+// subtest leaves it out of the runs, not its test; and a unit's lines and time are what a
+// mutant there runs.
+func TestCoverTests(t *testing.T) {
+	t.Parallel()
+	units := func(tc *testCoverage) string {
+		var s []string
+		for _, u := range tc.units {
+			s = append(s, strings.TrimSuffix(u.top+"/"+u.sub, "/"))
+		}
+		return strings.Join(s, ",")
+	}
+	files := []string{"box.go", "box_test.go", "split_test.go"}
+	for _, c := range []struct {
+		cfg  config
+		want string
+	}{
+		{config{run: "^Test(Put|Mid|Split)$", skip: "TestMid"}, "TestPut,TestSplit/a,TestSplit/b,TestSplit/c,TestSplit/log"},
+		{config{run: "^Test(Put|Split)$/x", splitAfter: time.Hour}, "TestPut,TestSplit"},
+		{config{run: "^TestSplit$", skip: "TestSplit/log"}, "TestSplit"}, // three subtests run: not split
+		{config{skip: "^Test(Wait|Split)$"}, "TestPut,TestMid"},
+	} {
+		tc, _, err := coverOf(t, c.cfg, files...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := units(tc); got != c.want {
+			t.Errorf("-run %q -skip %q: units %s, want %s", c.cfg.run, c.cfg.skip, got, c.want)
+		}
+		if c.want != "TestPut,TestSplit/a,TestSplit/b,TestSplit/c,TestSplit/log" {
+			continue
+		}
+		// Put's log line: TestPut and every subtest ran it, for their time together.
+		us, took := tc.running("box.go", 19, 2)
+		var sum time.Duration
+		for _, d := range tc.took {
+			sum += d
+		}
+		if len(us) != 5 || took != sum || took <= 0 {
+			t.Errorf("running box.go:19: %v for %s, want the 5 units for %s", us, took, sum)
+		}
+		if us, _ := tc.running("box.go", 23, 35); len(us) != 0 {
+			t.Errorf("running Mid: %v, want none (skipped)", us)
+		}
+	}
+	for _, c := range []struct {
+		cfg   config
+		files []string
+		want  string
+	}{
+		{config{run: "("}, files, "-run: error parsing regexp: missing closing ): `(`"},
+		{config{skip: "("}, files, "-skip: error parsing regexp: missing closing ): `(`"},
+		{config{run: "^TestNone$"}, files, " is left by -run and -skip"},
+		{config{}, []string{"box.go", "fail_test.go"}, "^(TestFails)$ fails without a mutant, fix it first: exit status 1\n"},
+	} {
+		_, dir, err := coverOf(t, c.cfg, c.files...)
+		if c.want == " is left by -run and -skip" {
+			c.want = "no test of " + dir + c.want
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("-run %q -skip %q on %v: %v, want %q", c.cfg.run, c.cfg.skip, c.files, err, c.want)
+		}
+	}
+	dir := newBox(t, "box.go")
+	if err := os.WriteFile(filepath.Join(dir, "bad_test.go"), []byte("package box\n\nimport \"testing\"\n\nfunc TestBad(t *testing.T) { undefined() }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coverTests(context.Background(), config{workers: 1}, t.TempDir(), dir); err == nil || !strings.HasPrefix(err.Error(), "building the tests: exit status 1\n") || !strings.Contains(err.Error(), "undefined") {
+		t.Errorf("tests that do not build: %v", err)
+	}
+}
+
+// TestRunOptions: -list lists and runs nothing; -json writes the rows; a -skip that names a
+// subtest holds for the mutants' runs too; progress names each package and mutant; a package
+// of no mutant, a file that does not parse and a path that is none are said so.
+func TestRunOptions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a package's tests")
+	}
+	t.Parallel()
+	dir := newBox(t, "box.go", "box_test.go", "split_test.go")
+	var progress strings.Builder
+	rows, err := run(context.Background(), config{base: "all", list: true, progress: &progress}, []string{dir})
+	if err != nil || len(rows) != 1 || rows[0].Note != "8 mutants (listed)" || rows[0].count("") != 8 {
+		t.Fatalf("-list: %+v, %v", rows, err)
+	}
+	golden.Bytes(t, "box.mutants", []byte(strings.ReplaceAll(progress.String(), filepath.Join(dir, "box.go"), "box.go")))
+
+	progress.Reset()
+	out := filepath.Join(t.TempDir(), "report.json")
+	c := config{base: "all", run: "^Test(Put|Split)$", skip: "TestSplit/log", workers: 2, coef: 1, grace: 15 * time.Second, out: out, progress: &progress}
+	rows, err = run(context.Background(), c, []string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only TestSplit/log checks the log, and it is skipped: its deletion lives.
+	want := `box.go:15 STATEMENT_DELETED : KILLED
+box.go:16 ERROR_DROPPED nil: KILLED
+box.go:18 STATEMENT_DELETED : KILLED
+box.go:19 STATEMENT_DELETED : LIVED
+box.go:23 CONDITION_DROPPED b.N > 10: NOT COVERED
+box.go:23 CONDITION_DROPPED b.N < 100: NOT COVERED
+box.go:26 STATEMENT_DELETED : NOT COVERED
+box.go:35 STATEMENT_DELETED : NOT COVERED
+`
+	if got := statuses(rows); got != want {
+		t.Fatalf("statuses:\n%s\nwant:\n%s", got, want)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written []row
+	if err := json.Unmarshal(b, &written); err != nil || statuses(written) != want || written[0].Pkg != dir {
+		t.Fatalf("-json wrote %s (%v)", b, err)
+	}
+	for _, line := range []string{
+		"== " + dir + ": 8 mutants; each test alone with coverage first\n",
+		"        KILLED " + filepath.Join(dir, "box.go") + ":15:2 STATEMENT_DELETED  if v < 0 { return errors.New(\"negative\") }\n",
+		"   NOT COVERED " + filepath.Join(dir, "box.go") + ":35:2 STATEMENT_DELETED  x++\n",
+	} {
+		if !strings.Contains(progress.String(), line) {
+			t.Errorf("progress lacks %q:\n%s", line, progress.String())
+		}
+	}
+
+	none := newBox(t)
+	if err := os.WriteFile(filepath.Join(none, "none.go"), []byte("package box\n\nconst x = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := run(context.Background(), config{base: "all"}, []string{none}); err != nil || len(rows) != 1 || rows[0].Note != "no mutant" {
+		t.Errorf("a package of no mutant: %+v, %v", rows, err)
+	}
+	if err := os.WriteFile(filepath.Join(none, "bad.go"), []byte("package box\n\nfunc {\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(context.Background(), config{base: "all"}, []string{none}); err == nil || !strings.HasPrefix(err.Error(), none+": "+filepath.Join(none, "bad.go")+":3:6: expected") {
+		t.Errorf("a file that does not parse: %v", err)
+	}
+	if rows, err := run(context.Background(), config{base: "all"}, []string{filepath.Join(none, "gone")}); err == nil || rows != nil || !strings.HasPrefix(err.Error(), "no package directory or file ") {
+		t.Errorf("a path that is none: %v, %v", rows, err)
+	}
+}
+
+// TestRunChangedLines: with a base commit, only the lines changed since it are mutated (in the
+// working tree), and a package without change says so. git runs in the working directory: the
+// repository's root, as make mutate runs the tool.
+func TestRunChangedLines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a package's tests")
+	}
+	dir := newBox(t, "box.go", "box_test.go")
+	root := filepath.Dir(dir)
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	git("add", ".")
+	git("commit", "-q", "-m", "box")
+	t.Chdir(root)
+	var progress strings.Builder
+	c := config{base: "HEAD", workers: 2, coef: 1, grace: 15 * time.Second, progress: &progress}
+	if rows, err := run(context.Background(), c, []string{"box"}); err != nil || len(rows) != 1 || rows[0].Note != "no change since HEAD" || len(rows[0].Mutants) != 0 {
+		t.Fatalf("no change: %+v, %v", rows, err)
+	}
+	src, err := os.ReadFile("box/box.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = []byte(strings.Replace(string(src), `b.log = append(b.log, "put")`, `b.log = append(b.log, "added")`, 1))
+	if err := os.WriteFile("box/box.go", src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := run(context.Background(), c, []string{"box"})
+	if err != nil || statuses(rows) != "box.go:19 STATEMENT_DELETED : LIVED\n" {
+		t.Fatalf("one line changed: %s, %v", statuses(rows), err)
+	}
+	c.base = "nosuch"
+	if _, err := run(context.Background(), c, []string{"box"}); err == nil || !strings.HasPrefix(err.Error(), "box: git diff against nosuch: fatal: ") {
+		t.Fatalf("a base that is no commit: %v", err)
 	}
 }
