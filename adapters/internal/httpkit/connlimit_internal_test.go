@@ -55,8 +55,9 @@ func waitState(t *testing.T, ll *limitListener, what string, cond func(active, w
 	}
 }
 
-// doRequest writes a whole request on c and reads its answer.
-func doRequest(t *testing.T, c net.Conn, r *bufio.Reader, method, path string, close bool) (int, string) {
+// doRequest writes a whole request on c and reads its answer: status, headers (without Date,
+// which changes) and body.
+func doRequest(t *testing.T, c net.Conn, r *bufio.Reader, method, path string, close bool) (int, http.Header, string) {
 	t.Helper()
 	req := method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n"
 	if close {
@@ -72,7 +73,11 @@ func doRequest(t *testing.T, c net.Conn, r *bufio.Reader, method, path string, c
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	return resp.StatusCode, string(b)
+	resp.Header.Del("Date")
+	if resp.Close { // ReadResponse takes "Connection: close" out of the headers
+		resp.Header.Set("Connection", "close")
+	}
+	return resp.StatusCode, resp.Header, string(b)
 }
 
 func dial(t *testing.T, addr string) net.Conn {
@@ -99,7 +104,7 @@ func TestCapReclaimsIdleConnections(t *testing.T) {
 		t.Helper()
 		idle[i] = dial(t, addr)
 		readers[i] = bufio.NewReader(idle[i])
-		if code, body := doRequest(t, idle[i], readers[i], "GET", "/.well-known/health", false); code != 200 || body != `{"status":"ok"}` {
+		if code, _, body := doRequest(t, idle[i], readers[i], "GET", "/.well-known/health", false); code != 200 || body != `{"status":"ok"}` {
 			t.Fatalf("health check %d: %d %q", i, code, body)
 		}
 	}
@@ -109,7 +114,7 @@ func TestCapReclaimsIdleConnections(t *testing.T) {
 	}
 
 	probe := dial(t, addr)
-	if code, body := doRequest(t, probe, bufio.NewReader(probe), "POST", "/a2a", true); code != 200 || body != "served /a2a" {
+	if code, _, body := doRequest(t, probe, bufio.NewReader(probe), "POST", "/a2a", true); code != 200 || body != "served /a2a" {
 		t.Fatalf("POST /a2a with every slot idle: %d %q, want it served", code, body)
 	}
 	if !testkit.ClosedByServer(idle[0]) {
@@ -121,7 +126,7 @@ func TestCapReclaimsIdleConnections(t *testing.T) {
 	keepAlive(capN)
 	waitState(t, ll, "the cap full again", func(active, waiting int) bool { return active == capN && waiting == capN })
 	health := dial(t, addr)
-	if code, body := doRequest(t, health, bufio.NewReader(health), "GET", "/.well-known/health", true); code != 200 || body != `{"status":"ok"}` {
+	if code, _, body := doRequest(t, health, bufio.NewReader(health), "GET", "/.well-known/health", true); code != 200 || body != `{"status":"ok"}` {
 		t.Fatalf("health with every slot idle: %d %q", code, body)
 	}
 	if !testkit.ClosedByServer(idle[1]) {
@@ -129,7 +134,7 @@ func TestCapReclaimsIdleConnections(t *testing.T) {
 	}
 	// The younger ones were kept: each still serves its next request.
 	for i := 2; i <= capN; i++ {
-		if code, body := doRequest(t, idle[i], readers[i], "GET", "/again-"+strconv.Itoa(i), false); code != 200 || body != "served /again-"+strconv.Itoa(i) {
+		if code, _, body := doRequest(t, idle[i], readers[i], "GET", "/again-"+strconv.Itoa(i), false); code != 200 || body != "served /again-"+strconv.Itoa(i) {
 			t.Fatalf("kept connection %d: %d %q", i, code, body)
 		}
 	}

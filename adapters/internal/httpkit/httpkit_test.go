@@ -8,8 +8,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,6 +152,8 @@ func TestTrackerShutdown(t *testing.T) {
 		streamEnded <- r.Context().Err()
 	})
 	srv := server(t, tr.Handler(mux))
+	let := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(let) // before the server's Close, which waits for /slow, when the test fails early
 
 	slow := make(chan string, 1)
 	go func() {
@@ -190,15 +195,17 @@ func TestTrackerShutdown(t *testing.T) {
 	}
 	b, _ := io.ReadAll(r2.Body)
 	r2.Body.Close()
-	if r2.StatusCode != http.StatusServiceUnavailable || string(b) != httpkit.ShuttingDownBody {
-		t.Fatalf("during shutdown: %d %s", r2.StatusCode, b)
+	r2.Header.Del("Date")
+	wantHeader := http.Header{"Content-Type": {"application/json"}, "Content-Length": {strconv.Itoa(len(httpkit.ShuttingDownBody))}}
+	if r2.StatusCode != http.StatusServiceUnavailable || string(b) != httpkit.ShuttingDownBody || !r2.Close || !reflect.DeepEqual(r2.Header, wantHeader) {
+		t.Fatalf("during shutdown: %d %v (connection closed %v) %s; want 503 %v (closed) %s", r2.StatusCode, r2.Header, r2.Close, b, wantHeader, httpkit.ShuttingDownBody)
 	}
 	select {
 	case err := <-done:
 		t.Fatalf("shutdown returned before the slow request finished: %v", err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	close(release)
+	let()
 	if got := <-slow; got != "done" {
 		t.Fatalf("slow request: %q", got)
 	}

@@ -67,6 +67,12 @@ func TestNotLoopback(t *testing.T) {
 	if got := httpkit.NotLoopback(r); got != want {
 		t.Errorf("absolute target: %q, want %q", got, want)
 	}
+	// A request made by hand may have no URL: its Host is what counts.
+	for host, want := range map[string]string{"localhost": "", "attacker.example": `the request names the host "attacker.example"` + fix} {
+		if got := httpkit.NotLoopback(&http.Request{RemoteAddr: "127.0.0.1:5000", Host: host}); got != want {
+			t.Errorf("no URL, Host %q: %q, want %q", host, got, want)
+		}
+	}
 }
 
 // TestLoopbackOnlyOnTheWire sends raw requests to a loopback server behind LoopbackOnly: the Host
@@ -121,8 +127,12 @@ func TestLoopbackOnlyOnTheWire(t *testing.T) {
 				t.Fatal(err)
 			}
 			body, _ := io.ReadAll(resp.Body)
-			if status := resp.Proto + " " + resp.Status; status != tc.status || string(body) != tc.body {
-				t.Fatalf("%s %s, want %s %s", status, body, tc.status, tc.body)
+			ctype := "application/json" // every refusal
+			if tc.body == "ok" {
+				ctype = "text/plain; charset=utf-8"
+			}
+			if status := resp.Proto + " " + resp.Status; status != tc.status || string(body) != tc.body || resp.Header.Get("Content-Type") != ctype {
+				t.Fatalf("%s %s (Content-Type %q), want %s %s (%q)", status, body, resp.Header.Get("Content-Type"), tc.status, tc.body, ctype)
 			}
 		})
 	}

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,7 +64,8 @@ func serveUntil(t *testing.T, s Server) (string, func() error) {
 func get(t *testing.T, addr, path string) (int, string) {
 	t.Helper()
 	c := dial(t, addr)
-	return doRequest(t, c, bufio.NewReader(c), "GET", path, true)
+	code, _, body := doRequest(t, c, bufio.NewReader(c), "GET", path, true)
+	return code, body
 }
 
 // TestServeUncapped: MaxConnections 0 is no cap: every request is served, and a clean shutdown
@@ -82,8 +85,8 @@ func TestServeUncapped(t *testing.T) {
 }
 
 // TestServeCapped: with MaxConnections 1 and the slot serving a request, another connection is in
-// the reserve: health is served on it, anything else answered 503. A clean shutdown (the request
-// let finish) returns nil.
+// the reserve: health is served on it, anything else answered 503 (retry after a second), and
+// either answer closes the connection. A clean shutdown (the request let finish) returns nil.
 func TestServeCapped(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	addr, stop := serveUntil(t, Server{MaxConnections: 1, HealthPath: "/health", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -101,11 +104,29 @@ func TestServeCapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-entered
-	if code, body := get(t, addr, "/a2a"); code != http.StatusServiceUnavailable || body != CapFullBody {
-		t.Fatalf("with the slot serving, /a2a: %d %q; want 503 %s", code, body, CapFullBody)
-	}
-	if code, body := get(t, addr, "/health"); code != 200 || body != "served /health" {
-		t.Fatalf("with the slot serving, health: %d %q; want it served", code, body)
+	// The requests ask for keep-alive: the answer on a reserved connection closes it all the same,
+	// giving the reserve back.
+	for _, tc := range []struct {
+		path   string
+		code   int
+		header http.Header
+		body   string
+	}{
+		{"/a2a", http.StatusServiceUnavailable, http.Header{
+			"Connection": {"close"}, "Content-Type": {"application/json"}, "Retry-After": {"1"}, "Content-Length": {strconv.Itoa(len(CapFullBody))},
+		}, CapFullBody},
+		{"/health", http.StatusOK, http.Header{
+			"Connection": {"close"}, "Content-Type": {"text/plain; charset=utf-8"}, "Content-Length": {"14"},
+		}, "served /health"},
+	} {
+		c := dial(t, addr)
+		code, header, body := doRequest(t, c, bufio.NewReader(c), "GET", tc.path, false)
+		if code != tc.code || !reflect.DeepEqual(header, tc.header) || body != tc.body {
+			t.Fatalf("with the slot serving, %s: %d %v %q; want %d %v %q", tc.path, code, header, body, tc.code, tc.header, tc.body)
+		}
+		if !testkit.ClosedByServer(c) {
+			t.Fatalf("with the slot serving, the connection of %s was kept open", tc.path)
+		}
 	}
 	let()
 	resp, err := http.ReadResponse(bufio.NewReader(slow), nil)
