@@ -22,7 +22,7 @@ func NotLoopback(r *http.Request) string {
 	if err != nil {
 		host = r.RemoteAddr
 	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+	if !net.ParseIP(host).IsLoopback() { // a nil IP (not an address) is not loopback
 		return "the request comes from " + host
 	}
 	if r.URL != nil && r.URL.Host != "" {
@@ -45,11 +45,11 @@ func NotLoopbackHost(name string) string {
 			return "the request names the host " + quoteHost(name) + "; " + fix
 		}
 		name = h
-	} else if len(name) > 1 && name[0] == '[' && name[len(name)-1] == ']' {
+	} else if name[0] == '[' && name[len(name)-1] == ']' { // name is not empty; one byte is not both brackets
 		name = name[1 : len(name)-1] // an IPv6 literal without a port
 	}
 	// "localhost." is localhost as a fully qualified name: no one can make it resolve elsewhere.
-	if ip := net.ParseIP(name); ip != nil && ip.IsLoopback() || strings.EqualFold(strings.TrimSuffix(name, "."), "localhost") {
+	if net.ParseIP(name).IsLoopback() || strings.EqualFold(strings.TrimSuffix(name, "."), "localhost") { // nil (not an address) is not loopback
 		return ""
 	}
 	return "the request names the host " + quoteHost(name) + "; " + fix

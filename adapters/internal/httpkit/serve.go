@@ -83,7 +83,7 @@ func (s Server) Serve(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
 	defer cancel()
 	drainErr := Drain(sctx, srv, tracker)
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) { // never nil: http.Server.Serve always returns an error
 		return fmt.Errorf("%s: serve: %w", s.Name, err)
 	}
 	if drainErr != nil {
