@@ -84,9 +84,9 @@ func (t *Tracker) Handler(h http.Handler) http.Handler {
 		} else {
 			ctx, cancel = context.WithCancel(r.Context())
 		}
+		defer cancel() // the request's context ends with its handler, whoever serves it
 		req := &request{cancel: cancel}
 		if !t.begin(req) {
-			cancel()
 			w.Header().Set("Connection", "close")
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -130,7 +130,6 @@ func (t *Tracker) begin(req *request) bool {
 }
 
 func (t *Tracker) end(req *request) {
-	req.cancel()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.active, req)
