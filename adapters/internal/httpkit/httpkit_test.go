@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -253,13 +254,16 @@ func TestTrackerIdleShutdown(t *testing.T) {
 	}
 }
 
-// serveTracked serves h, wrapped by a new tracker, with an http.Server on 127.0.0.1.
-func serveTracked(t *testing.T, h http.Handler) (*http.Server, *httpkit.Tracker, string) {
+// serveTracked serves h, wrapped by a new tracker, with an http.Server on ln, or on 127.0.0.1
+// when ln is nil.
+func serveTracked(t *testing.T, h http.Handler, ln net.Listener) (*http.Server, *httpkit.Tracker, string) {
 	t.Helper()
 	log, _ := testkit.Logger()
 	tr := httpkit.NewTracker(log, 0)
 	srv := &http.Server{Handler: tr.Handler(h)}
-	ln := testkit.Listen(t)
+	if ln == nil {
+		ln = testkit.Listen(t)
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	t.Cleanup(func() {
@@ -289,7 +293,7 @@ func TestDrain(t *testing.T) {
 		close(streaming)
 		<-r.Context().Done()
 	})
-	srv, tr, addr := serveTracked(t, mux)
+	srv, tr, addr := serveTracked(t, mux, nil)
 
 	stream, err := http.Get("http://" + addr + "/stream")
 	if err != nil {
@@ -333,7 +337,7 @@ func TestDrainDeadline(t *testing.T) {
 	srv, tr, addr := serveTracked(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "done")
 		close(handled)
-	}))
+	}), nil)
 	pending := testkit.StartUnfinishedPost(t, addr, "/")
 	<-handled
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -359,7 +363,7 @@ func TestDrainHandlerDeadline(t *testing.T) {
 	srv, tr, addr := serveTracked(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(started)
 		<-r.Context().Done()
-	}))
+	}), nil)
 	go func() {
 		if resp, err := http.Get("http://" + addr); err == nil {
 			resp.Body.Close()
@@ -370,6 +374,34 @@ func TestDrainHandlerDeadline(t *testing.T) {
 	defer cancel()
 	if err := httpkit.Drain(ctx, srv, tr); err == nil ||
 		err.Error() != "1 request(s) still running at the shutdown deadline were cancelled: context deadline exceeded" {
+		t.Fatalf("Drain: %v", err)
+	}
+}
+
+// closeFailsListener is a listener whose Close fails (after closing it).
+type closeFailsListener struct{ net.Listener }
+
+func (l closeFailsListener) Close() error {
+	_ = l.Listener.Close()
+	return errors.New("close: the listener broke")
+}
+
+// TestDrainListenerError: every connection went idle in time but the listener did not close
+// cleanly: Drain says so, not that connections were cut.
+func TestDrainListenerError(t *testing.T) {
+	srv, tr, addr := serveTracked(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "done")
+	}), closeFailsListener{testkit.Listen(t)})
+	// A request answered: the server serves the listener, which its shutdown closes.
+	resp, err := http.Get("http://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := httpkit.Drain(ctx, srv, tr); err == nil || err.Error() != "close the listener: close: the listener broke" {
 		t.Fatalf("Drain: %v", err)
 	}
 }
