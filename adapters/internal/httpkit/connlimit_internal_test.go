@@ -149,18 +149,8 @@ func TestCapReclaimsIdleConnections(t *testing.T) {
 // reserve takes the next one).
 func TestReclaimAccounting(t *testing.T) {
 	log, _ := testkit.Logger()
-	ln := testkit.Listen(t)
-	ll := newLimitListener(ln, 2, 1, log)
-	accept := func() *limitedConn {
-		t.Helper()
-		dial(t, ln.Addr().String())
-		c, err := ll.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c.(*limitedConn)
-	}
+	ll := newLimitListener(testkit.Listen(t), 2, 1, log)
+	accept := func() *limitedConn { t.Helper(); return acceptNext(t, ll) }
 	want := func(what string, active, waiting int) {
 		t.Helper()
 		if a, w := ll.stats(); a != active || w != waiting {
@@ -202,6 +192,42 @@ func TestReclaimAccounting(t *testing.T) {
 	_ = a.Close()
 	ll.connState(a, http.StateIdle)
 	want("a closed", 1, 0)
+	// c waits; closed, it waits no more, before net/http reports it closed.
+	ll.connState(c, http.StateIdle)
+	want("c idle", 1, 1)
+	_ = c.Close()
+	want("c closed", 0, 0)
+}
+
+// acceptNext dials ll and returns the connection ll accepts, closed when the test ends.
+func acceptNext(t *testing.T, ll *limitListener) *limitedConn {
+	t.Helper()
+	dial(t, ll.Addr().String())
+	c, err := ll.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c.(*limitedConn)
+}
+
+// TestReclaimLogSpacing: the first reclaim is logged; the next ones within refusedLogEvery are
+// counted only, and the first after it is logged with them.
+func TestReclaimLogSpacing(t *testing.T) {
+	log, logs := testkit.Logger()
+	ll := newLimitListener(testkit.Listen(t), 1, 0, log)
+	for i := range 4 {
+		if i == 3 {
+			ll.reclaimed.last = ll.reclaimed.last.Add(-refusedLogEvery) // as if that long had passed
+		}
+		acceptNext(t, ll) // from the second on, reclaims the one before
+	}
+	const msg = `"msg":"connection reclaimed: the connection cap is reached (SUPERVAIZER_MAX_CONNECTIONS): the oldest connection waiting for a request was closed for a new one","max_connections":1,`
+	s := logs.String()
+	if strings.Count(s, "connection reclaimed") != 2 || !strings.Contains(s, msg+`"reclaimed_since_last_warning":1,"reclaimed_total":1}`) ||
+		!strings.Contains(s, msg+`"reclaimed_since_last_warning":2,"reclaimed_total":3}`) {
+		t.Fatalf("want 2 reclaim warnings, of 1 reclaim then of 2 more (3 in all):\n%s", s)
+	}
 }
 
 // TestLogCountNote: the first event is logged, the next ones within refusedLogEvery of the last

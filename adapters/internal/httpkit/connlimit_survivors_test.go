@@ -89,6 +89,19 @@ func TestReserveIsBounded(t *testing.T) {
 		}
 	}
 
+	// The next refusal, within refusedLogEvery, is counted only; the one after refusedLogEvery is
+	// logged with it.
+	for i := range 2 {
+		if i == 1 {
+			ll.mu.Lock() // the pending Accept is running
+			ll.refused.last = ll.refused.last.Add(-refusedLogEvery)
+			ll.mu.Unlock()
+		}
+		if !testkit.ClosedByServer(dial(t, addr)) {
+			t.Fatal("a connection past the reserve was not closed")
+		}
+	}
+
 	// The reserved connection closed, the next one takes its place (the pending Accept returns it).
 	_ = r.Close()
 	dial(t, addr)
@@ -96,8 +109,10 @@ func TestReserveIsBounded(t *testing.T) {
 		t.Fatal("the reserve freed, the next connection did not get it")
 	}
 	// The accept that refused logged before it took the next connection.
-	if s := logs.String(); !strings.Contains(s, `"msg":"connection refused: the connection cap is reached (SUPERVAIZER_MAX_CONNECTIONS) and every connection is serving a request","max_connections":1,"refused_since_last_warning":1,"refused_total":1`) {
-		t.Errorf("refusal log:\n%s", s)
+	const msg = `"msg":"connection refused: the connection cap is reached (SUPERVAIZER_MAX_CONNECTIONS) and every connection is serving a request","max_connections":1,`
+	if s := logs.String(); strings.Count(s, "connection refused") != 2 || !strings.Contains(s, msg+`"refused_since_last_warning":1,"refused_total":1}`) ||
+		!strings.Contains(s, msg+`"refused_since_last_warning":2,"refused_total":3}`) {
+		t.Errorf("want 2 refusal warnings, of 1 refusal then of 2 more (3 in all):\n%s", s)
 	}
 }
 
@@ -158,11 +173,23 @@ func TestReservedReadDeadline(t *testing.T) {
 	}
 }
 
-// TestReservedBound: a reserved connection's bound is reservedReadBound after its accept.
+// deadlineListener accepts deadlineConns.
+type deadlineListener struct{ net.Listener }
+
+func (l deadlineListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &deadlineConn{Conn: c}, nil
+}
+
+// TestReservedBound: a reserved connection's bound is reservedReadBound after its accept, and
+// its reads are bounded from then on, before net/http sets a deadline.
 func TestReservedBound(t *testing.T) {
 	log, _ := testkit.Logger()
 	ln := testkit.Listen(t)
-	ll := newLimitListener(ln, 1, 1, log)
+	ll := newLimitListener(deadlineListener{ln}, 1, 1, log)
 	ll.active = 1 // the slot serves a request: the next connection gets the reserve
 	dial(t, ln.Addr().String())
 	before := time.Now()
@@ -175,6 +202,9 @@ func TestReservedBound(t *testing.T) {
 	lc := c.(*limitedConn)
 	if !lc.reserved || lc.bound.Before(before.Add(reservedReadBound)) || lc.bound.After(after.Add(reservedReadBound)) {
 		t.Fatalf("reserved %v, bound %v after the accept began (which took %v): want %v after it", lc.reserved, lc.bound.Sub(before), after.Sub(before), reservedReadBound)
+	}
+	if read := lc.Conn.(*deadlineConn).read; !read.Equal(lc.bound) {
+		t.Fatalf("read deadline %v at the accept, want the bound %v", read, lc.bound)
 	}
 }
 
