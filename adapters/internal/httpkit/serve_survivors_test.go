@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"reflect"
 	"strconv"
 	"strings"
@@ -219,6 +221,40 @@ func TestServeErrorAtShutdown(t *testing.T) {
 	err := Server{Name: "test", Listener: ln, Handler: http.NotFoundHandler(), Log: log, ShutdownTimeout: time.Minute}.Serve(ctx)
 	if err == nil || err.Error() != "test: serve: accept: the listener broke" {
 		t.Fatalf("Serve returned %v, want the listener's error", err)
+	}
+}
+
+// TestServeReleasesSignals: once Serve has returned, SIGTERM is the process's again (it ends it):
+// Serve no longer turns it into a shutdown. Run in a child process, which the signal kills.
+func TestServeReleasesSignals(t *testing.T) {
+	// Both processes serve, then shut down at once: the parent too, so that coverage (which sees
+	// the parent only) counts this test as one of Serve's.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	log, _ := testkit.Logger()
+	if err := (Server{Name: "test", Listener: testkit.Listen(t), Handler: http.NotFoundHandler(), Log: log, ShutdownTimeout: time.Minute}).Serve(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("HTTPKIT_SIGNAL_CHILD") == "1" {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		select {} // the signal ends the process; if it is caught, the parent ends it at its bound
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestServeReleasesSignals$")
+	cmd.Env = append(os.Environ(), "HTTPKIT_SIGNAL_CHILD=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second): // generous: a loaded machine
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatal("SIGTERM after Serve returned did not end the process")
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Fatalf("the child ended with %v, want killed by SIGTERM", cmd.ProcessState)
 	}
 }
 
