@@ -224,6 +224,18 @@ func TestServeErrorAtShutdown(t *testing.T) {
 	}
 }
 
+// TestServeListenerBroken: a listener that breaks while serving stops Serve with its error,
+// naming the address.
+func TestServeListenerBroken(t *testing.T) {
+	ln := &failingListener{Listener: testkit.Listen(t), fail: make(chan struct{}), closed: make(chan struct{})}
+	close(ln.fail)
+	log, _ := testkit.Logger()
+	err := Server{Name: "test", Listener: ln, Handler: http.NotFoundHandler(), Log: log, ShutdownTimeout: time.Minute}.Serve(context.Background())
+	if want := "test: serve " + ln.Addr().String() + ": accept: the listener broke"; err == nil || err.Error() != want {
+		t.Fatalf("Serve returned %v, want %s", err, want)
+	}
+}
+
 // TestServeReleasesSignals: once Serve has returned, SIGTERM is the process's again (it ends it):
 // Serve no longer turns it into a shutdown. Run in a child process, which the signal kills.
 func TestServeReleasesSignals(t *testing.T) {
