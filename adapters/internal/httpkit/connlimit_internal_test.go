@@ -171,11 +171,14 @@ func TestReclaimAccounting(t *testing.T) {
 	want("a reclaimed connection does not wait again", 2, 1)
 	served := false
 	h := guard(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = true }), "/health")
-	for _, conn := range []*limitedConn{b, a} {
+	for _, conn := range []*limitedConn{b, a, nil} { // nil: a connection the cap did not accept, served as is
 		served = false
 		r := httptest.NewRequest(http.MethodPost, "/a2a", nil)
-		h.ServeHTTP(httptest.NewRecorder(), r.WithContext(connContext(r.Context(), conn)))
-		if served != (conn == a) {
+		if conn != nil {
+			r = r.WithContext(connContext(r.Context(), conn))
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		if served != (conn != b) {
 			t.Fatalf("served %v on connection %p (a %p, b %p)", served, conn, a, b)
 		}
 	}
