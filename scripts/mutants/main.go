@@ -238,7 +238,11 @@ func runPackage(ctx context.Context, c config, dir string, files []string) (row,
 			for i := range jobs {
 				m := &r.Mutants[i]
 				st := statusNotCovered
-				if units, took := tests.running(filepath.Base(m.File), m.Line, m.Col); len(units) > 0 {
+				line, col := m.Line, m.Col
+				if m.at.IsValid() {
+					line, col = m.at.Line, m.at.Column
+				}
+				if units, took := tests.running(filepath.Base(m.File), line, col); len(units) > 0 {
 					timeout := time.Duration(c.coef*float64(took)) + c.grace
 					t := testRun{dir: dir, units: units, skip: c.skip, timeout: timeout}
 					if bin != "" {
@@ -612,8 +616,8 @@ type coverage []block
 
 // covers reports whether the tests ran the position: whether the last block that starts at or
 // before it in the file ran. A package's blocks do not overlap, so that is the block holding
-// the position, or, for a position in no block (the condition of a case clause: only its body
-// is a block), the last one before it.
+// the position, or, for a position in no block, the last one before it (a case's condition,
+// in no block either, is asked at its switch: see mutant.at).
 func (cv coverage) covers(file string, line, col int) bool {
 	var last *block
 	for i := range cv {

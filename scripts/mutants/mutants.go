@@ -27,6 +27,11 @@ type mutant struct {
 	Now        string `json:"now"`
 	Status     string `json:"status"`
 	start, end int
+	// at is where coverage says whether the tests reach the mutant, when not at its own place:
+	// a case's condition is in no coverage block, and the block before it is the body of the
+	// case before, which runs exactly when this condition is not evaluated; the switch's own
+	// place is in the block that reaches the switch.
+	at token.Position
 	// For a dropped condition, the side kept: 0 the left, 1 the right; op and the sides' ranges.
 	side           int
 	op             string
@@ -61,6 +66,8 @@ func generate(file string, src []byte, keep func(line int) bool) ([]mutant, erro
 	}
 	var ms []mutant
 	off := func(p token.Pos) int { return fset.Position(p).Offset }
+	type caseList struct{ start, end, sw token.Pos }
+	var cases []caseList
 	add := func(kind string, n ast.Node, now string) *mutant {
 		p := fset.Position(n.Pos())
 		if keep != nil && !keep(p.Line) {
@@ -69,6 +76,11 @@ func generate(file string, src []byte, keep func(line int) bool) ([]mutant, erro
 		start, end := off(n.Pos()), off(n.End())
 		ms = append(ms, mutant{File: file, Line: p.Line, Col: p.Column, Kind: kind,
 			Was: oneLine(src[start:end]), Now: now, start: start, end: end})
+		for _, c := range cases {
+			if n.Pos() >= c.start && n.Pos() < c.end {
+				ms[len(ms)-1].at = fset.Position(c.sw)
+			}
+		}
 		return &ms[len(ms)-1]
 	}
 	stmts := func(list []ast.Stmt) {
@@ -80,6 +92,12 @@ func generate(file string, src []byte, keep func(line int) bool) ([]mutant, erro
 	}
 	ast.Inspect(f, func(n ast.Node) bool {
 		switch n := n.(type) {
+		case *ast.SwitchStmt:
+			for _, cl := range n.Body.List {
+				if l := cl.(*ast.CaseClause).List; len(l) > 0 {
+					cases = append(cases, caseList{l[0].Pos(), l[len(l)-1].End(), n.Pos()})
+				}
+			}
 		case *ast.BlockStmt:
 			stmts(n.List)
 		case *ast.CaseClause:

@@ -48,6 +48,18 @@ func TestGenerateAndInstrument(t *testing.T) {
 			golden.Bytes(t, name+".schemata", []byte(inst))
 		})
 	}
+	// A case's condition is reached where its switch is: coverage is read there.
+	ms, err := generate("shapes.go", readBox(t, "shapes.go"), func(l int) bool { return l == 26 || l == 27 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at []string
+	for _, m := range ms {
+		at = append(at, fmt.Sprintf("%d:%d %s at %v", m.Line, m.Col, m.Kind, m.at))
+	}
+	if got, want := strings.Join(at, ", "), "26:7 CONDITION_DROPPED at shapes.go:25:2, 26:7 CONDITION_DROPPED at shapes.go:25:2, 27:3 STATEMENT_DELETED at -"; got != want {
+		t.Errorf("mutants of a case: %s, want %s", got, want)
+	}
 	if _, err := generate("bad.go", []byte("package box\nfunc {"), nil); err == nil || !strings.Contains(err.Error(), "bad.go:2:6: expected") {
 		t.Fatalf("a file that does not parse: %v", err)
 	}
@@ -319,8 +331,9 @@ func TestCoverTests(t *testing.T) {
 }
 
 // TestRunOptions: -list lists and runs nothing; -json writes the rows; a -skip that names a
-// subtest holds for the mutants' runs too; progress names each package and mutant; a package
-// of no mutant, a file that does not parse and a path that is none are said so.
+// subtest holds for the mutants' runs too; a case's condition runs the tests that reach its
+// switch (here the one that skips the case before); progress names each package and mutant; a
+// package of no mutant, a file that does not parse and a path that is none are said so.
 func TestRunOptions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a package's tests")
@@ -335,8 +348,13 @@ func TestRunOptions(t *testing.T) {
 	golden.Bytes(t, "box.mutants", []byte(strings.ReplaceAll(progress.String(), filepath.Join(dir, "box.go"), "box.go")))
 
 	progress.Reset()
+	for _, f := range []string{"switch.go", "switch_test.go"} {
+		if err := os.WriteFile(filepath.Join(dir, f), readBox(t, f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	out := filepath.Join(t.TempDir(), "report.json")
-	c := config{base: "all", run: "^Test(Put|Split)$", skip: "TestSplit/log", workers: 2, coef: 1, grace: 15 * time.Second, out: out, progress: &progress}
+	c := config{base: "all", run: "^Test(Put|Split|Negative|Large)$", skip: "TestSplit/log", workers: 2, coef: 1, grace: 15 * time.Second, out: out, progress: &progress}
 	rows, err = run(context.Background(), c, []string{dir})
 	if err != nil {
 		t.Fatal(err)
@@ -350,6 +368,8 @@ box.go:23 CONDITION_DROPPED b.N > 10: NOT COVERED
 box.go:23 CONDITION_DROPPED b.N < 100: NOT COVERED
 box.go:26 STATEMENT_DELETED : NOT COVERED
 box.go:35 STATEMENT_DELETED : NOT COVERED
+switch.go:8 CONDITION_DROPPED n > 0: KILLED
+switch.go:8 CONDITION_DROPPED n < 1000: LIVED
 `
 	if got := statuses(rows); got != want {
 		t.Fatalf("statuses:\n%s\nwant:\n%s", got, want)
@@ -363,7 +383,7 @@ box.go:35 STATEMENT_DELETED : NOT COVERED
 		t.Fatalf("-json wrote %s (%v)", b, err)
 	}
 	for _, line := range []string{
-		"== " + dir + ": 8 mutants; each test alone with coverage first\n",
+		"== " + dir + ": 10 mutants; each test alone with coverage first\n",
 		"        KILLED " + filepath.Join(dir, "box.go") + ":15:2 STATEMENT_DELETED  if v < 0 { return errors.New(\"negative\") }\n",
 		"   NOT COVERED " + filepath.Join(dir, "box.go") + ":35:2 STATEMENT_DELETED  x++\n",
 	} {
