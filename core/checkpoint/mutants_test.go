@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -486,4 +487,258 @@ func TestRefusalsOfAnOccurrenceWithoutIDs(t *testing.T) {
 	if n := len(w.studio.allCalls()); n != 0 {
 		t.Errorf("%d checkpoint calls", n)
 	}
+}
+
+// A resume is refused before anything is read or run when the call has no scope, when the
+// controller has no Studio, or when the request names another agent than the handler's, even
+// one whose gate the job has (that agent started it in the same workspace).
+func TestResumeRefusedBeforeTheStore(t *testing.T) {
+	w := memoryWorld(t, map[string]string{"before": "pause"})
+	i := w.instance(behaviour{})
+	j := w.job()
+	out, err := j.run(t, i)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	// Another job, started by another agent of the workspace.
+	other := w.job()
+	otherStart := *other.req
+	otherStart.AgentSlug = "other-agent"
+	if _, err := checkpoint.FromJobStart(checkpoint.NewContext(context.Background(), i.svc, i.reg, "other-agent", w.ws), &otherStart); err != nil {
+		t.Fatal(err)
+	}
+	otherResume := resumeRequestFor(other.occ, "before", "allow", answer{CheckpointID: "chk-1", InputHash: "input-1"})
+	otherResume.AgentSlug = "other-agent"
+	noStudio := checkpoint.NewContext(context.Background(), checkpoint.NewService(checkpoint.Config{Store: w.store}), i.reg, agentSlug, w.ws)
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		req  *contract.ActionRequest
+		want error
+	}{
+		{"outside a handler", context.Background(), j.resumeRequest(t, "before", "allow"), checkpoint.ErrNoScope},
+		{"without Studio", noStudio, j.resumeRequest(t, "before", "allow"), checkpoint.ErrNoStudio},
+		{"another agent than the handler's", i.ctx(), otherResume, checkpoint.ErrResumeOtherAgent},
+	} {
+		res, err := checkpoint.Resume(c.ctx, c.req)
+		if res != nil || err != c.want {
+			t.Errorf("%s: %v, %v; want %v", c.name, res, err, c.want)
+		}
+	}
+	st, err := checkpoint.StepState(i.ctx(), i.step, j.occ)
+	wantStatus(t, st, err, checkpoint.Awaiting, "before")
+	j.wantCounts(t, 0, 0)
+}
+
+// failNth returns a hookStore hook that fails the n-th Get (from 1) of a key under prefix with
+// errBoom and counts them all in gets.
+func failNth(prefix string, n int32, gets *atomic.Int32) func(context.Context, string, string, []byte) error {
+	return func(_ context.Context, op, key string, _ []byte) error {
+		if op == "get" && strings.HasPrefix(key, prefix) && gets.Add(1) == n {
+			return errBoom
+		}
+		return nil
+	}
+}
+
+// A resume whose read of the job's gate or of the occurrence fails answers that error: neither
+// a mismatch (the occurrence was not found) nor a status. The occurrence is read twice: to
+// check the decision against it, and once the step has gone on, for the answer; the second
+// read failing answers the error too, though the step went on.
+func TestResumeAnswersAFailedRead(t *testing.T) {
+	const gateKeys = "rulecheckpoint/v1/gate/"
+	for _, c := range []struct {
+		name     string
+		prefix   string
+		n        int32
+		want     string // the error's text, after the job id for the gate's
+		effects  int
+		advances int
+	}{
+		{"the gate", gateKeys, 1, "checkpoint: read the gate of job %q: boom", 0, 0},
+		{"the occurrence", stepKeys, 1, "checkpoint: read the occurrence: boom", 0, 0},
+		{"the occurrence, after the step", stepKeys, 2, "checkpoint: read the occurrence: boom", 1, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newHookStore(t)
+			w := newWorld(t, s, map[string]string{"before": "pause"})
+			i := w.instance(behaviour{})
+			j := w.job()
+			out, err := j.run(t, i)
+			wantStatus(t, out, err, checkpoint.Awaiting, "before")
+			var gets atomic.Int32
+			s.setHook(failNth(c.prefix, c.n, &gets))
+			res, err := j.resume(t, i, "before", "allow")
+			want := c.want
+			if c.prefix == gateKeys {
+				want = fmt.Sprintf(c.want, j.occ.JobID)
+			}
+			if !errors.Is(err, errBoom) || err.Error() != want {
+				t.Fatalf("resume: %s, %v; want %q", res, err, want)
+			}
+			j.wantCounts(t, c.effects, c.advances)
+		})
+	}
+}
+
+// The resume of a decision kept for a paused occurrence that another instance took meanwhile
+// (it applied the decision and runs the effect, under its lease) answers the decision at once:
+// it neither waits for nor refuses on that lease, which is for a step run, not for a delivery.
+// A delivered resume logs no error, whether it ran the step or found it running elsewhere.
+func TestResumeOfAKeptDecisionAnotherInstanceApplied(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		taken bool
+	}{
+		{"delivered here", false},
+		{"applied by another instance", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newHookStore(t)
+			w := newWorld(t, s, map[string]string{"before": "pause"})
+			i := w.instance(behaviour{})
+			j := w.job()
+			out, err := j.run(t, i)
+			wantStatus(t, out, err, checkpoint.Awaiting, "before")
+			var took atomic.Bool
+			s.setHook(func(ctx context.Context, op, key string, _ []byte) error {
+				if !c.taken || op != "update" || !strings.HasPrefix(key, stepKeys) || !took.CompareAndSwap(false, true) {
+					return nil
+				}
+				// Just before this resume claims it, another instance writes the occurrence: the
+				// decision applied, the effect started, held for an hour.
+				cur, err := s.Store.Get(ctx, key)
+				if err != nil {
+					return err
+				}
+				b, err := packed.Unpack(cur.Value)
+				if err != nil {
+					return err
+				}
+				var rec map[string]any
+				if err := json.Unmarshal(b, &rec); err != nil {
+					return err
+				}
+				rec["state"] = "effect_started"
+				rec["before"].(map[string]any)["status"] = "allow"
+				rec["lease"] = map[string]any{"owner": "another-instance", "until": time.Now().Add(time.Hour)}
+				b, _ = json.Marshal(rec)
+				_, err = s.Store.Update(ctx, key, cur.Version, b, store.Never)
+				return err
+			})
+			res, err := j.resume(t, i, "before", "allow")
+			if c.taken != took.Load() {
+				t.Fatal("the resume never claimed the occurrence")
+			}
+			if err != nil || res != resumed(j.occ.JobID, "allow", out.CheckpointID) {
+				t.Fatalf("resume: %s, %v", res, err)
+			}
+			if logs := w.logs.String(); strings.Contains(logs, `"level":"ERROR"`) {
+				t.Errorf("the resume logged an error:\n%s", logs)
+			}
+		})
+	}
+}
+
+// A resume whose every claim of the occurrence loses (it keeps changing) tries maxAttempts (20)
+// times, then answers what the store says: the decision is kept, pending_delivery.
+func TestResumeClaimsAtMostTwentyTimes(t *testing.T) {
+	s := newHookStore(t)
+	w := newWorld(t, s, map[string]string{"before": "pause"})
+	i := w.instance(behaviour{})
+	j := w.job()
+	out, err := j.run(t, i)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	var claims atomic.Int32
+	s.setHook(func(_ context.Context, op, key string, _ []byte) error {
+		if op != "update" || !strings.HasPrefix(key, stepKeys) {
+			return nil
+		}
+		if claims.Add(1) > 20 {
+			return errBoom // ends a resume that would claim forever
+		}
+		return store.ErrConflict
+	})
+	res, err := j.resume(t, i, "before", "allow")
+	if err != nil || res != resumed(j.occ.JobID, checkpoint.StatusPendingDelivery, out.CheckpointID) {
+		t.Fatalf("resume: %s, %v", res, err)
+	}
+	if n := claims.Load(); n != 20 {
+		t.Errorf("%d claims, want 20", n)
+	}
+	j.wantCounts(t, 0, 0)
+}
+
+// A step that fails after the decision (Studio does not answer the after checkpoint) is logged
+// and the decision answered as delivered: the resume does not run the step again (the after
+// checkpoint is sent once), the step is left for its job to retry.
+func TestResumeDoesNotRetryAStepThatFailedAfterTheDecision(t *testing.T) {
+	w := memoryWorld(t, map[string]string{"before": "pause"})
+	i := w.instance(behaviour{})
+	j := w.job()
+	out, err := j.run(t, i)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	w.studio.failPhase("after", 1)
+	res, err := j.resume(t, i, "before", "allow")
+	if err != nil || res != resumed(j.occ.JobID, "allow", out.CheckpointID) {
+		t.Fatalf("resume: %s, %v", res, err)
+	}
+	after := 0
+	for _, c := range w.studio.callsOf(j.occ.OccurrenceID) {
+		if c.Body.Phase == "after" {
+			after++
+		}
+	}
+	if after != 1 {
+		t.Errorf("%d after checkpoints sent, want 1", after)
+	}
+	j.wantCounts(t, 1, 0)
+	st, err := checkpoint.StepState(i.ctx(), i.step, j.occ)
+	wantStatus(t, st, err, checkpoint.Running, "")
+	if !strings.Contains(w.logs.String(), "the step did not complete after the decision") {
+		t.Errorf("the failure is not logged:\n%s", w.logs.String())
+	}
+}
+
+// A decision for another checkpoint, delivered while the occurrence's before checkpoint has no
+// recorded answer (it was lost), is kept, and the resume sends the checkpoint again; Studio's
+// own answer (allow) runs the step. The decision was not the one applied: pending_delivery,
+// never allow, though the before phase says allow.
+func TestResumeForAnotherCheckpointAnsweredPending(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	w.studio.loseAnswer("before", 1)
+	if _, err := j.run(t, i); !errors.Is(err, checkpoint.ErrRequestFailed) {
+		t.Fatalf("run with a lost answer: %v", err)
+	}
+	ans, _ := w.studio.answer(j.occ.OccurrenceID, "before")
+	forged := ans
+	forged.CheckpointID += "-other"
+	res, err := checkpoint.Resume(i.ctx(), resumeRequestFor(j.occ, "before", "allow", forged))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := contract.AppendJSON(nil, res)
+	if got := string(b); got != resumed(j.occ.JobID, checkpoint.StatusPendingDelivery, forged.CheckpointID) {
+		t.Errorf("resume: %s", got)
+	}
+	j.wantCounts(t, 1, 1)
+}
+
+// A failed read of the kept decision, when a run pauses, fails the run with the store's error:
+// it is not taken as "no decision" (the run would let the occurrence go and answer Awaiting).
+func TestRecordKeptDecisionReadFails(t *testing.T) {
+	s := newHookStore(t)
+	w := newWorld(t, s, map[string]string{"before": "pause"})
+	i := w.instance(behaviour{})
+	j := w.job()
+	var gets atomic.Int32
+	s.setHook(failNth(decisionKeys, 1, &gets))
+	out, err := j.run(t, i)
+	if !errors.Is(err, errBoom) || err.Error() != "checkpoint: read the kept decision: boom" {
+		t.Fatalf("run: %+v, %v; want the read's error", out, err)
+	}
+	if n := gets.Load(); n != 1 {
+		t.Errorf("%d reads of the kept decision, want 1", n)
+	}
+	j.wantCounts(t, 0, 0)
 }

@@ -437,6 +437,11 @@ func testEarlyDecisionMismatch(t *testing.T, s store.Store) {
 				if !strings.Contains(w.logs.String(), "discarding a kept decision for another checkpoint") {
 					t.Error("the kept decision was not discarded")
 				}
+				for _, it := range records(t, s, "rulecheckpoint/v1/decision/") {
+					if strings.Contains(string(it.Value), j.occ.OccurrenceID) {
+						t.Errorf("the discarded decision is still stored: %s", it.Value)
+					}
+				}
 				// Nothing of it is left to apply later: another run still waits; the right
 				// decision finishes the step.
 				again, err := j.run(t, b)
