@@ -66,3 +66,15 @@ func TestGateTokenSealRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreKeyPrefixesEachPartsLength: a key hashes each part behind its length, so that no two
+// tuples of ids meet even when an id holds the bytes that separate parts elsewhere (eight zero
+// bytes: the length of an empty part).
+func TestStoreKeyPrefixesEachPartsLength(t *testing.T) {
+	zeros := string(make([]byte, 8))
+	a := storeKey("step", "ws", "job"+zeros+"case", "occ")
+	b := storeKey("step", "ws", "job", "case"+zeros+"occ")
+	if a == b {
+		t.Errorf("two tuples share the key %s", a)
+	}
+}

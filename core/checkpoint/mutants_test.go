@@ -725,20 +725,86 @@ func TestResumeForAnotherCheckpointAnsweredPending(t *testing.T) {
 }
 
 // A failed read of the kept decision, when a run pauses, fails the run with the store's error:
-// it is not taken as "no decision" (the run would let the occurrence go and answer Awaiting).
+// it is not taken as "no decision" (the run would answer Awaiting). The run looks twice: before
+// it lets the occurrence go, and after (a decision stored meanwhile was left for it).
 func TestRecordKeptDecisionReadFails(t *testing.T) {
-	s := newHookStore(t)
-	w := newWorld(t, s, map[string]string{"before": "pause"})
+	for _, n := range []int32{1, 2} {
+		t.Run(fmt.Sprint("read ", n), func(t *testing.T) {
+			s := newHookStore(t)
+			w := newWorld(t, s, map[string]string{"before": "pause"})
+			i := w.instance(behaviour{})
+			j := w.job()
+			var gets atomic.Int32
+			s.setHook(failNth(decisionKeys, n, &gets))
+			out, err := j.run(t, i)
+			if !errors.Is(err, errBoom) || err.Error() != "checkpoint: read the kept decision: boom" {
+				t.Fatalf("run: %+v, %v; want the read's error", out, err)
+			}
+			if got := gets.Load(); got != n {
+				t.Errorf("%d reads of the kept decision, want %d", got, n)
+			}
+			j.wantCounts(t, 0, 0)
+		})
+	}
+}
+
+// failingStudio fails every checkpoint call with err.
+type failingStudio struct {
+	checkpoint.Studio
+	err error
+}
+
+func (s failingStudio) RuleCheckpoint(context.Context, string, checkpoint.Request) (checkpoint.Response, error) {
+	return checkpoint.Response{}, s.err
+}
+
+// A checkpoint call that fails fails the run with the call's own error (not as an answer with
+// no status): the checkpoint stays to be sent again, the effect not run.
+func TestRecordCheckpointCallFails(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{}, func(c *checkpoint.Config) { c.Studio = failingStudio{c.Studio, errBoom} })
+	j := w.job()
+	if _, err := j.run(t, i); err != errBoom {
+		t.Fatalf("run: %v, want %v", err, errBoom)
+	}
+	st, err := checkpoint.StepState(i.ctx(), i.step, j.occ)
+	wantStatus(t, st, err, checkpoint.Running, "")
+	j.wantCounts(t, 0, 0)
+}
+
+// A before context that does not encode as JSON is refused with encoding/json's error, before
+// anything is stored or sent.
+func TestRecordRefusesAContextThatDoesNotEncode(t *testing.T) {
+	w := memoryWorld(t, nil)
 	i := w.instance(behaviour{})
 	j := w.job()
-	var gets atomic.Int32
-	s.setHook(failNth(decisionKeys, 1, &gets))
-	out, err := j.run(t, i)
-	if !errors.Is(err, errBoom) || err.Error() != "checkpoint: read the kept decision: boom" {
-		t.Fatalf("run: %+v, %v; want the read's error", out, err)
+	before := map[string]any{"operation": "charge", "callback": func() {}}
+	_, err := checkpoint.RunGuardedStep(i.ctx(), j.gate(t, i), i.step, j.occ, before, j.order)
+	if want := "checkpoint: encode the checkpoint context: json: unsupported type: func()"; err == nil || err.Error() != want {
+		t.Fatalf("run: %v, want %q", err, want)
 	}
-	if n := gets.Load(); n != 1 {
-		t.Errorf("%d reads of the kept decision, want 1", n)
+	if n := len(w.studio.allCalls()); n != 0 {
+		t.Errorf("%d checkpoint calls", n)
 	}
-	j.wantCounts(t, 0, 0)
+}
+
+// The secret_ref "context." names no member: a member of the context named "" is sent.
+func TestGateSecretRefOfNoContextMember(t *testing.T) {
+	w := memoryWorld(t, map[string]string{"before": "pause"})
+	i := w.instance(behaviour{})
+	j := w.job()
+	g, err := checkpoint.FromJobStart(i.ctx(), j.req, checkpoint.WithSecretRefs("context."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]any{"": "kept", "operation": "charge"}
+	out, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, j.occ, before, j.order)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	calls := w.studio.callsOf(j.occ.OccurrenceID)
+	if len(calls) != 1 {
+		t.Fatalf("%d checkpoint calls, want 1", len(calls))
+	}
+	if got, _ := json.Marshal(calls[0].Body.Context); string(got) != `{"":"kept","operation":"charge"}` {
+		t.Errorf("before context sent: %s", got)
+	}
 }
