@@ -23,8 +23,9 @@ import (
 // Tests that each kill a mutant a gremlins run of the package left alive, on the memory store.
 
 // hookStore is a memory store whose calls a test intercepts: hook, when set, runs before each
-// Get, Update and Delete ("get", "update", "delete") with the call's context, key and value (an
-// update's, unpacked), and an error it returns is the call's, the store left untouched.
+// Get, Create, Update and Delete ("get", "create", "update", "delete") with the call's context,
+// key and value (a write's, unpacked), and an error it returns is the call's, the store left
+// untouched.
 type hookStore struct {
 	*memory.Store
 	mu   sync.Mutex
@@ -62,6 +63,13 @@ func (s *hookStore) Get(ctx context.Context, key string) (store.Record, error) {
 		return store.Record{}, err
 	}
 	return s.Store.Get(ctx, key)
+}
+
+func (s *hookStore) Create(ctx context.Context, key string, v []byte, exp time.Time) (store.Record, error) {
+	if err := s.call(ctx, "create", key, v); err != nil {
+		return store.Record{}, err
+	}
+	return s.Store.Create(ctx, key, v, exp)
 }
 
 func (s *hookStore) Update(ctx context.Context, key string, version uint64, v []byte, exp time.Time) (store.Record, error) {
@@ -806,5 +814,142 @@ func TestGateSecretRefOfNoContextMember(t *testing.T) {
 	}
 	if got, _ := json.Marshal(calls[0].Body.Context); string(got) != `{"":"kept","operation":"charge"}` {
 		t.Errorf("before context sent: %s", got)
+	}
+}
+
+// takenBy rewrites the occurrence record at key as another instance holding it for an hour
+// would: the same record under that instance's lease.
+func takenBy(ctx context.Context, s *hookStore, key string, value []byte, owner string) (store.Record, error) {
+	var rec map[string]any
+	if err := json.Unmarshal(value, &rec); err != nil {
+		return store.Record{}, err
+	}
+	rec["lease"] = map[string]any{"owner": owner, "until": time.Now().Add(time.Hour)}
+	b, _ := json.Marshal(rec)
+	return s.Store.Create(ctx, key, b, store.Never)
+}
+
+// A run that cannot create its occurrence record fails: with ErrActive when another instance
+// created it first (and holds it), with the store's error when the write fails; nothing is sent.
+func TestRecordCreateFails(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		hook func(ctx context.Context, s *hookStore, key string, value []byte) error
+		want error
+		msg  string
+	}{
+		{"another instance created it", func(ctx context.Context, s *hookStore, key string, value []byte) error {
+			_, err := takenBy(ctx, s, key, value, "another-instance")
+			return err
+		}, checkpoint.ErrActive, checkpoint.ErrActive.Error()},
+		{"the store fails", func(context.Context, *hookStore, string, []byte) error { return errBoom }, errBoom,
+			"checkpoint: write the occurrence: boom"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newHookStore(t)
+			w := newWorld(t, s, nil)
+			i := w.instance(behaviour{})
+			j := w.job()
+			var creates atomic.Int32
+			s.setHook(func(ctx context.Context, op, key string, value []byte) error {
+				if op == "create" && strings.HasPrefix(key, stepKeys) && creates.Add(1) == 1 {
+					return c.hook(ctx, s, key, value)
+				}
+				return nil
+			})
+			_, err := j.run(t, i)
+			if !errors.Is(err, c.want) || err.Error() != c.msg {
+				t.Fatalf("run: %v; want %q", err, c.msg)
+			}
+			if n := len(w.studio.allCalls()); n != 0 {
+				t.Errorf("%d checkpoint calls", n)
+			}
+			j.wantCounts(t, 0, 0)
+		})
+	}
+}
+
+// An occurrence record that does not decode is an error, for a read and for a run: never an
+// occurrence with no state, nor one that never ran.
+func TestRecordUnreadable(t *testing.T) {
+	w := memoryWorld(t, map[string]string{"before": "pause"})
+	i := w.instance(behaviour{})
+	j := w.job()
+	out, err := j.run(t, i)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	recs := records(t, w.store, stepKeys)
+	if len(recs) != 1 {
+		t.Fatalf("%d occurrence records, want 1", len(recs))
+	}
+	if _, err := w.store.Update(context.Background(), recs[0].Key, recs[0].Version, []byte("not json"), store.Never); err != nil {
+		t.Fatal(err)
+	}
+	const want = "checkpoint: unreadable occurrence record: invalid character 'o' in literal null (expecting 'u')"
+	if _, err := checkpoint.StepState(i.ctx(), i.step, j.occ); err == nil || err.Error() != want {
+		t.Errorf("StepState: %v, want %q", err, want)
+	}
+	if _, err := j.run(t, i); err == nil || err.Error() != want {
+		t.Errorf("run: %v, want %q", err, want)
+	}
+}
+
+// An occurrence record is stored deflated (packed), smaller than its JSON.
+func TestRecordStoredPacked(t *testing.T) {
+	w := memoryWorld(t, map[string]string{"before": "pause"})
+	i := w.instance(behaviour{})
+	j := w.job()
+	out, err := j.run(t, i)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	p, err := w.store.(store.Lister).List(context.Background(), stepKeys, "", store.MaxListLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Items) != 1 {
+		t.Fatalf("%d occurrence records, want 1", len(p.Items))
+	}
+	v := p.Items[0].Value
+	plain, err := packed.Unpack(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v) == 0 || v[0] != packed.Mark || len(v) >= len(plain) {
+		t.Errorf("stored %d bytes starting %q for a record of %d bytes: not packed", len(v), v[:min(len(v), 1)], len(plain))
+	}
+}
+
+// An instance that loses the occurrence (another instance took it while the effect ran) fails
+// the run with ErrLeaseLost and writes nothing more: its write of the effect's result is the
+// last, and it does not release what it no longer holds.
+func TestRecordNoWriteAfterTheLeaseIsLost(t *testing.T) {
+	s := newHookStore(t)
+	w := newWorld(t, s, nil)
+	var updates atomic.Int32
+	s.setHook(func(_ context.Context, op, key string, _ []byte) error {
+		if op == "update" && strings.HasPrefix(key, stepKeys) {
+			updates.Add(1)
+		}
+		return nil
+	})
+	// A clock that never moves and renewals that never fire: the effect's write is the only one.
+	clock := newManualClock()
+	var atEffect int32 // the writes before the effect (it runs on the run's goroutine)
+	i := w.instance(behaviour{effect: func(ctx context.Context, o order) (receipt, error) {
+		atEffect = updates.Load()
+		recs := records(t, s, stepKeys)
+		if len(recs) != 1 {
+			return receipt{}, fmt.Errorf("%d occurrence records", len(recs))
+		}
+		// Another instance takes the occurrence (a write the hook does not count).
+		if _, err := s.Store.Update(ctx, recs[0].Key, recs[0].Version, recs[0].Value, store.Never); err != nil {
+			return receipt{}, err
+		}
+		return receipt{Order: o.ID, Ref: "rcpt-" + o.ID}, nil
+	}}, clock.frozen(0))
+	j := w.job()
+	if _, err := j.run(t, i); !errors.Is(err, checkpoint.ErrLeaseLost) {
+		t.Fatalf("run: %v, want ErrLeaseLost", err)
+	}
+	if n := updates.Load() - atEffect; n != 1 {
+		t.Errorf("%d writes of the occurrence after the effect, want 1 (its result, refused)", n)
 	}
 }

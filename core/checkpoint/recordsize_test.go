@@ -63,7 +63,8 @@ func runSized(t *testing.T, limit int) (*sizedStore, checkpoint.Outcome[receipt]
 }
 
 // TestRecordAtTheStoreLimit: an occurrence record of exactly the store's MaxValueSize is written;
-// one byte over is refused with store.ErrTooLarge, naming both sizes, before the store is called.
+// one byte over is refused with store.ErrTooLarge, naming both sizes, before the store is called:
+// the first record too, which is then never created.
 func TestRecordAtTheStoreLimit(t *testing.T) {
 	probe, out, _, err := runSized(t, 1<<20)
 	wantStatus(t, out, err, checkpoint.Completed, "")
@@ -90,5 +91,15 @@ func TestRecordAtTheStoreLimit(t *testing.T) {
 		if n > largest-1 {
 			t.Errorf("a record of %d bytes reached the store, which accepts %d", n, largest-1)
 		}
+	}
+
+	// A first record over the limit: refused before it is created, nothing sent.
+	first := probe.sizes[0]
+	s, out, j, err = runSized(t, first-1)
+	if !errors.Is(err, store.ErrTooLarge) || !strings.Contains(fmt.Sprint(err), fmt.Sprintf("is %d bytes packed, more than the store accepts (%d)", first, first-1)) {
+		t.Fatalf("a first record one byte over the limit: %+v, %v; want ErrTooLarge naming %d and %d", out, err, first, first-1)
+	}
+	if len(s.sizes) != 0 || len(j.w.studio.allCalls()) != 0 {
+		t.Errorf("records of %v bytes written, %d checkpoints sent; want none", s.sizes, len(j.w.studio.allCalls()))
 	}
 }
