@@ -817,16 +817,15 @@ func TestGateSecretRefOfNoContextMember(t *testing.T) {
 	}
 }
 
-// takenBy rewrites the occurrence record at key as another instance holding it for an hour
-// would: the same record under that instance's lease.
-func takenBy(ctx context.Context, s *hookStore, key string, value []byte, owner string) (store.Record, error) {
+// heldBy returns the occurrence record value (JSON) as another instance holding it for an hour
+// writes it: the same record under that instance's lease.
+func heldBy(value []byte, owner string) ([]byte, error) {
 	var rec map[string]any
 	if err := json.Unmarshal(value, &rec); err != nil {
-		return store.Record{}, err
+		return nil, err
 	}
 	rec["lease"] = map[string]any{"owner": owner, "until": time.Now().Add(time.Hour)}
-	b, _ := json.Marshal(rec)
-	return s.Store.Create(ctx, key, b, store.Never)
+	return json.Marshal(rec)
 }
 
 // A run that cannot create its occurrence record fails: with ErrActive when another instance
@@ -839,7 +838,10 @@ func TestRecordCreateFails(t *testing.T) {
 		msg  string
 	}{
 		{"another instance created it", func(ctx context.Context, s *hookStore, key string, value []byte) error {
-			_, err := takenBy(ctx, s, key, value, "another-instance")
+			b, err := heldBy(value, "another-instance")
+			if err == nil {
+				_, err = s.Store.Create(ctx, key, b, store.Never)
+			}
 			return err
 		}, checkpoint.ErrActive, checkpoint.ErrActive.Error()},
 		{"the store fails", func(context.Context, *hookStore, string, []byte) error { return errBoom }, errBoom,
@@ -952,4 +954,285 @@ func TestRecordNoWriteAfterTheLeaseIsLost(t *testing.T) {
 	if n := updates.Load() - atEffect; n != 1 {
 		t.Errorf("%d writes of the occurrence after the effect, want 1 (its result, refused)", n)
 	}
+}
+
+// Every entry point needs a handler's scope and a controller with Studio: outside one it is
+// refused with ErrNoScope, without Studio with ErrNoStudio, before anything is read.
+func TestRefusalsOfEveryEntryPointWithoutScopeOrStudio(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	g := j.gate(t, i)
+	noStudio := checkpoint.NewContext(context.Background(), checkpoint.NewService(checkpoint.Config{Store: w.store}), i.reg, agentSlug, w.ws)
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		want error
+	}{
+		{"outside a handler", context.Background(), checkpoint.ErrNoScope},
+		{"without Studio", noStudio, checkpoint.ErrNoStudio},
+	} {
+		if _, err := checkpoint.RunGuardedStep(c.ctx, g, i.step, j.occ, j.before(), j.order); err != c.want {
+			t.Errorf("%s: RunGuardedStep: %v, want %v", c.name, err, c.want)
+		}
+		if _, err := checkpoint.RecoverGuardedStep(c.ctx, g, i.step, j.occ, receipt{}); err != c.want {
+			t.Errorf("%s: RecoverGuardedStep: %v, want %v", c.name, err, c.want)
+		}
+		if _, err := checkpoint.StepState(c.ctx, i.step, j.occ); err != c.want {
+			t.Errorf("%s: StepState: %v, want %v", c.name, err, c.want)
+		}
+	}
+	if n := len(w.studio.allCalls()); n != 0 {
+		t.Errorf("%d checkpoint calls", n)
+	}
+}
+
+// A step must be one Define registered on the handler's agent, and a gate is needed: no step, a
+// step whose definition was refused (a second one under the same name) and no gate are refused
+// before anything runs.
+func TestRefusalsOfNoStepOrGate(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	g := j.gate(t, i)
+	var ran atomic.Bool
+	again := checkpoint.Define(owner{i.reg}, stepName, checkpoint.Funcs[order, receipt]{
+		Effect:       func(context.Context, order) (receipt, error) { ran.Store(true); return receipt{}, nil },
+		AfterContext: func(order, receipt) (any, error) { return map[string]any{}, nil },
+	})
+	const notDefined = `checkpoint: guarded step %q is not defined on agent "pay-agent" (define it with checkpoint.Define on the agent, before core.New)`
+	for _, c := range []struct {
+		name string
+		g    *checkpoint.Gate
+		s    *checkpoint.Step[order, receipt]
+		want string
+	}{
+		{"no step", g, nil, fmt.Sprintf(notDefined, "")},
+		{"a refused definition", g, again, fmt.Sprintf(notDefined, stepName)},
+		{"no gate", nil, i.step, "checkpoint: a guarded step needs its job's gate (FromJobStart or JobGate)"},
+	} {
+		if _, err := checkpoint.RunGuardedStep(i.ctx(), c.g, c.s, j.occ, j.before(), j.order); err == nil || err.Error() != c.want {
+			t.Errorf("%s: RunGuardedStep: %v, want %q", c.name, err, c.want)
+		}
+		if _, err := checkpoint.RecoverGuardedStep(i.ctx(), c.g, c.s, j.occ, receipt{}); err == nil || err.Error() != c.want {
+			t.Errorf("%s: RecoverGuardedStep: %v, want %q", c.name, err, c.want)
+		}
+	}
+	if ran.Load() || len(w.studio.allCalls()) != 0 {
+		t.Errorf("the refused step ran (%v) or a checkpoint was sent (%d)", ran.Load(), len(w.studio.allCalls()))
+	}
+}
+
+// An input or a result that does not encode as JSON is refused with encoding/json's error.
+func TestRefusalsOfValuesThatDoNotEncode(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	g := j.gate(t, i)
+	s := checkpoint.Define(owner{i.reg}, "callback", checkpoint.Funcs[func(), func()]{
+		Effect:       func(context.Context, func()) (func(), error) { return nil, nil },
+		AfterContext: func(func(), func()) (any, error) { return map[string]any{}, nil },
+	})
+	const want = `checkpoint: encode the %s of step "callback": json: unsupported type: func()`
+	if _, err := checkpoint.RunGuardedStep(i.ctx(), g, s, j.occ, j.before(), func() {}); err == nil || err.Error() != fmt.Sprintf(want, "input") {
+		t.Errorf("RunGuardedStep: %v", err)
+	}
+	if _, err := checkpoint.RecoverGuardedStep(i.ctx(), g, s, j.occ, func() {}); err == nil || err.Error() != fmt.Sprintf(want, "result") {
+		t.Errorf("RecoverGuardedStep: %v", err)
+	}
+	if n := len(w.studio.allCalls()); n != 0 {
+		t.Errorf("%d checkpoint calls", n)
+	}
+}
+
+// A read of the occurrence that fails fails the entry point with the store's error.
+func TestEntryPointsAnswerAFailedRead(t *testing.T) {
+	s := newHookStore(t)
+	w := newWorld(t, s, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	g := j.gate(t, i)
+	s.setHook(func(_ context.Context, op, key string, _ []byte) error {
+		if op == "get" && strings.HasPrefix(key, stepKeys) {
+			return errBoom
+		}
+		return nil
+	})
+	const want = "checkpoint: read the occurrence: boom"
+	if _, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, j.occ, j.before(), j.order); !errors.Is(err, errBoom) || err.Error() != want {
+		t.Errorf("RunGuardedStep: %v", err)
+	}
+	if _, err := checkpoint.RecoverGuardedStep(i.ctx(), g, i.step, j.occ, receipt{}); !errors.Is(err, errBoom) || err.Error() != want {
+		t.Errorf("RecoverGuardedStep: %v", err)
+	}
+	if _, err := checkpoint.StepState(i.ctx(), i.step, j.occ); !errors.Is(err, errBoom) || err.Error() != want {
+		t.Errorf("StepState: %v", err)
+	}
+	if n := len(w.studio.allCalls()); n != 0 {
+		t.Errorf("%d checkpoint calls", n)
+	}
+}
+
+// A gate of a job.start without job_id is bound to the job by its first step: when the job has
+// a gate of another snapshot already, the step is refused (ErrRetrySnapshot), nothing sent.
+func TestRetryUnboundGateOfAnotherSnapshotRefused(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	j.gate(t, i)
+	req := *j.req
+	req.JobID = nil
+	var in map[string]any
+	if err := json.Unmarshal(req.Input, &in); err != nil {
+		t.Fatal(err)
+	}
+	in["rule_snapshot"].(map[string]any)["hash"] = "snapshot-hash-2"
+	req.Input, _ = json.Marshal(in)
+	g, err := checkpoint.FromJobStart(i.ctx(), &req)
+	if err != nil || g.JobID() != "" {
+		t.Fatalf("FromJobStart: %v, %v", g, err)
+	}
+	if _, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, j.occ, j.before(), j.order); err != checkpoint.ErrRetrySnapshot {
+		t.Fatalf("run: %v, want ErrRetrySnapshot", err)
+	}
+	if n := len(w.studio.allCalls()); n != 0 {
+		t.Errorf("%d checkpoint calls", n)
+	}
+}
+
+// A retry of an occurrence by another step, with the same input, is refused (ErrRetryInput).
+func TestRetryByAnotherStepRefused(t *testing.T) {
+	w := memoryWorld(t, map[string]string{"before": "pause"})
+	i := w.instance(behaviour{})
+	refund := checkpoint.Define(owner{i.reg}, "refund", checkpoint.Funcs[order, receipt]{
+		Effect:       func(context.Context, order) (receipt, error) { return receipt{}, nil },
+		AfterContext: func(order, receipt) (any, error) { return map[string]any{}, nil },
+	})
+	j := w.job()
+	out, err := j.run(t, i)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	if _, err := checkpoint.RunGuardedStep(i.ctx(), j.gate(t, i), refund, j.occ, j.before(), j.order); err != checkpoint.ErrRetryInput {
+		t.Fatalf("run by another step: %v, want ErrRetryInput", err)
+	}
+	if n := len(w.studio.callsOf(j.occ.OccurrenceID)); n != 1 {
+		t.Errorf("%d checkpoint calls, want the first only", n)
+	}
+}
+
+// A run of an occurrence whose advance another instance is running is refused with ErrActive,
+// not as an ambiguous advance: that instance holds it.
+func TestRetryWhileAnotherInstanceAdvances(t *testing.T) {
+	w := memoryWorld(t, nil)
+	j := w.job()
+	// A manual clock that never moves: A's lease cannot lapse on a slow machine.
+	clock := newManualClock()
+	b := w.instance(behaviour{}, clock.frozen(0))
+	var during error
+	a := w.instance(behaviour{advance: func(context.Context, order, receipt) error {
+		_, during = j.run(t, b)
+		return nil
+	}}, clock.frozen(0))
+	out, err := j.run(t, a)
+	wantStatus(t, out, err, checkpoint.Completed, "")
+	if !errors.Is(during, checkpoint.ErrActive) || during.Error() != checkpoint.ErrActive.Error() {
+		t.Errorf("a run while the advance runs elsewhere: %v, want ErrActive", during)
+	}
+	j.wantCounts(t, 1, 1)
+}
+
+// A resume delivered again once its step needs recovery (the effect failed) answers the
+// decision and logs no error: the step's state says what happened, not the resume.
+func TestResumeAfterTheEffectFailedLogsNoError(t *testing.T) {
+	w := memoryWorld(t, map[string]string{"before": "pause"})
+	i := w.instance(behaviour{effect: func(context.Context, order) (receipt, error) { return receipt{}, errBoom }})
+	j := w.job()
+	out, err := j.run(t, i)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	if _, err := j.resume(t, i, "before", "allow"); err != nil {
+		t.Fatal(err)
+	}
+	logged := w.logs.Len()
+	res, err := j.resume(t, i, "before", "allow")
+	if err != nil || res != resumed(j.occ.JobID, "allow", out.CheckpointID) {
+		t.Fatalf("resume again: %s, %v", res, err)
+	}
+	if logs := w.logs.String()[logged:]; strings.Contains(logs, `"level":"ERROR"`) {
+		t.Errorf("the resume delivered again logged an error:\n%s", logs)
+	}
+	st, err := checkpoint.StepState(i.ctx(), i.step, j.occ)
+	wantStatus(t, st, err, checkpoint.RecoveryRequired, "")
+	j.wantCounts(t, 1, 0)
+}
+
+// A retry whose claim loses to another instance (which now holds the occurrence) sends
+// nothing: it reads the occurrence again and is refused with ErrActive.
+func TestRetryLosingItsClaimSendsNothing(t *testing.T) {
+	s := newHookStore(t)
+	w := newWorld(t, s, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	w.studio.failPhase("before", 1)
+	if _, err := j.run(t, i); !errors.Is(err, checkpoint.ErrRequestFailed) {
+		t.Fatalf("first run: %v, want ErrRequestFailed", err)
+	}
+	var took atomic.Bool
+	s.setHook(func(ctx context.Context, op, key string, _ []byte) error {
+		if op != "update" || !strings.HasPrefix(key, stepKeys) || !took.CompareAndSwap(false, true) {
+			return nil
+		}
+		cur, err := s.Store.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		plain, err := packed.Unpack(cur.Value)
+		if err != nil {
+			return err
+		}
+		b, err := heldBy(plain, "another-instance")
+		if err != nil {
+			return err
+		}
+		_, err = s.Store.Update(ctx, key, cur.Version, b, store.Never)
+		return err
+	})
+	if _, err := j.run(t, i); !errors.Is(err, checkpoint.ErrActive) {
+		t.Fatalf("retry: %v, want ErrActive", err)
+	}
+	if n := len(w.studio.callsOf(j.occ.OccurrenceID)); n != 1 {
+		t.Errorf("%d checkpoint calls, want the first only", n)
+	}
+}
+
+// A recovery whose claim loses to another write of the occurrence (unchanged) reads it again and
+// recovers then: the result is recorded and the step completes.
+func TestRecoveryReadsTheOccurrenceAgainAfterALostClaim(t *testing.T) {
+	s := newHookStore(t)
+	w := newWorld(t, s, nil)
+	i := w.instance(behaviour{effect: func(context.Context, order) (receipt, error) { return receipt{}, errBoom }})
+	j := w.job()
+	if _, err := j.run(t, i); !errors.Is(err, checkpoint.ErrEffectStarted) {
+		t.Fatalf("run: %v, want ErrEffectStarted", err)
+	}
+	var rewritten atomic.Bool
+	s.setHook(func(ctx context.Context, op, key string, _ []byte) error {
+		if op == "update" && strings.HasPrefix(key, stepKeys) && rewritten.CompareAndSwap(false, true) {
+			cur, err := s.Store.Get(ctx, key)
+			if err != nil {
+				return err
+			}
+			_, err = s.Store.Update(ctx, key, cur.Version, cur.Value, store.Never)
+			return err
+		}
+		return nil
+	})
+	result := receipt{Order: j.order.ID, Ref: "rcpt-by-hand"}
+	out, err := checkpoint.RecoverGuardedStep(i.ctx(), j.gate(t, i), i.step, j.occ, result)
+	if !rewritten.Load() {
+		t.Fatal("the recovery never claimed the occurrence")
+	}
+	wantStatus(t, out, err, checkpoint.Completed, "")
+	if out.Result != result {
+		t.Errorf("result %+v, want %+v", out.Result, result)
+	}
+	j.wantCounts(t, 1, 1)
 }
