@@ -228,10 +228,12 @@ func (c *counts) get(id string) (effects, advances int) {
 	return c.effects[id], c.advance[id]
 }
 
-// behaviour scripts an instance's effect and advance.
+// behaviour scripts an instance's effect, after context and advance.
 type behaviour struct {
-	effect  func(ctx context.Context, o order) (receipt, error) // nil: the default one
-	advance func(ctx context.Context, o order, r receipt) error
+	effect    func(ctx context.Context, o order) (receipt, error) // nil: the default one
+	after     func(o order, r receipt) (any, error)               // nil: the default one
+	advance   func(ctx context.Context, o order, r receipt) error
+	noAdvance bool // the step defines no Advance
 }
 
 // owner is a stand-in agent for Define.
@@ -283,12 +285,15 @@ func (w *world) instance(b behaviour, opts ...func(*checkpoint.Config)) *instanc
 			return receipt{Order: o.ID, Ref: "rcpt-" + o.ID}, nil
 		}
 	}
-	step := checkpoint.Define(owner{reg}, stepName, checkpoint.Funcs[order, receipt]{
+	f := checkpoint.Funcs[order, receipt]{
 		Effect: func(ctx context.Context, o order) (receipt, error) {
 			w.counts.add(&w.counts.effects, o.ID)
 			return effect(ctx, o)
 		},
 		AfterContext: func(o order, r receipt) (any, error) {
+			if b.after != nil {
+				return b.after(o, r)
+			}
 			return map[string]any{"operation": "charge", "order": o.ID, "receipt": r.Ref}, nil
 		},
 		Advance: func(ctx context.Context, o order, r receipt) error {
@@ -298,7 +303,11 @@ func (w *world) instance(b behaviour, opts ...func(*checkpoint.Config)) *instanc
 			}
 			return nil
 		},
-	})
+	}
+	if b.noAdvance {
+		f.Advance = nil
+	}
+	step := checkpoint.Define(owner{reg}, stepName, f)
 	if err := reg.Err(); err != nil {
 		w.t.Fatal(err)
 	}

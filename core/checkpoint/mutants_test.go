@@ -1236,3 +1236,111 @@ func TestRecoveryReadsTheOccurrenceAgainAfterALostClaim(t *testing.T) {
 	}
 	j.wantCounts(t, 1, 1)
 }
+
+// A context holding a number past float64's range (the reference writes it Infinity, which is no
+// JSON) is refused before anything is stored or sent, whether context.* secret_refs are removed
+// from it or not.
+func TestRecordRefusesAContextPastFloatRange(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		refs []string
+		want string
+	}{
+		{"no secret_refs", nil, "checkpoint: encode the occurrence: json: error calling MarshalJSON for type json.RawMessage: invalid character 'I' looking for beginning of value"},
+		{"a context.* secret_ref", []string{"context.customer.card"}, "checkpoint: invalid character 'I' looking for beginning of value"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := memoryWorld(t, nil)
+			i := w.instance(behaviour{})
+			j := w.job()
+			g, err := checkpoint.FromJobStart(i.ctx(), j.req, checkpoint.WithSecretRefs(c.refs...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := map[string]any{"operation": "charge", "amount": json.RawMessage("1e400")}
+			if _, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, j.occ, before, j.order); err == nil || err.Error() != c.want {
+				t.Fatalf("run: %v, want %q", err, c.want)
+			}
+			if n, calls := len(records(t, w.store, stepKeys)), len(w.studio.allCalls()); n != 0 || calls != 0 {
+				t.Errorf("%d occurrence records stored, %d checkpoints sent; want none", n, calls)
+			}
+		})
+	}
+}
+
+// An after context that fails, or is no JSON object, fails the run after the effect: the
+// result is recorded, no after checkpoint is sent, and the step waits to be retried.
+func TestRecordAfterContextRefused(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		after func(order, receipt) (any, error)
+		want  string
+	}{
+		{"an error", func(order, receipt) (any, error) { return nil, errBoom }, `checkpoint: after context of step "charge": boom`},
+		{"no object", func(order, receipt) (any, error) { return []int{1}, nil }, "checkpoint: a checkpoint context must be a JSON object"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := memoryWorld(t, nil)
+			i := w.instance(behaviour{after: c.after})
+			j := w.job()
+			if _, err := j.run(t, i); err == nil || err.Error() != c.want {
+				t.Fatalf("run: %v, want %q", err, c.want)
+			}
+			if n := len(w.studio.callsOf(j.occ.OccurrenceID)); n != 1 {
+				t.Errorf("%d checkpoint calls, want the before checkpoint only", n)
+			}
+			j.wantCounts(t, 1, 0)
+			st, err := checkpoint.StepState(i.ctx(), i.step, j.occ)
+			wantStatus(t, st, err, checkpoint.Running, "")
+			if !st.HasResult {
+				t.Error("the effect's result is not recorded")
+			}
+		})
+	}
+}
+
+// A recovery of an occurrence whose after checkpoint was never answered computes the after
+// context again: when AfterContext fails, or gives no JSON object, the recovery fails with that
+// error and sends nothing.
+func TestRecoveryAfterContextRefused(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		after func(order, receipt) (any, error)
+		want  string
+	}{
+		{"an error", func(order, receipt) (any, error) { return nil, errBoom }, `checkpoint: after context of step "charge": boom`},
+		{"no object", func(order, receipt) (any, error) { return []int{1}, nil }, "checkpoint: a checkpoint context must be a JSON object"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := memoryWorld(t, nil)
+			a := w.instance(behaviour{})
+			j := w.job()
+			w.studio.failPhase("after", 1)
+			if _, err := j.run(t, a); !errors.Is(err, checkpoint.ErrRequestFailed) {
+				t.Fatalf("run: %v, want ErrRequestFailed", err)
+			}
+			b := w.instance(behaviour{after: c.after})
+			result := receipt{Order: j.order.ID, Ref: "rcpt-" + j.order.ID}
+			if _, err := checkpoint.RecoverGuardedStep(b.ctx(), j.gate(t, b), b.step, j.occ, result); err == nil || err.Error() != c.want {
+				t.Fatalf("recovery: %v, want %q", err, c.want)
+			}
+			if n := len(w.studio.callsOf(j.occ.OccurrenceID)); n != 2 {
+				t.Errorf("%d checkpoint calls, want the first two only", n)
+			}
+			j.wantCounts(t, 1, 0)
+		})
+	}
+}
+
+// A step that defines no Advance completes once the after checkpoint allows it.
+func TestRecordStepWithoutAdvanceCompletes(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{noAdvance: true})
+	j := w.job()
+	out, err := j.run(t, i)
+	wantStatus(t, out, err, checkpoint.Completed, "")
+	j.wantCounts(t, 1, 0)
+	if st, err := checkpoint.StepState(i.ctx(), i.step, j.occ); err != nil || st.Status != checkpoint.Completed {
+		t.Errorf("state: %+v, %v", st, err)
+	}
+}
