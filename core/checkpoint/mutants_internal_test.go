@@ -78,3 +78,42 @@ func TestStoreKeyPrefixesEachPartsLength(t *testing.T) {
 		t.Errorf("two tuples share the key %s", a)
 	}
 }
+
+// TestGateTokenSealNeedsASecret: without a secret (no SUPERVAIZE_API_KEY) a token is neither
+// sealed nor opened: the error names the missing key.
+func TestGateTokenSealNeedsASecret(t *testing.T) {
+	const want = "checkpoint: no secret to seal checkpoint tokens with (SUPERVAIZE_API_KEY)"
+	if b, err := seal(nil, "token", "key-1"); err == nil || err.Error() != want || b != nil {
+		t.Errorf("seal: %q, %v; want %q", b, err, want)
+	}
+	sealed, err := seal([]byte("secret"), "token", "key-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := open(nil, sealed, "key-1"); err == nil || err.Error() != want || got != "" {
+		t.Errorf("open: %q, %v; want %q", got, err, want)
+	}
+}
+
+// TestCanonicalRefusals: canonical encoding refuses what is not one JSON value, a number it
+// cannot read and a Go value it was not decoded from JSON as, at any depth, naming it.
+func TestCanonicalRefusals(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		got  func() ([]byte, error)
+		want string
+	}{
+		{"a value that does not encode", func() ([]byte, error) { return canonicalJSON(func() {}) }, "json: unsupported type: func()"},
+		{"no JSON", func() ([]byte, error) { return canonicalize([]byte("{")) }, "unexpected EOF"},
+		{"two values", func() ([]byte, error) { return canonicalize([]byte("1 2")) }, "more than one JSON value"},
+		{"no number", func() ([]byte, error) { return appendPyNumber(nil, "one") }, `number "one": strconv.ParseFloat: parsing "one": invalid syntax`},
+		{"a Go int", func() ([]byte, error) { return appendCanonical(nil, 1) }, "unexpected JSON value int"},
+		{"in an array", func() ([]byte, error) { return appendCanonical(nil, []any{"a", 1}) }, "unexpected JSON value int"},
+		{"in an object", func() ([]byte, error) { return appendCanonical(nil, map[string]any{"a": 1}) }, "unexpected JSON value int"},
+	} {
+		b, err := c.got()
+		if err == nil || err.Error() != c.want || b != nil {
+			t.Errorf("%s: %q, %v; want %q", c.name, b, err, c.want)
+		}
+	}
+}
