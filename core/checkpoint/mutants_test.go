@@ -114,8 +114,9 @@ func TestFromJobStartAgainWritesOnlyANewerToken(t *testing.T) {
 	w.noSecrets(t)
 }
 
-// startWithToken delivers the job's job.start (again) with token as its checkpoint token.
-func (j *job) startWithToken(t *testing.T, i *instance, token string) {
+// startWithToken delivers the job's job.start (again) with token as its checkpoint token and
+// returns its gate.
+func (j *job) startWithToken(t *testing.T, i *instance, token string) *checkpoint.Gate {
 	t.Helper()
 	var in map[string]any
 	if err := json.Unmarshal(j.req.Input, &in); err != nil {
@@ -123,7 +124,7 @@ func (j *job) startWithToken(t *testing.T, i *instance, token string) {
 	}
 	in["rule_snapshot"].(map[string]any)["checkpoint_token"] = token
 	j.req.Input, _ = json.Marshal(in)
-	j.gate(t, i)
+	return j.gate(t, i)
 }
 
 // tokenSent runs the job's step, paused at its before checkpoint, under the gate JobGate gives
@@ -552,7 +553,6 @@ func failNth(prefix string, n int32, gets *atomic.Int32) func(context.Context, s
 // check the decision against it, and once the step has gone on, for the answer; the second
 // read failing answers the error too, though the step went on.
 func TestResumeAnswersAFailedRead(t *testing.T) {
-	const gateKeys = "rulecheckpoint/v1/gate/"
 	for _, c := range []struct {
 		name     string
 		prefix   string
@@ -1343,4 +1343,215 @@ func TestRecordStepWithoutAdvanceCompletes(t *testing.T) {
 	if st, err := checkpoint.StepState(i.ctx(), i.step, j.occ); err != nil || st.Status != checkpoint.Completed {
 		t.Errorf("state: %+v, %v", st, err)
 	}
+}
+
+const gateKeys = "rulecheckpoint/v1/gate/"
+
+// A job.start delivered again gives a gate bound to its job, whether the stored gate was kept
+// (the same token) or replaced (a newer one).
+func TestFromJobStartAgainBindsItsGate(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	j.gate(t, i)
+	if g := j.gate(t, i); g.JobID() != j.occ.JobID {
+		t.Errorf("the same job.start again: gate of job %q, want %q", g.JobID(), j.occ.JobID)
+	}
+	newer := j.token + "-newer"
+	w.tokens = append(w.tokens, newer)
+	if g := j.startWithToken(t, i, newer); g.JobID() != j.occ.JobID {
+		t.Errorf("a newer token: gate of job %q, want %q", g.JobID(), j.occ.JobID)
+	}
+}
+
+// A job.start whose job_id is empty stores no gate: its first step binds it.
+func TestFromJobStartWithAnEmptyJobIDStoresNoGate(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	empty := ""
+	j.req.JobID = &empty
+	if g := j.gate(t, i); g.JobID() != "" {
+		t.Errorf("gate of job %q, want none", g.JobID())
+	}
+	if n := len(records(t, w.store, gateKeys)); n != 0 {
+		t.Errorf("%d gate records stored", n)
+	}
+}
+
+// A gate without secret_refs has an empty list of them, not none: as the gate gives it, as it is
+// stored for the job and as it is sent to Studio.
+func TestGateWithoutSecretRefsHasAnEmptyList(t *testing.T) {
+	w := memoryWorld(t, map[string]string{"before": "pause"})
+	i := w.instance(behaviour{})
+	j := w.job()
+	g, err := checkpoint.FromJobStart(i.ctx(), j.req, checkpoint.WithSecretRefs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs := g.SecretRefs(); refs == nil || len(refs) != 0 {
+		t.Errorf("SecretRefs() = %#v, want an empty list", refs)
+	}
+	if it := gateRecordOf(t, w.store, j.occ.JobID); !strings.Contains(string(it.Value), `"secret_refs":[]`) {
+		t.Errorf("gate record %s, want secret_refs []", it.Value)
+	}
+	out, err := checkpoint.RunGuardedStep(i.ctx(), g, i.step, j.occ, j.before(), j.order)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	calls := w.studio.callsOf(j.occ.OccurrenceID)
+	if len(calls) != 1 || !strings.Contains(calls[0].Raw, `"secret_refs":[]`) {
+		t.Errorf("checkpoint bodies %+v, want one with secret_refs []", calls)
+	}
+}
+
+// noSecret is a Studio connection without a key to seal tokens with.
+type noSecret struct{ checkpoint.Studio }
+
+func (noSecret) TokenSecret() []byte { return nil }
+
+// A gate that cannot be stored fails FromJobStart: without a key to seal its token, or when the
+// store fails.
+func TestFromJobStartCannotStoreTheGate(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		fails bool // the store fails
+		want  string
+	}{
+		{"no key", false, "checkpoint: no secret to seal checkpoint tokens with (SUPERVAIZE_API_KEY)"},
+		{"the store fails", true, "checkpoint: store the gate of job %q: boom"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newHookStore(t)
+			w := newWorld(t, s, nil)
+			i := w.instance(behaviour{}, func(cfg *checkpoint.Config) {
+				if !c.fails {
+					cfg.Studio = noSecret{cfg.Studio}
+				}
+			})
+			j := w.job()
+			s.setHook(func(_ context.Context, op, key string, _ []byte) error {
+				if c.fails && op == "create" && strings.HasPrefix(key, gateKeys) {
+					return errBoom
+				}
+				return nil
+			})
+			want := c.want
+			if c.fails {
+				want = fmt.Sprintf(c.want, j.occ.JobID)
+			}
+			if g, err := checkpoint.FromJobStart(i.ctx(), j.req); err == nil || err.Error() != want {
+				t.Fatalf("FromJobStart: %v, %v; want %q", g, err, want)
+			}
+		})
+	}
+}
+
+// JobGate needs a handler's scope and a job id, and answers a failed read of the gate with the
+// store's error.
+func TestJobGateRefusals(t *testing.T) {
+	s := newHookStore(t)
+	w := newWorld(t, s, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	j.gate(t, i)
+	s.setHook(func(_ context.Context, op, key string, _ []byte) error {
+		if op == "get" && strings.HasPrefix(key, gateKeys) {
+			return errBoom
+		}
+		return nil
+	})
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		job  string
+		want string
+	}{
+		{"outside a handler", context.Background(), j.occ.JobID, checkpoint.ErrNoScope.Error()},
+		{"no job id", i.ctx(), "", "checkpoint: JobGate needs a job id"},
+		{"the read fails", i.ctx(), j.occ.JobID, fmt.Sprintf("checkpoint: read the gate of job %q: boom", j.occ.JobID)},
+	} {
+		if g, err := checkpoint.JobGate(c.ctx, c.job); err == nil || err.Error() != c.want || g != nil {
+			t.Errorf("%s: %v, %v; want %q", c.name, g, err, c.want)
+		}
+	}
+}
+
+// A handler's scope needs a service, a registry and a verified workspace; the service needs a
+// store.
+func TestScopeRefusals(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{})
+	noStore := checkpoint.NewService(checkpoint.Config{Studio: w.studio.client(t)})
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		want string
+	}{
+		{"no service", checkpoint.NewContext(context.Background(), nil, i.reg, agentSlug, w.ws), checkpoint.ErrNoScope.Error()},
+		{"no registry", checkpoint.NewContext(context.Background(), i.svc, nil, agentSlug, w.ws), checkpoint.ErrNoScope.Error()},
+		{"no workspace", checkpoint.NewContext(context.Background(), i.svc, i.reg, agentSlug, ""), checkpoint.ErrNoScope.Error() + " (this call has no verified workspace)"},
+		{"no store", checkpoint.NewContext(context.Background(), noStore, i.reg, agentSlug, w.ws),
+			"rule checkpoints need the controller's store (core.Config.Store; package config opens the one SUPERVAIZER_STORE names)"},
+	} {
+		if g, err := checkpoint.JobGate(c.ctx, "job-1"); err == nil || err.Error() != c.want || g != nil {
+			t.Errorf("%s: %v, %v; want %q", c.name, g, err, c.want)
+		}
+	}
+}
+
+// A service configured without a logger logs to slog's default: a resume, which logs, runs.
+func TestServiceWithoutALogger(t *testing.T) {
+	w := memoryWorld(t, map[string]string{"before": "pause"})
+	i := w.instance(behaviour{}, func(c *checkpoint.Config) { c.Logger = nil })
+	j := w.job()
+	out, err := j.run(t, i)
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	if res, err := j.resume(t, i, "before", "allow"); err != nil || res != resumed(j.occ.JobID, "allow", out.CheckpointID) {
+		t.Fatalf("resume: %s, %v", res, err)
+	}
+}
+
+// Define without a registry (an owner that has none) returns the step, registering nothing; a
+// nil registry has no steps and no mistakes. A step name is at most 200 printable characters.
+func TestDefineNamesAndNoRegistry(t *testing.T) {
+	funcs := checkpoint.Funcs[order, receipt]{
+		Effect:       func(context.Context, order) (receipt, error) { return receipt{}, nil },
+		AfterContext: func(order, receipt) (any, error) { return map[string]any{}, nil },
+	}
+	var none *checkpoint.Registry
+	if s := checkpoint.Define(owner{none}, "x", funcs); s.Name() != "x" || none.Err() != nil || none.Len() != 0 {
+		t.Errorf("no registry: step %q, %v, %d steps", s.Name(), none.Err(), none.Len())
+	}
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{
+		{strings.Repeat("n", 200), true},
+		{strings.Repeat("n", 201), false},
+		{"tab\there", false},
+	} {
+		reg := checkpoint.NewRegistry(rules())
+		checkpoint.Define(owner{reg}, c.name, funcs)
+		if err := reg.Err(); (err == nil) != c.ok || !c.ok && !strings.Contains(err.Error(), "a step name is 1 to 200 printable characters") {
+			t.Errorf("name of %d bytes %.12q: %v", len(c.name), c.name, err)
+		}
+	}
+}
+
+// An effect whose result does not encode as JSON fails the run: the effect ran, its result is
+// not recorded, the step needs recovery.
+func TestRecordResultThatDoesNotEncode(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	s := checkpoint.Define(owner{i.reg}, "callback", checkpoint.Funcs[order, func()]{
+		Effect:       func(context.Context, order) (func(), error) { return func() {}, nil },
+		AfterContext: func(order, func()) (any, error) { return map[string]any{}, nil },
+	})
+	_, err := checkpoint.RunGuardedStep(i.ctx(), j.gate(t, i), s, j.occ, j.before(), j.order)
+	const want = `rule-gated effect of step "callback" failed; it is never run again for this occurrence (Started rule-gated effect requires an explicit recovery handler): encode the result of guarded step "callback": json: unsupported type: func()`
+	if !errors.Is(err, checkpoint.ErrEffectStarted) || err.Error() != want {
+		t.Fatalf("run: %v, want %q", err, want)
+	}
+	st, err := checkpoint.StepState(i.ctx(), s, j.occ)
+	wantStatus(t, st, err, checkpoint.RecoveryRequired, "")
 }
