@@ -1555,3 +1555,118 @@ func TestRecordResultThatDoesNotEncode(t *testing.T) {
 	st, err := checkpoint.StepState(i.ctx(), s, j.occ)
 	wantStatus(t, st, err, checkpoint.RecoveryRequired, "")
 }
+
+// A resume continues the occurrence on the instance that receives it, with the step defined
+// there and the job's gate read from the store. When it cannot go on (the step is not defined
+// on that instance, the gate cannot be read, or names another snapshot than the occurrence),
+// the resume still answers the decision and logs why the step did not complete; nothing runs
+// past that point. When it can, it reads the job's gate once for the whole step.
+func TestResumeOnAnInstanceThatCannotGoOn(t *testing.T) {
+	type stage int
+	const (
+		pausedBefore stage = iota // the before checkpoint answered pause
+		pausedAfter               // the after checkpoint answered pause
+		checking                  // the before checkpoint's answer (pause) was lost
+		effectDone                // the effect's result is recorded, the after checkpoint not sent
+	)
+	failRead := func(context.Context, *hookStore, string) error { return errBoom }
+	otherSnapshot := func(ctx context.Context, s *hookStore, key string) error {
+		cur, err := s.Store.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		var rec map[string]any
+		if err := json.Unmarshal(cur.Value, &rec); err != nil {
+			return err
+		}
+		rec["snapshot_hash"] = "snapshot-hash-2"
+		b, _ := json.Marshal(rec)
+		_, err = s.Store.Update(ctx, key, cur.Version, b, store.Never)
+		return err
+	}
+	for _, c := range []struct {
+		name     string
+		at       stage
+		noStep   bool                                                      // the resuming instance does not define the step
+		gateRead func(ctx context.Context, s *hookStore, key string) error // before the step's read of the gate
+		status   string                                                    // the resume's answer
+		log      string                                                    // in the error logged; "" for none
+		effects  int
+		advances int
+	}{
+		{"goes on", pausedBefore, false, nil, "allow", "", 1, 1},
+		{"no step, before the effect", pausedBefore, true, nil, "allow", `guarded step \"charge\" is not defined on agent \"pay-agent\" in this instance`, 0, 0},
+		{"no step, before the after context", effectDone, true, nil, "allow", `guarded step \"charge\" is not defined`, 1, 0},
+		{"no step, before the advance", pausedAfter, true, nil, "allow", `guarded step \"charge\" is not defined`, 1, 0},
+		{"no gate, before the effect", pausedBefore, false, failRead, "allow", "boom", 0, 0},
+		{"no gate, before the checkpoint", checking, false, failRead, checkpoint.StatusPendingDelivery, "boom", 0, 0},
+		{"no gate, before the after context", effectDone, false, failRead, "allow", "boom", 1, 0},
+		{"a gate of another snapshot", pausedBefore, false, otherSnapshot, "allow", checkpoint.ErrRetrySnapshot.Error(), 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newHookStore(t)
+			decide := map[string]string{"before": "pause"}
+			phase := "before"
+			switch c.at {
+			case pausedAfter:
+				decide, phase = map[string]string{"after": "pause"}, "after"
+			case effectDone:
+				decide = nil
+			}
+			w := newWorld(t, s, decide)
+			a := w.instance(behaviour{})
+			j := w.job()
+			switch c.at {
+			case checking:
+				w.studio.loseAnswer("before", 1)
+				if _, err := j.run(t, a); !errors.Is(err, checkpoint.ErrRequestFailed) {
+					t.Fatalf("run: %v, want ErrRequestFailed", err)
+				}
+			case effectDone:
+				// The write that follows the recorded result fails: the run stops there.
+				s.setHook(func(_ context.Context, op, key string, value []byte) error {
+					if op == "update" && strings.HasPrefix(key, stepKeys) && strings.Contains(string(value), `"state":"after_checking"`) {
+						return errBoom
+					}
+					return nil
+				})
+				if _, err := j.run(t, a); !errors.Is(err, errBoom) {
+					t.Fatalf("run: %v, want the failed write", err)
+				}
+			default:
+				out, err := j.run(t, a)
+				wantStatus(t, out, err, checkpoint.Awaiting, phase)
+			}
+			ctx := w.instance(behaviour{}).ctx()
+			if c.noStep {
+				ctx = checkpoint.NewContext(context.Background(), a.svc, checkpoint.NewRegistry(rules()), agentSlug, w.ws)
+			}
+			var gateGets atomic.Int32
+			s.setHook(func(ctx context.Context, op, key string, _ []byte) error {
+				// The resume reads the gate first to check the decision, then for the step.
+				if op == "get" && strings.HasPrefix(key, gateKeys) && gateGets.Add(1) == 2 && c.gateRead != nil {
+					return c.gateRead(ctx, s, key)
+				}
+				return nil
+			})
+			logged := w.logs.Len()
+			ans, _ := w.studio.answer(j.occ.OccurrenceID, phase)
+			res, err := checkpoint.Resume(ctx, resumeRequestFor(j.occ, phase, "allow", ans))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := contract.AppendJSON(nil, res); string(b) != resumed(j.occ.JobID, c.status, ans.CheckpointID) {
+				t.Errorf("resume: %s, want status %s", b, c.status)
+			}
+			logs := w.logs.String()[logged:]
+			failed := strings.Contains(logs, "the step did not complete after the decision")
+			if failed != (c.log != "") || c.log != "" && !strings.Contains(logs, c.log) {
+				t.Errorf("logs, want the step's failure %q:\n%s", c.log, logs)
+			}
+			j.wantCounts(t, c.effects, c.advances)
+			if c.gateRead == nil && !c.noStep && gateGets.Load() != 2 {
+				t.Errorf("%d reads of the gate, want 2", gateGets.Load())
+			}
+		})
+	}
+}
