@@ -1670,3 +1670,39 @@ func TestResumeOnAnInstanceThatCannotGoOn(t *testing.T) {
 		})
 	}
 }
+
+// A resume that cannot keep its decision (the store fails) answers the store's error, whether
+// the checkpoint waits on a pause or on its answer: the step does not go on.
+func TestResumeCannotKeepTheDecision(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		t.Run(fmt.Sprint("answer lost: ", lost), func(t *testing.T) {
+			s := newHookStore(t)
+			w := newWorld(t, s, map[string]string{"before": "pause"})
+			i := w.instance(behaviour{})
+			j := w.job()
+			if lost {
+				w.studio.loseAnswer("before", 1)
+				if _, err := j.run(t, i); !errors.Is(err, checkpoint.ErrRequestFailed) {
+					t.Fatalf("run: %v, want ErrRequestFailed", err)
+				}
+			} else {
+				out, err := j.run(t, i)
+				wantStatus(t, out, err, checkpoint.Awaiting, "before")
+			}
+			s.setHook(func(_ context.Context, op, key string, _ []byte) error {
+				if op == "create" && strings.HasPrefix(key, decisionKeys) {
+					return errBoom
+				}
+				return nil
+			})
+			res, err := j.resume(t, i, "before", "allow")
+			if !errors.Is(err, errBoom) || err.Error() != "checkpoint: keep the decision: boom" {
+				t.Fatalf("resume: %s, %v; want the store's error", res, err)
+			}
+			j.wantCounts(t, 0, 0)
+			if n := len(w.studio.callsOf(j.occ.OccurrenceID)); n != 1 {
+				t.Errorf("%d checkpoint calls, want the first only", n)
+			}
+		})
+	}
+}
