@@ -1706,3 +1706,56 @@ func TestResumeCannotKeepTheDecision(t *testing.T) {
 		})
 	}
 }
+
+// A holder that finds, once it let the paused occurrence go, a decision kept for it, takes the
+// occurrence back to apply it; when another instance took the occurrence in between (its claim
+// loses), the run answers Awaiting without error: the decision is that instance's business now.
+func TestRecordHolderLosesTheOccurrenceAfterLettingGo(t *testing.T) {
+	s := newHookStore(t)
+	w := newWorld(t, s, map[string]string{"before": "pause"})
+	// A manual clock that never moves: A's lease cannot lapse on a slow machine.
+	clock := newManualClock()
+	a, b := w.instance(behaviour{}, clock.frozen(0)), w.instance(behaviour{}, clock.frozen(0))
+	j := w.job()
+	var looks atomic.Int32
+	var delivered atomic.Bool
+	var early string
+	var earlyErr error
+	s.setHook(func(ctx context.Context, op, key string, _ []byte) error {
+		switch {
+		case op == "update" && strings.HasPrefix(key, stepKeys) && looks.Load() == 1 && delivered.CompareAndSwap(false, true):
+			// As A lets go, the decision arrives: kept for A, which still holds the occurrence.
+			early, earlyErr = j.resume(t, b, "before", "allow")
+		case op == "get" && strings.HasPrefix(key, decisionKeys) && looks.Add(1) == 2:
+			// A looks again; meanwhile another instance writes the occurrence (unchanged).
+			key := stepKeyOf(t, s)
+			cur, err := s.Store.Get(ctx, key)
+			if err != nil {
+				return err
+			}
+			_, err = s.Store.Update(ctx, key, cur.Version, cur.Value, store.Never)
+			return err
+		}
+		return nil
+	})
+	out, err := j.run(t, a)
+	if !delivered.Load() || looks.Load() != 2 {
+		t.Fatalf("the decision was delivered: %v; A looked %d times, want 2", delivered.Load(), looks.Load())
+	}
+	ans, _ := w.studio.answer(j.occ.OccurrenceID, "before")
+	if earlyErr != nil || early != resumed(j.occ.JobID, checkpoint.StatusPendingDelivery, ans.CheckpointID) {
+		t.Errorf("resume while A holds the occurrence: %s, %v", early, earlyErr)
+	}
+	wantStatus(t, out, err, checkpoint.Awaiting, "before")
+	j.wantCounts(t, 0, 0)
+}
+
+// stepKeyOf returns the store key of the only occurrence record in s.
+func stepKeyOf(t *testing.T, s *hookStore) string {
+	t.Helper()
+	recs := records(t, s.Store, stepKeys)
+	if len(recs) != 1 {
+		t.Fatalf("%d occurrence records, want 1", len(recs))
+	}
+	return recs[0].Key
+}
