@@ -1556,11 +1556,23 @@ func TestRecordResultThatDoesNotEncode(t *testing.T) {
 	wantStatus(t, st, err, checkpoint.RecoveryRequired, "")
 }
 
+// otherOrder and otherReceipt are the test step's input and result as another build of the
+// agent declares them: the stored JSON does not decode into them.
+type (
+	otherOrder struct {
+		ID int `json:"id"`
+	}
+	otherReceipt struct {
+		Order int `json:"order"`
+	}
+)
+
 // A resume continues the occurrence on the instance that receives it, with the step defined
 // there and the job's gate read from the store. When it cannot go on (the step is not defined
 // on that instance, the gate cannot be read, or names another snapshot than the occurrence),
 // the resume still answers the decision and logs why the step did not complete; nothing runs
-// past that point. When it can, it reads the job's gate once for the whole step.
+// past that point. So too when the instance defines the step with other types, in which the
+// stored input or result does not decode. When it can, it reads the job's gate once for the whole step.
 func TestResumeOnAnInstanceThatCannotGoOn(t *testing.T) {
 	type stage int
 	const (
@@ -1584,24 +1596,43 @@ func TestResumeOnAnInstanceThatCannotGoOn(t *testing.T) {
 		_, err = s.Store.Update(ctx, key, cur.Version, b, store.Never)
 		return err
 	}
+	// The step as another build of the agent defines it: other input or result types.
+	otherInput := func(reg *checkpoint.Registry) {
+		checkpoint.Define(owner{reg}, stepName, checkpoint.Funcs[otherOrder, receipt]{
+			Effect:       func(context.Context, otherOrder) (receipt, error) { return receipt{}, nil },
+			AfterContext: func(otherOrder, receipt) (any, error) { return map[string]any{}, nil },
+		})
+	}
+	otherResult := func(reg *checkpoint.Registry) {
+		checkpoint.Define(owner{reg}, stepName, checkpoint.Funcs[order, otherReceipt]{
+			Effect:       func(context.Context, order) (otherReceipt, error) { return otherReceipt{}, nil },
+			AfterContext: func(order, otherReceipt) (any, error) { return map[string]any{}, nil },
+			Advance:      func(context.Context, order, otherReceipt) error { return nil },
+		})
+	}
 	for _, c := range []struct {
 		name     string
 		at       stage
 		noStep   bool                                                      // the resuming instance does not define the step
+		define   func(*checkpoint.Registry)                                // how it defines it, if otherwise than the test's
 		gateRead func(ctx context.Context, s *hookStore, key string) error // before the step's read of the gate
 		status   string                                                    // the resume's answer
 		log      string                                                    // in the error logged; "" for none
 		effects  int
 		advances int
+		state    checkpoint.Status // where the step stands after
 	}{
-		{"goes on", pausedBefore, false, nil, "allow", "", 1, 1},
-		{"no step, before the effect", pausedBefore, true, nil, "allow", `guarded step \"charge\" is not defined on agent \"pay-agent\" in this instance`, 0, 0},
-		{"no step, before the after context", effectDone, true, nil, "allow", `guarded step \"charge\" is not defined`, 1, 0},
-		{"no step, before the advance", pausedAfter, true, nil, "allow", `guarded step \"charge\" is not defined`, 1, 0},
-		{"no gate, before the effect", pausedBefore, false, failRead, "allow", "boom", 0, 0},
-		{"no gate, before the checkpoint", checking, false, failRead, checkpoint.StatusPendingDelivery, "boom", 0, 0},
-		{"no gate, before the after context", effectDone, false, failRead, "allow", "boom", 1, 0},
-		{"a gate of another snapshot", pausedBefore, false, otherSnapshot, "allow", checkpoint.ErrRetrySnapshot.Error(), 0, 0},
+		{"goes on", pausedBefore, false, nil, nil, "allow", "", 1, 1, checkpoint.Completed},
+		{"no step, before the effect", pausedBefore, true, nil, nil, "allow", `guarded step \"charge\" is not defined on agent \"pay-agent\" in this instance`, 0, 0, checkpoint.Running},
+		{"no step, before the after context", effectDone, true, nil, nil, "allow", `guarded step \"charge\" is not defined`, 1, 0, checkpoint.Running},
+		{"no step, before the advance", pausedAfter, true, nil, nil, "allow", `guarded step \"charge\" is not defined`, 1, 0, checkpoint.Running},
+		{"no gate, before the effect", pausedBefore, false, nil, failRead, "allow", "boom", 0, 0, checkpoint.Running},
+		{"no gate, before the checkpoint", checking, false, nil, failRead, checkpoint.StatusPendingDelivery, "boom", 0, 0, checkpoint.Running},
+		{"no gate, before the after context", effectDone, false, nil, failRead, "allow", "boom", 1, 0, checkpoint.Running},
+		{"a gate of another snapshot", pausedBefore, false, nil, otherSnapshot, "allow", checkpoint.ErrRetrySnapshot.Error(), 0, 0, checkpoint.Running},
+		{"another input type, before the effect", pausedBefore, false, otherInput, nil, "allow", `decode the stored input of guarded step \"charge\"`, 0, 0, checkpoint.RecoveryRequired},
+		{"another result type, before the after context", effectDone, false, otherResult, nil, "allow", `decode the stored result of guarded step \"charge\"`, 1, 0, checkpoint.Running},
+		{"another result type, before the advance", pausedAfter, false, otherResult, nil, "allow", `decode the stored result of guarded step \"charge\"`, 1, 0, checkpoint.RecoveryRequired},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newHookStore(t)
@@ -1638,8 +1669,12 @@ func TestResumeOnAnInstanceThatCannotGoOn(t *testing.T) {
 				wantStatus(t, out, err, checkpoint.Awaiting, phase)
 			}
 			ctx := w.instance(behaviour{}).ctx()
-			if c.noStep {
-				ctx = checkpoint.NewContext(context.Background(), a.svc, checkpoint.NewRegistry(rules()), agentSlug, w.ws)
+			if c.noStep || c.define != nil {
+				reg := checkpoint.NewRegistry(rules())
+				if c.define != nil {
+					c.define(reg)
+				}
+				ctx = checkpoint.NewContext(context.Background(), a.svc, reg, agentSlug, w.ws)
 			}
 			var gateGets atomic.Int32
 			s.setHook(func(ctx context.Context, op, key string, _ []byte) error {
@@ -1664,7 +1699,10 @@ func TestResumeOnAnInstanceThatCannotGoOn(t *testing.T) {
 				t.Errorf("logs, want the step's failure %q:\n%s", c.log, logs)
 			}
 			j.wantCounts(t, c.effects, c.advances)
-			if c.gateRead == nil && !c.noStep && gateGets.Load() != 2 {
+			if st, err := checkpoint.StepState(a.ctx(), a.step, j.occ); err != nil || st.Status != c.state {
+				t.Errorf("the step after the resume: %+v, %v; want %s", st, err, c.state)
+			}
+			if c.gateRead == nil && !c.noStep && c.define == nil && gateGets.Load() != 2 {
 				t.Errorf("%d reads of the gate, want 2", gateGets.Load())
 			}
 		})
