@@ -1797,3 +1797,43 @@ func stepKeyOf(t *testing.T, s *hookStore) string {
 	}
 	return recs[0].Key
 }
+
+// A gate record that does not decode is an error for JobGate and for a job.start delivered
+// again: never a job that is not governed, nor a gate replaced blindly.
+func TestGateRecordUnreadable(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	j.gate(t, i)
+	it := gateRecordOf(t, w.store, j.occ.JobID)
+	if _, err := w.store.Update(context.Background(), it.Key, it.Version, []byte("not json"), store.Never); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("checkpoint: unreadable gate record of job %q: invalid character 'o' in literal null (expecting 'u')", j.occ.JobID)
+	if g, err := checkpoint.JobGate(i.ctx(), j.occ.JobID); err == nil || err.Error() != want {
+		t.Errorf("JobGate: %v, %v; want %q", g, err, want)
+	}
+	if g, err := checkpoint.FromJobStart(i.ctx(), j.req); err == nil || err.Error() != want {
+		t.Errorf("FromJobStart again: %v, %v; want %q", g, err, want)
+	}
+}
+
+// An occurrence whose recorded result does not decode into the step's result type is an error
+// for StepState, naming the step.
+func TestStepStateOfAResultOfAnotherType(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{})
+	j := w.job()
+	out, err := j.run(t, i)
+	wantStatus(t, out, err, checkpoint.Completed, "")
+	reg := checkpoint.NewRegistry(rules())
+	other := checkpoint.Define(owner{reg}, stepName, checkpoint.Funcs[order, otherReceipt]{
+		Effect:       func(context.Context, order) (otherReceipt, error) { return otherReceipt{}, nil },
+		AfterContext: func(order, otherReceipt) (any, error) { return map[string]any{}, nil },
+	})
+	ctx := checkpoint.NewContext(context.Background(), i.svc, reg, agentSlug, w.ws)
+	const want = `checkpoint: decode the recorded result of step "charge": json: cannot unmarshal string into Go struct field otherReceipt.order of type int`
+	if st, err := checkpoint.StepState(ctx, other, j.occ); err == nil || err.Error() != want {
+		t.Errorf("StepState: %+v, %v; want %q", st, err, want)
+	}
+}
