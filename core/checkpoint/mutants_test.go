@@ -1837,3 +1837,21 @@ func TestStepStateOfAResultOfAnotherType(t *testing.T) {
 		t.Errorf("StepState: %+v, %v; want %q", st, err, want)
 	}
 }
+
+// A recovery whose result holds the job's checkpoint token is refused before anything is read
+// or recorded (ErrTokenInContext): the step still needs recovery.
+func TestRecoveryRefusesAResultHoldingTheToken(t *testing.T) {
+	w := memoryWorld(t, nil)
+	i := w.instance(behaviour{effect: func(context.Context, order) (receipt, error) { return receipt{}, errBoom }})
+	j := w.job()
+	if _, err := j.run(t, i); !errors.Is(err, checkpoint.ErrEffectStarted) {
+		t.Fatalf("run: %v, want ErrEffectStarted", err)
+	}
+	leaky := receipt{Order: j.order.ID, Ref: "rcpt-" + j.token}
+	if _, err := checkpoint.RecoverGuardedStep(i.ctx(), j.gate(t, i), i.step, j.occ, leaky); err != checkpoint.ErrTokenInContext {
+		t.Fatalf("recovery: %v, want ErrTokenInContext", err)
+	}
+	st, err := checkpoint.StepState(i.ctx(), i.step, j.occ)
+	wantStatus(t, st, err, checkpoint.RecoveryRequired, "")
+	w.noSecrets(t)
+}
