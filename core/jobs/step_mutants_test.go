@@ -1,5 +1,6 @@
 // Tests written for mutants of step.go (Step, Await, the boundary before a step, a step's
-// failure) that lived in scripts/mutants runs (docs/development.md): each fails on its mutant.
+// failure) and timer.go (Sleep) that lived in scripts/mutants runs (docs/development.md): each
+// fails on its mutant.
 package jobs_test
 
 import (
@@ -87,7 +88,7 @@ func TestInCaseWithoutID(t *testing.T) {
 	}
 }
 
-// TestUnitAfterTheTimeout: a Step or an Await reached once the job's timeout has passed (the
+// TestUnitAfterTheTimeout: a Step, an Await or a Sleep reached once the job's timeout has passed (the
 // clock moved during the step before) neither runs nor waits: the job fails with its timeout.
 func TestUnitAfterTheTimeout(t *testing.T) {
 	for _, tc := range []struct {
@@ -102,6 +103,7 @@ func TestUnitAfterTheTimeout(t *testing.T) {
 			_, err := jobs.Await[review](ctx, "review", contract.Awaiting{})
 			return err
 		}},
+		{"sleep", "nap", func(ctx context.Context, _ *atomic.Int32) error { return jobs.Sleep(ctx, "nap", time.Minute) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, clk := newOwner(), newClock()
@@ -529,5 +531,91 @@ func TestAwaitAnsweredWhileTheStoreFails(t *testing.T) {
 	}
 	if st := stateOf(t, in, job).Job.Status; st != contract.StateCompleted || c.get("after") != 1 {
 		t.Fatalf("job %s, the code after Await ran %d times: want completed, once", st, c.get("after"))
+	}
+}
+
+// TestSleepRefusals: a Sleep named as a recorded Step, or one reached before the steps an
+// earlier delivery recorded, fails the job.
+func TestSleepRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		work func(ctx context.Context, delivery int32) error
+		want string
+	}{
+		{"a step's name", func(ctx context.Context, _ int32) error {
+			if _, err := jobs.Step(ctx, "x", func(context.Context) (int, error) { return 1, nil }); err != nil {
+				return err
+			}
+			return jobs.Sleep(ctx, "x", time.Minute)
+		}, `"error":{"message":"jobs: \"x\" is not a Sleep step: step names are unique within a work"}`},
+		{"off the path", func(ctx context.Context, delivery int32) error {
+			if delivery == 2 {
+				if err := jobs.Sleep(ctx, "other", time.Minute); err != nil {
+					return err
+				}
+				return errors.New("the sleep off the path returned nil")
+			}
+			if _, err := jobs.Step(ctx, "a", func(context.Context) (int, error) { return 1, nil }); err != nil {
+				return err
+			}
+			return jobs.Sleep(ctx, "nap", time.Minute)
+		}, `"error":{"message":"jobs: step \"a\", recorded by an earlier delivery, was not reached by this one`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var deliveries atomic.Int32
+			wantFailed(t, runOnce(t, 2, func(ctx context.Context, _ struct{}) error { return tc.work(ctx, deliveries.Add(1)) }), tc.want)
+		})
+	}
+}
+
+// TestSleepInCase: a Sleep's step shows in the case it was put in once it is over.
+func TestSleepInCase(t *testing.T) {
+	state := runOnce(t, 2, func(ctx context.Context, _ struct{}) error {
+		return jobs.Sleep(ctx, "nap", time.Minute, jobs.InCase("c", "review", "Review"))
+	})
+	want := `{"id":"` + jobs.CaseID(state.Job.ID, "c") + `","lane":"review","title":"Review","status":"completed","metadata":{},"steps":[{"id":"` + jobs.StepID(state.Job.ID, "nap") + `"`
+	if got := mustJSON(t, state); !strings.Contains(got, want) {
+		t.Fatalf("state %s\nwant %s", got, want)
+	}
+}
+
+// TestSleepRecordRefused: a Sleep over whose record the store refuses returns an error: the code
+// after it does not run, and the job fails naming the step.
+func TestSleepRecordRefused(t *testing.T) {
+	o, c := newOwner(), &counter{}
+	w := jobs.Define(o, "nap", func(ctx context.Context, _ struct{}) error {
+		if err := jobs.Sleep(ctx, "nap", time.Minute); err != nil {
+			return err
+		}
+		c.inc("after") // outside a step
+		return nil
+	})
+	in := newInstance(t, &itemStore{Store: memory.New(), keys: "/s/", tooLarge: true}, o, newClock(), &queue{})
+	job := start(t, in, w, struct{}{})
+	in.deliverAll(t, 2, nil)
+	wantFailed(t, stateOf(t, in, job), `"error":{"message":"step \"nap\" returned`)
+	if c.get("after") != 0 {
+		t.Fatalf("the code after the Sleep ran %d times", c.get("after"))
+	}
+}
+
+// TestSleepAfterAnAwaitInAParallel: a Sleep reached after another branch made the job wait for
+// an answer sets no timer: only a delivery that hands the job on keeps the earliest wake-up.
+func TestSleepAfterAnAwaitInAParallel(t *testing.T) {
+	var slept error
+	state := runOnce(t, 1, func(ctx context.Context, _ struct{}) error {
+		waited := make(chan struct{})
+		return jobs.Parallel(ctx, func(ctx context.Context) error {
+			defer close(waited)
+			_, err := jobs.Await[review](ctx, "review", contract.Awaiting{})
+			return err
+		}, func(ctx context.Context) error {
+			<-waited
+			slept = jobs.Sleep(ctx, "nap", time.Hour)
+			return slept
+		})
+	})
+	if got := mustJSON(t, state); state.Job.Status != contract.StateAwaiting || strings.Contains(got, jobs.StepID(state.Job.ID, "nap")) || slept == nil {
+		t.Fatalf("Sleep returned %v; state %s: want it awaiting, without the sleep", slept, got)
 	}
 }
