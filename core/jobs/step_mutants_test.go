@@ -461,8 +461,8 @@ func TestProgressAcrossDeliveries(t *testing.T) {
 	}
 }
 
-// TestStepSpansEnd: each step's span ends when the step does, with its outcome: a span never
-// ended is never exported.
+// TestStepSpansEnd: each step's span, and the failure handler's, ends when it does, with its
+// outcome: a span never ended is never exported.
 func TestStepSpansEnd(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	o := newOwner()
@@ -472,7 +472,7 @@ func TestStepSpansEnd(t *testing.T) {
 		}
 		_, err := jobs.Step(ctx, "bad", func(context.Context) (int, error) { return 0, jobs.Permanent(errBoom) })
 		return err
-	})
+	}, jobs.OnFailure(func(context.Context, struct{}, jobs.Failure) error { return nil }))
 	q, clk := &queue{}, newClock()
 	in := &instance{q: q, clock: clk, after: newManualAfter(), o: o}
 	in.svc = jobs.NewService(jobs.Config{Store: memory.New(), Dispatcher: q, Now: clk.Now, After: in.after.After, Logger: quiet,
@@ -480,7 +480,7 @@ func TestStepSpansEnd(t *testing.T) {
 		Telemetry: telemetry.Providers{Tracers: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))}})
 	t.Cleanup(in.svc.Close)
 	start(t, in, w, struct{}{})
-	in.deliverAll(t, 1, nil)
+	in.deliverAll(t, 2, nil) // the work's delivery, then its failure handler's
 	var got []string
 	for _, sp := range spans.Ended() {
 		for _, a := range sp.Attributes() {
@@ -489,7 +489,7 @@ func TestStepSpansEnd(t *testing.T) {
 			}
 		}
 	}
-	if fmt.Sprint(got) != "[step ok completed step bad failed]" {
+	if fmt.Sprint(got) != "[step ok completed step bad failed step on-failure completed]" {
 		t.Fatalf("ended step spans %v", got)
 	}
 }

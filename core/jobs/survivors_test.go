@@ -178,6 +178,7 @@ func TestDecodeMessageRefusesEachEmptyMember(t *testing.T) {
 		`{"agent":"a","workspace":"","job":"j","work":"x","attempt":0}`,
 		`{"agent":"a","workspace":"w","job":"","work":"x","attempt":0}`,
 		`{"agent":"a","workspace":"w","job":"j","work":"","attempt":0}`,
+		`{"agent":"a","workspace":"w","job":"j","work":"x","attempt":0,"at":-1}`, // a due time before 1970
 	} {
 		if m, err := jobs.DecodeMessage([]byte(bad)); err == nil {
 			t.Errorf("DecodeMessage(%s) accepted: %+v", bad, m)
