@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
@@ -56,5 +57,48 @@ func TestGuardedStoppedNotRecovered(t *testing.T) {
 	wantFailed(t, stateOf(t, g.in, job), `guarded step \"import\"`)
 	if g.effects != 0 {
 		t.Fatalf("the effect (or its recovery) ran %d times", g.effects)
+	}
+}
+
+// TestGuardedUnderLimits: a guarded step's limits bound its effect, once: under a limit without
+// bounds the job fails with the limit's error, the effect not run; under a rate of one an hour,
+// the step takes its one token and completes in its delivery.
+func TestGuardedUnderLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		limit        *jobs.Limit
+		effects      int
+		status, want string
+	}{
+		{"no bounds", jobs.NewLimit("calls"), 0, contract.StateFailed,
+			`"error":{"message":"jobs: limit \"calls\" needs MaxRunning(n) or Rate(n, per) with n at least 1"}`},
+		{"one an hour", jobs.NewLimit("calls", jobs.Rate(1, time.Hour)), 1, contract.StateCompleted, `"steps":[{"id":"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGuardedWorld(t, map[string]string{"before": "allow", "after": "allow"}, false)
+			g.opts = []jobs.StepOption{jobs.Under(tc.limit)}
+			job := jobID(t)
+			g.start(t, job)
+			g.in.deliverAll(t, 1, nil)
+			wantStatus(t, stateOf(t, g.in, job), tc.status, tc.want)
+			if g.effects != tc.effects {
+				t.Fatalf("the effect ran %d times, want %d", g.effects, tc.effects)
+			}
+		})
+	}
+}
+
+// TestGuardedReplayed: a later delivery of a job whose guarded step completed takes its recorded
+// result: neither the effect, a checkpoint, nor a take of its limits happens again (under a rate
+// of one an hour, the delivery a minute later goes on at once).
+func TestGuardedReplayed(t *testing.T) {
+	g := newGuardedWorld(t, map[string]string{"before": "allow", "after": "allow"}, false)
+	g.opts = []jobs.StepOption{jobs.Under(jobs.NewLimit("calls", jobs.Rate(1, time.Hour)))}
+	g.then = func(ctx context.Context) error { return jobs.Sleep(ctx, "nap", time.Minute) }
+	job := jobID(t)
+	g.start(t, job)
+	g.in.deliverAll(t, 2, nil)
+	if st := stateOf(t, g.in, job).Job.Status; st != contract.StateCompleted || g.effects != 1 || len(g.studio.seen) != 2 {
+		t.Fatalf("job %s; effects %d, checkpoints %d: want completed, 1, 2", st, g.effects, len(g.studio.seen))
 	}
 }

@@ -55,6 +55,9 @@ type guardedWorld struct {
 	// beforeWait, when set, runs once, just before the first write of the job's record after
 	// Studio paused the before checkpoint: the one that records the step waiting for it.
 	beforeWait func()
+	// opts are more options of the guarded step; then, when set, runs after it in the work.
+	opts []jobs.StepOption
+	then func(ctx context.Context) error
 }
 
 // waitHook is the world's store: it runs the world's beforeWait at its moment.
@@ -94,9 +97,12 @@ func newGuardedWorld(t *testing.T, decide map[string]string, recover bool) *guar
 	g.csvc, g.creg = csvc, creg
 	o := newOwner()
 	g.w = jobs.Define(o, "governed", func(ctx context.Context, job string) error {
-		n, err := jobs.Guarded(ctx, "import", imp, map[string]any{"job": job}, job, redo, jobs.InCase("report", "deliverable", "Report"))
+		n, err := jobs.Guarded(ctx, "import", imp, map[string]any{"job": job}, job, redo, append([]jobs.StepOption{jobs.InCase("report", "deliverable", "Report")}, g.opts...)...)
 		if err == nil && n != 3 {
 			t.Errorf("Guarded returned %d", n)
+		}
+		if err == nil && g.then != nil {
+			return g.then(ctx)
 		}
 		return err
 	})
