@@ -619,3 +619,43 @@ func TestSleepAfterAnAwaitInAParallel(t *testing.T) {
 		t.Fatalf("Sleep returned %v; state %s: want it awaiting, without the sleep", slept, got)
 	}
 }
+
+// TestSleepDueWhileHandingOn: a Sleep whose time has come, reached after another branch of a
+// Parallel handed the job on, is not recorded by that delivery: the next one records it.
+func TestSleepDueWhileHandingOn(t *testing.T) {
+	o, clk := newOwner(), newClock()
+	var deliveries atomic.Int32
+	w := jobs.Define(o, "naps", func(ctx context.Context, _ struct{}) error {
+		n := deliveries.Add(1)
+		handed := make(chan struct{})
+		return jobs.Parallel(ctx, func(ctx context.Context) error {
+			if n == 2 {
+				<-handed // "nap" is due now, but the job is handed on already
+			}
+			return jobs.Sleep(ctx, "nap", time.Minute)
+		}, func(ctx context.Context) error {
+			defer close(handed)
+			if n == 1 {
+				return nil
+			}
+			return jobs.Sleep(ctx, "other", time.Hour)
+		})
+	})
+	in := newInstance(t, memory.New(), o, clk, &queue{})
+	job := start(t, in, w, struct{}{})
+	for range 2 {
+		m := in.q.take()[0]
+		clk.Add(m.Delay)
+		if err := in.svc.Deliver(context.Background(), m.M, jobs.Delivery{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `{"id":"` + jobs.StepID(job, "nap") + `","activity":"operation","status":"pending"`
+	if got := mustJSON(t, stateOf(t, in, job)); !strings.Contains(got, want) {
+		t.Fatalf("state %s\nwant %s", got, want)
+	}
+	in.deliverAll(t, 1, nil)
+	if st := stateOf(t, in, job).Job.Status; st != contract.StateCompleted {
+		t.Fatalf("job %s after the hour", st)
+	}
+}
