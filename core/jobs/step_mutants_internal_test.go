@@ -144,3 +144,23 @@ func TestAwaitWritesTheProgress(t *testing.T) {
 		t.Fatalf("cases written with the wait %+v, want %+v", cases, want)
 	}
 }
+
+// TestHandlerAfterTheLeaseWasTaken: a failure handler's delivery whose lease lapsed, and was
+// taken by another process, before the handler started does not run it.
+func TestHandlerAfterTheLeaseWasTaken(t *testing.T) {
+	w := newLeaseWorld(t)
+	ran := 0
+	work := Define(regOwner{w.reg}, "x", func(context.Context, struct{}) error { return Permanent(errors.New("no")) },
+		OnFailure(func(context.Context, struct{}, Failure) error { ran++; return nil }))
+	w.start(t, work, "job")
+	w.deliver(t, "job") // the work fails
+	w.svc.cfg.Bind = func(ctx context.Context, _ string, _ *contract.VerifiedWorkspaceContext) context.Context {
+		w.now = w.now.Add(time.Hour) // a pause past the lease, meanwhile taken
+		w.hold(t, "job", w.now.Add(time.Minute))
+		return ctx
+	}
+	w.deliver(t, "job") // the handler's
+	if r, _, err := w.svc.load(w.ctx, taskKey("a", "w", "job")); err != nil || ran != 0 || r.Status != taskFailing {
+		t.Fatalf("the handler ran %d times; the task %+v (%v): want it left failing", ran, r, err)
+	}
+}
