@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/supervaize/svz/core/checkpoint"
 	"github.com/supervaize/svz/core/contract"
@@ -69,6 +70,15 @@ func Guarded[In, Out any](ctx context.Context, name string, s *checkpoint.Step[I
 	if err != nil {
 		return none, err
 	}
+	// The occurrence may have gone past the waits an earlier delivery recorded (a decision it
+	// took in, then handed on before the step's record): they count as reached.
+	t.mu.Lock()
+	for n := range t.replay {
+		if strings.HasPrefix(n, name+".wait.") {
+			delete(t.replay, n)
+		}
+	}
+	t.mu.Unlock()
 	opts = append(opts[:len(opts):len(opts)], func(o *stepOpts) { o.limits = nil }) // taken in run
 	for answered := ""; out.Status == checkpoint.Awaiting && out.Phase != answered; {
 		// A step per phase: the after checkpoint may pause once the woken before one allowed.
