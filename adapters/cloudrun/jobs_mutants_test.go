@@ -21,7 +21,6 @@ import (
 	"github.com/supervaize/svz/core/jobs"
 	"github.com/supervaize/svz/core/telemetry"
 	"github.com/supervaize/svz/internal/cloudtasks"
-	"github.com/supervaize/svz/internal/cloudtasks/cloudtasksfake"
 )
 
 // Tests of what scripts/mutants found unchecked in the adapter (statements deleted, conditions
@@ -144,15 +143,7 @@ func TestTaskRouteAnswers(t *testing.T) {
 // TestTaskPropagator: WithTelemetry's propagator writes the task's headers (here W3C baggage
 // beside the trace context), not the default trace context alone.
 func TestTaskPropagator(t *testing.T) {
-	fake, endpoint := cloudtasksfake.Start(t)
-	const q = "projects/p-test1/locations/l/queues/q"
-	fake.AddQueue(cloudtasks.Queue{Name: q})
-	j, err := JobsFromEnv(envMap(map[string]string{EnvJobsQueue: q, EnvJobsInvoker: "inv@p-test1.iam.gserviceaccount.com",
-		EnvPublicURL: "https://svc.a.run.app", EnvTasksEndpoint: endpoint}), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	j.client.Token = nil // the fake needs no access token
+	j, fake := fakeQueueJobs(t)
 	j.WithTelemetry(telemetry.Providers{Propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})})
 	member, _ := baggage.NewMember("tenant", "w1")
 	bag, _ := baggage.New(member)

@@ -69,9 +69,10 @@ func TestValidAccount(t *testing.T) {
 	}
 }
 
-// TestDispatchAtOnce: a task without delay has no schedule time (Cloud Tasks runs it at once);
-// it targets the task route with an OIDC token of the invoker for the service URL.
-func TestDispatchAtOnce(t *testing.T) {
+// fakeQueueJobs returns Jobs dispatching to a queue of an in-process Cloud Tasks fake, for the
+// service https://svc.a.run.app and the invoker inv@p-test1.iam.gserviceaccount.com.
+func fakeQueueJobs(t *testing.T) (*Jobs, *cloudtasksfake.Fake) {
+	t.Helper()
 	fake, endpoint := cloudtasksfake.Start(t)
 	const q = "projects/p-test1/locations/l/queues/q"
 	fake.AddQueue(cloudtasks.Queue{Name: q})
@@ -81,6 +82,13 @@ func TestDispatchAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.client.Token = nil // the fake needs no access token
+	return j, fake
+}
+
+// TestDispatchAtOnce: a task without delay has no schedule time (Cloud Tasks runs it at once);
+// it targets the task route with an OIDC token of the invoker for the service URL.
+func TestDispatchAtOnce(t *testing.T) {
+	j, fake := fakeQueueJobs(t)
 	if err := j.Dispatch(context.Background(), jobs.Message{Agent: "a", Workspace: "w", Job: "j", Work: "x"}, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -558,18 +558,7 @@ func TestItemSpansEnd(t *testing.T) {
 	t.Cleanup(in.svc.Close)
 	start(t, in, w, struct{}{})
 	in.deliverAll(t, 1, nil)
-	var got []string
-	for _, sp := range spans.Ended() {
-		if !strings.HasPrefix(sp.Name(), "step fan/") {
-			continue
-		}
-		for _, a := range sp.Attributes() {
-			if string(a.Key) == telemetry.StepOutcome {
-				got = append(got, sp.Name()+" "+a.Value.AsString())
-			}
-		}
-	}
-	if fmt.Sprint(got) != "[step fan/0 completed step fan/1 failed]" {
+	if got := stepOutcomes(spans, "step fan/"); fmt.Sprint(got) != "[step fan/0 completed step fan/1 failed]" {
 		t.Fatalf("ended item spans %v", got)
 	}
 }

@@ -481,15 +481,7 @@ func TestStepSpansEnd(t *testing.T) {
 	t.Cleanup(in.svc.Close)
 	start(t, in, w, struct{}{})
 	in.deliverAll(t, 2, nil) // the work's delivery, then its failure handler's
-	var got []string
-	for _, sp := range spans.Ended() {
-		for _, a := range sp.Attributes() {
-			if string(a.Key) == telemetry.StepOutcome {
-				got = append(got, sp.Name()+" "+a.Value.AsString())
-			}
-		}
-	}
-	if fmt.Sprint(got) != "[step ok completed step bad failed step on-failure completed]" {
+	if got := stepOutcomes(spans, ""); fmt.Sprint(got) != "[step ok completed step bad failed step on-failure completed]" {
 		t.Fatalf("ended step spans %v", got)
 	}
 }
@@ -658,4 +650,21 @@ func TestSleepDueWhileHandingOn(t *testing.T) {
 	if st := stateOf(t, in, job).Job.Status; st != contract.StateCompleted {
 		t.Fatalf("job %s after the hour", st)
 	}
+}
+
+// stepOutcomes lists the ended spans named with prefix that carry a step's outcome, as
+// "name outcome", in the order they ended.
+func stepOutcomes(spans *tracetest.SpanRecorder, prefix string) []string {
+	var got []string
+	for _, sp := range spans.Ended() {
+		if !strings.HasPrefix(sp.Name(), prefix) {
+			continue
+		}
+		for _, a := range sp.Attributes() {
+			if string(a.Key) == telemetry.StepOutcome {
+				got = append(got, sp.Name()+" "+a.Value.AsString())
+			}
+		}
+	}
+	return got
 }
