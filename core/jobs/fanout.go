@@ -180,9 +180,9 @@ func (t *task) fanout(ctx context.Context, name string, hashes []string, run fun
 	t.mu.Lock()
 	openStep := t.rec.open(name)
 	t.mu.Unlock()
-	if openStep != nil && (openStep.Status != stepActive || openStep.Items == 0 && n > 0) {
+	if openStep != nil && (openStep.Status != stepActive || openStep.Items == 0 && (n > 0 || openStep.Tries > 0)) {
 		// A Step retried, an Await or a Sleep of that name is open (an open fan-out is active,
-		// with its item count).
+		// with its item count; one of no items has no tries either).
 		return nil, Permanent(fmt.Errorf("jobs: %q is not a fan-out: step names are unique within a work", name))
 	}
 	if openStep == nil {

@@ -632,7 +632,7 @@ func TestMapNamedAsAnOpenStep(t *testing.T) {
 		_, err := jobs.Map(ctx, "fetch", items, func(context.Context, int) (int, error) { runs.Add(1); return 0, nil })
 		return err
 	}
-	t.Run("failed step", func(t *testing.T) {
+	failedStep := func(t *testing.T) {
 		var deliveries, runs atomic.Int32
 		state := runOnce(t, 3, func(ctx context.Context, _ struct{}) error {
 			if deliveries.Add(1) == 1 {
@@ -645,7 +645,8 @@ func TestMapNamedAsAnOpenStep(t *testing.T) {
 		if runs.Load() != 0 {
 			t.Fatalf("the item ran %d times", runs.Load())
 		}
-	})
+	}
+	t.Run("failed step", failedStep)
 	answeredAwait := func(t *testing.T) {
 		o := newOwner()
 		var deliveries, runs atomic.Int32
@@ -669,4 +670,5 @@ func TestMapNamedAsAnOpenStep(t *testing.T) {
 	// No items: the step's status alone tells an open Await from an open fan-out.
 	items = nil
 	t.Run("answered await, no items", answeredAwait)
+	t.Run("failed step, no items", failedStep)
 }
