@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -121,4 +122,47 @@ type countingWriter struct {
 func (w *countingWriter) Write(b []byte) (int, error) {
 	w.writes++
 	return w.buf.Write(b)
+}
+
+// TestSSEEventIDAlone: an event without a name is an id line and the blank line that ends it,
+// nothing more (no empty event: or data: line a client would dispatch).
+func TestSSEEventIDAlone(t *testing.T) {
+	var w countingWriter
+	if err := (sseEvent{id: "e-3"}).writeTo(&w); err != nil || w.buf.String() != "id: e-3\n\n" || w.writes != 1 {
+		t.Fatalf("an id alone: %q in %d writes, %v", w.buf.String(), w.writes, err)
+	}
+}
+
+// failWriter fails its write number fail (from 1) and every write after it.
+type failWriter struct{ writes, fail int }
+
+var errClientGone = errors.New("the client is gone")
+
+func (w *failWriter) Write(b []byte) (int, error) {
+	if w.writes++; w.writes >= w.fail {
+		return 0, errClientGone
+	}
+	return len(b), nil
+}
+
+// TestSSEEventWriteFails: whichever write of an event fails (the one of an id alone or of a
+// small event, each of the three of a large one), writeTo returns its error and writes no more.
+func TestSSEEventWriteFails(t *testing.T) {
+	large := []byte(strings.Repeat("x", 4<<10+1))
+	for _, tc := range []struct {
+		name string
+		ev   sseEvent
+		fail int
+	}{
+		{"id alone", sseEvent{id: "e-1"}, 1},
+		{"small", sseEvent{id: "e-1", name: EventEffect, data: []byte("{}")}, 1},
+		{"large, its head", sseEvent{id: "e-1", name: EventEffect, data: large}, 1},
+		{"large, its data", sseEvent{id: "e-1", name: EventEffect, data: large}, 2},
+		{"large, its end", sseEvent{id: "e-1", name: EventEffect, data: large}, 3},
+	} {
+		w := &failWriter{fail: tc.fail}
+		if err := tc.ev.writeTo(w); err != errClientGone || w.writes != tc.fail {
+			t.Errorf("%s, write %d failing: %v after %d writes; want %v after %d", tc.name, tc.fail, err, w.writes, errClientGone, tc.fail)
+		}
+	}
 }
