@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -313,5 +315,75 @@ func TestEffectStreamGoesOnAfterHeartbeats(t *testing.T) {
 		if ev.event != "supervaizer.heartbeat" {
 			t.Fatalf("got %+v, want heartbeats, then the effect", ev)
 		}
+	}
+}
+
+// opsWriter is a response writer that records what the stream does to it: "write", "flush" and
+// "deadline" (each write deadline set, kept in deadlines). Its write number failWrite (from 1,
+// 0 for none) fails, as its flushes and deadlines fail with flushErr and deadlineErr.
+type opsWriter struct {
+	hdr         http.Header
+	ops         []string
+	deadlines   []time.Time
+	failWrite   int
+	writes      int
+	flushErr    error
+	deadlineErr error
+}
+
+func (w *opsWriter) Header() http.Header { return w.hdr }
+func (w *opsWriter) WriteHeader(int)     {}
+func (w *opsWriter) Write(b []byte) (int, error) {
+	w.ops = append(w.ops, "write")
+	if w.writes++; w.writes == w.failWrite {
+		return 0, errors.New("the client is gone")
+	}
+	return len(b), nil
+}
+func (w *opsWriter) FlushError() error { w.ops = append(w.ops, "flush"); return w.flushErr }
+func (w *opsWriter) SetWriteDeadline(t time.Time) error {
+	w.ops = append(w.ops, "deadline")
+	w.deadlines = append(w.deadlines, t)
+	return w.deadlineErr
+}
+
+// TestEffectStreamWriteDeadlines: every write and flush of a stream is preceded by a write
+// deadline of EventWriteTimeout from then, and a last one bounds the end of the response; a
+// writer that has no deadlines (http.ErrNotSupported) is asked once only. A write that fails
+// ends the stream: nothing is written or flushed after it.
+func TestEffectStreamWriteDeadlines(t *testing.T) {
+	gone := errors.New("the client is gone")
+	for _, tc := range []struct {
+		name        string
+		lastID      string
+		failWrite   int
+		deadlineErr error
+		want        []string
+	}{
+		{"a new client, its flush failing", "", 0, nil, []string{"deadline", "write", "deadline", "flush", "deadline"}},
+		{"a writer of no deadlines", "", 0, http.ErrNotSupported, []string{"deadline", "write", "flush"}},
+		{"the replay's first write failing", "0-0", 2, nil, []string{"deadline", "write", "deadline", "write", "deadline"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := effectController(t, core.Config{EventWriteTimeout: time.Hour})
+			invokeN(t, c, 2, "d")
+			w := &opsWriter{hdr: http.Header{}, failWrite: tc.failWrite, flushErr: gone, deadlineErr: tc.deadlineErr}
+			req := httptest.NewRequest(http.MethodGet, "/a2a/events", nil)
+			req.Header.Set("X-API-Key", testKey)
+			if tc.lastID != "" {
+				req.Header.Set("Last-Event-ID", tc.lastID)
+			}
+			start := time.Now()
+			c.ServeHTTP(w, req)
+			end := time.Now()
+			if !slices.Equal(w.ops, tc.want) {
+				t.Fatalf("the stream did %v; want %v", w.ops, tc.want)
+			}
+			for _, d := range w.deadlines {
+				if d.Before(start.Add(time.Hour)) || d.After(end.Add(time.Hour)) {
+					t.Errorf("a write deadline %v from the start; want the write timeout, an hour", d.Sub(start))
+				}
+			}
+		})
 	}
 }
