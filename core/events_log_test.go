@@ -671,3 +671,57 @@ func TestEffectStreamLogReset(t *testing.T) {
 		t.Fatalf("then %+v, want the new log's first event", ev)
 	}
 }
+
+// unreadableLog is a store whose log reads fail.
+type unreadableLog struct{ *memory.Store }
+
+func (unreadableLog) ReadLog(context.Context, string, uint64, int) (store.LogRange, error) {
+	return store.LogRange{}, errors.New("store unreachable")
+}
+
+// serveEventsOnce serves one GET /a2a/events on a writer that cannot flush (the response ends
+// after the replay) with ctx, and Last-Event-ID lastID unless "".
+func serveEventsOnce(h http.Handler, ctx context.Context, lastID string) *plainWriter {
+	w := &plainWriter{hdr: http.Header{}}
+	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/a2a/events", nil)
+	req.Header.Set("X-API-Key", testKey)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	h.ServeHTTP(w, req)
+	return w
+}
+
+// TestEffectStreamUnreadableLog: a log that cannot be read, for a new client (its newest
+// position) or one that resumes (its replay), is answered 503 with Retry-After and logged with
+// the cause; no stream starts.
+func TestEffectStreamUnreadableLog(t *testing.T) {
+	for _, lastID := range []string{"", "0-0"} {
+		var logs bytes.Buffer
+		c := effectController(t, core.Config{Store: unreadableLog{memory.New()}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		w := serveEventsOnce(c, context.Background(), lastID)
+		if w.status != http.StatusServiceUnavailable || w.hdr.Get("Retry-After") != "5" ||
+			w.body.String() != `{"detail":"The effect log cannot be read now: retry later"}` {
+			t.Errorf("Last-Event-ID %q: %d %v %s", lastID, w.status, w.hdr, w.body.String())
+		}
+		if !strings.Contains(logs.String(), `level=ERROR msg="effect stream: cannot read the log" error="store unreachable"`) {
+			t.Errorf("Last-Event-ID %q: logs %s", lastID, logs.String())
+		}
+	}
+}
+
+// TestEffectStreamClientGoneBeforeTheStream: a request whose client left before its first read
+// is answered nothing, and nothing is logged (it is no failure of the log).
+func TestEffectStreamClientGoneBeforeTheStream(t *testing.T) {
+	for _, lastID := range []string{"", "0-0"} {
+		var logs bytes.Buffer
+		c := effectController(t, core.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		invokeN(t, c, 1, "g")
+		logs.Reset()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if w := serveEventsOnce(c, ctx, lastID); w.status != 0 || w.body.Len() != 0 || w.hdr.Get("Content-Type") != "" || logs.Len() != 0 {
+			t.Errorf("Last-Event-ID %q, the client gone: %d %v %q, logs %q", lastID, w.status, w.hdr, w.body.String(), logs.String())
+		}
+	}
+}
