@@ -73,8 +73,8 @@ func TestFollowerBufferBytes(t *testing.T) {
 
 	e := newLog()
 	epoch := followTo(t, e, ten, ten, ten) // 30 bytes: the first goes
-	if seqs, from := heldSeqs(e); !slices.Equal(seqs, []uint64{2, 3}) || from != 1 {
-		t.Fatalf("after three events of 10 bytes within 25: holds %v from %d; want [2 3] from 1", seqs, from)
+	if seqs, from := heldSeqs(e); !slices.Equal(seqs, []uint64{2, 3}) || from != 1 || e.recentLen != 20 {
+		t.Fatalf("after three events of 10 bytes within 25: holds %v (%d bytes) from %d; want [2 3] (20 bytes) from 1", seqs, e.recentLen, from)
 	}
 	if events, through, ok, _, _ := e.since(position{epoch, 1}); !ok || through != 3 || len(events) != 2 || events[0].Seq != 2 {
 		t.Fatalf("since 1: %v through %d ok %v; want 2 and 3", events, through, ok)
@@ -94,6 +94,20 @@ func TestFollowerBufferBytes(t *testing.T) {
 	if seqs, from := heldSeqs(e); !slices.Equal(seqs, []uint64{1}) || from != 0 {
 		t.Fatalf("after one event of 40 bytes within 25: holds %v from %d; want [1] from 0", seqs, from)
 	}
+	// An event appended by another instance is sized when the follower reads it: the pages of
+	// the streams are sized with it.
+	if m := e.maxEvent.Load(); m != 40 {
+		t.Fatalf("after reading an event of 40 bytes, the largest event seen is %d bytes", m)
+	}
+
+	// The count bound first: the bytes of the events it drops no longer count against the byte
+	// bound (three of 10 within 2 events and 25 bytes: the newest two, 20 bytes).
+	e = newEffectLog(Config{EventBuffer: 2, EventBufferBytes: 25, EventReplayBytes: 1 << 20, EventPageBytes: 1 << 20},
+		slog.New(slog.DiscardHandler), make(chan struct{}))
+	followTo(t, e, ten, ten, ten)
+	if seqs, from := heldSeqs(e); !slices.Equal(seqs, []uint64{2, 3}) || from != 1 || e.recentLen != 20 {
+		t.Fatalf("after three events of 10 bytes within 2 events and 25 bytes: holds %v (%d bytes) from %d; want [2 3] (20 bytes) from 1", seqs, e.recentLen, from)
+	}
 }
 
 // TestFollowerStopsWithItsLastStream: the follower runs while a stream follows and stops with
@@ -110,13 +124,22 @@ func TestFollowerStopsWithItsLastStream(t *testing.T) {
 	}
 	first := e.follow()
 	second := e.follow()
+	waitFollower(t, e, func() bool { return e.ready })
 	first()
 	if !running() {
 		t.Fatal("one of two streams left: the follower stopped")
 	}
+	e.mu.Lock()
+	changed := e.changed
+	e.mu.Unlock()
 	second()
 	if running() {
 		t.Fatal("the last stream left: the follower still runs")
+	}
+	select {
+	case <-changed: // a stream waiting on the follower is woken (to read the store)
+	default:
+		t.Fatal("the last stream left: the streams waiting on the follower were not woken")
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -218,5 +241,45 @@ func TestFollowerPassedByRetention(t *testing.T) {
 	}
 	if _, _, ok, _, _ := e.since(position{epoch, 2}); ok {
 		t.Fatal("since 2, before what the log kept: answered; want the store read")
+	}
+}
+
+// endedWaitLog is a log whose waits last until their context ends, then say so on ended.
+type endedWaitLog struct {
+	*memory.Store
+	ended chan struct{}
+}
+
+func (l endedWaitLog) WaitLog(ctx context.Context, _ string, _ uint64) error {
+	<-ctx.Done()
+	select {
+	case l.ended <- struct{}{}:
+	default:
+	}
+	return ctx.Err()
+}
+
+// TestFollowerStops: the follower's wait on the log ends when its last stream leaves, and when
+// the controller closes while streams still follow it.
+func TestFollowerStops(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		stop func(leave func(), closing chan struct{})
+	}{
+		{"the last stream leaves", func(leave func(), _ chan struct{}) { leave() }},
+		{"the controller closes", func(_ func(), closing chan struct{}) { close(closing) }},
+	} {
+		l := endedWaitLog{Store: memory.New(), ended: make(chan struct{}, 1)}
+		closing := make(chan struct{})
+		e := newEffectLog(Config{Store: l, EventBuffer: 4, EventBufferBytes: 1 << 20, EventReplayBytes: 1 << 20, EventPageBytes: 1 << 16},
+			slog.New(slog.DiscardHandler), closing)
+		leave := e.follow()
+		waitFollower(t, e, func() bool { return e.ready })
+		tc.stop(leave, closing)
+		select {
+		case <-l.ended:
+		case <-time.After(time.Minute): // a failure bound only
+			t.Fatalf("%s: the follower still waits on the log", tc.name)
+		}
 	}
 }
