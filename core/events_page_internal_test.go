@@ -1,0 +1,69 @@
+package core
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/supervaize/svz/core/store"
+	"github.com/supervaize/svz/core/store/memory"
+)
+
+// limitLog is a memory store that records the limit of each ReadLog (one goroutine reads).
+type limitLog struct {
+	*memory.Store
+	limits *[]int
+}
+
+func (l limitLog) ReadLog(ctx context.Context, name string, after uint64, limit int) (store.LogRange, error) {
+	*l.limits = append(*l.limits, limit)
+	return l.Store.ReadLog(ctx, name, after, limit)
+}
+
+// TestReadPage: a page asks the store for as many events as pageBytes holds at the largest size
+// seen, keeps those that fit the bytes it took from the replay budget (learning their sizes),
+// takes the rest of a single larger event's bytes when the budget has them, and otherwise reads
+// that event alone again with what the budget can give.
+func TestReadPage(t *testing.T) {
+	const page = 25
+	for _, tc := range []struct {
+		name         string
+		budget, seen int64 // the replay budget, the largest event seen before
+		events       []int // sizes of the events in the log
+		limits       []int // of the store reads
+		seqs         []uint64
+		held         int64
+	}{
+		// Five of 5 bytes would fit: five are read, two of their 10 bytes kept.
+		{"what fits the page", 1 << 20, 5, []int{10, 10, 10, 10, 10}, []int{5}, []uint64{1, 2}, page},
+		{"a larger event, the budget has its bytes", 1 << 20, 10, []int{40, 10}, []int{2}, []uint64{1}, 40},
+		{"a larger event than the budget", 30, 10, []int{40, 10}, []int{2, 1}, []uint64{1}, 30},
+	} {
+		var limits []int
+		e := newEffectLog(Config{Store: limitLog{memory.New(), &limits}, EventReplayBytes: tc.budget, EventPageBytes: page},
+			slog.New(slog.DiscardHandler), make(chan struct{}))
+		for _, n := range tc.events {
+			if _, err := e.log.AppendLog(context.Background(), e.name, []byte(strings.Repeat("x", n)), e.keep); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.maxEvent.Store(tc.seen)
+		s := &eventStream{e: e, budget: 100}
+		r, err := s.readPage(context.Background())
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var seqs []uint64
+		for _, ev := range r.Entries {
+			seqs = append(seqs, ev.Seq)
+		}
+		held, _ := e.replay.usage()
+		if !slices.Equal(seqs, tc.seqs) || r.Through != tc.seqs[len(tc.seqs)-1] || s.held != tc.held || held != tc.held ||
+			!slices.Equal(limits, tc.limits) || e.maxEvent.Load() != int64(slices.Max(tc.events[:len(tc.seqs)])) {
+			t.Errorf("%s: page %v through %d holding %d (the budget %d), reads of %v, largest %d; want %v holding %d, reads of %v",
+				tc.name, seqs, r.Through, s.held, held, limits, e.maxEvent.Load(), tc.seqs, tc.held, tc.limits)
+		}
+	}
+}
