@@ -1,11 +1,14 @@
 package core
 
 import (
+	"bufio"
 	"context"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
@@ -65,5 +68,31 @@ func TestReadPage(t *testing.T) {
 			t.Errorf("%s: page %v through %d holding %d (the budget %d), reads of %v, largest %d; want %v holding %d, reads of %v",
 				tc.name, seqs, r.Through, s.held, held, limits, e.maxEvent.Load(), tc.seqs, tc.held, tc.limits)
 		}
+	}
+}
+
+// TestReplayPageReleasedBeforeFollowing: a stream that caught up gives its page's bytes back to
+// the replay budget before it follows the log: a stream open for hours holds none of them.
+func TestReplayPageReleasedBeforeFollowing(t *testing.T) {
+	c, addr := bigEventController(t, Config{EventReplayBytes: 1 << 20, EventPageBytes: 1 << 16, EventWriteTimeout: time.Hour}, 2, 100)
+	conn := openStream(t, addr)
+	_ = conn.SetReadDeadline(time.Now().Add(time.Minute)) // a bound on failure, not a timing
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The replay is flushed once written and its page released: its events read, the stream
+	// follows the log.
+	lines := bufio.NewScanner(resp.Body)
+	for effects := 0; effects < 2; {
+		if !lines.Scan() {
+			t.Fatalf("the stream ended before its two events: %v", lines.Err())
+		}
+		if lines.Text() == "event: "+EventEffect {
+			effects++
+		}
+	}
+	if held, peak := c.events.replay.usage(); held != 0 || peak == 0 || c.events.streams.Load() != 1 {
+		t.Fatalf("a stream following the log holds %d bytes of the replay budget (peak %d, %d streams); want none", held, peak, c.events.streams.Load())
 	}
 }
