@@ -262,14 +262,19 @@ func TestEffectStreamTokenRefused(t *testing.T) {
 		{"another agent named", c, with(core.HeaderAgentSlug, "other"), 403, "Unknown agent_slug for workspace authorization: other"},
 		{"no agent named", c, with(core.HeaderAgentSlug, ""), 403, "Unknown agent_slug for workspace authorization: "},
 		{"another workspace named", c, with(core.HeaderWorkspaceID, "workspace-2"), 403, "Workspace authorization token workspace_id does not match the request"},
+		{"another workspace slug named", c, with(core.GrantHeader, tok(valid.With("workspace_slug", "acme")), core.HeaderWorkspaceSlug, "other"), 403,
+			"Workspace authorization token workspace_slug does not match the request"},
 		{"an action's token", c, with(core.GrantHeader, studio.token("workspace-1", grant.MethodActionInvoke, "job.start")), 403,
 			"Workspace authorization token is missing scope(s): supervaizer/events"},
 		{"empty token", c, with(core.GrantHeader, ""), 403, "Missing X-Supervaize-Workspace-Authorization header"},
 		{"not configured", notConfigured, with(), 403, "Workspace authorization is required but is not configured for this Supervaizer server"},
 		{"a wrong API key, before the token", c, with("X-API-Key", "wrong"), 401, "Invalid or missing API key"},
 	}
+	// A request let through would be a stream: its client gone, it ends at once (and answers no 403).
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
 	for _, tc := range cases {
-		req := httptest.NewRequest(http.MethodGet, "/a2a/events", nil)
+		req := httptest.NewRequestWithContext(gone, http.MethodGet, "/a2a/events", nil)
 		for k, v := range tc.hdr {
 			req.Header.Set(k, v)
 		}
