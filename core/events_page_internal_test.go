@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -94,5 +95,40 @@ func TestReplayPageReleasedBeforeFollowing(t *testing.T) {
 	}
 	if held, peak := c.events.replay.usage(); held != 0 || peak == 0 || c.events.streams.Load() != 1 {
 		t.Fatalf("a stream following the log holds %d bytes of the replay budget (peak %d, %d streams); want none", held, peak, c.events.streams.Load())
+	}
+}
+
+// TestSendEntry: an unfiltered stream is sent every well-formed entry, a filtered one only its
+// workspace's: not an entry of no workspace, even when its verified workspace is empty (local
+// mode, a stream naming no workspace); an entry whose header is malformed goes to no one.
+func TestSendEntry(t *testing.T) {
+	of := func(ws, data string) []byte { return append(appendEntryHeader(nil, ws), data...) }
+	const sent = "id: e-7\nevent: " + EventEffect + "\ndata: {\"n\":1}\n\n"
+	for _, tc := range []struct {
+		name      string
+		filtered  bool
+		workspace string
+		entry     []byte
+		want      string // "" for nothing sent
+	}{
+		{"unfiltered, of no workspace", false, "", of("", `{"n":1}`), sent},
+		{"unfiltered, of a workspace", false, "", of("w1", `{"n":1}`), sent},
+		{"unfiltered, malformed", false, "", []byte{entryMark, 5, 'w'}, ""},
+		{"filtered, of its workspace", true, "w1", of("w1", `{"n":1}`), sent},
+		{"filtered, of another", true, "w1", of("w2", `{"n":1}`), ""},
+		{"filtered, of no workspace", true, "w1", of("", `{"n":1}`), ""},
+		{"filtered on no workspace, of no workspace", true, "", of("", `{"n":1}`), ""},
+		{"filtered, malformed", true, "w1", []byte{entryMark, 5, 'w'}, ""},
+	} {
+		w := httptest.NewRecorder()
+		s := &eventStream{e: &effectLog{}, w: w, rc: http.NewResponseController(w), filtered: tc.filtered, workspace: tc.workspace}
+		ok, err := s.sendEntry("e", store.LogEntry{Seq: 7, Data: tc.entry})
+		told := position{}
+		if tc.want != "" {
+			told = position{"e", 7}
+		}
+		if err != nil || ok != (tc.want != "") || w.Body.String() != tc.want || s.told != told {
+			t.Errorf("%s: sent %v, %v, %q, told %+v; want %q", tc.name, ok, err, w.Body.String(), s.told, tc.want)
+		}
 	}
 }
