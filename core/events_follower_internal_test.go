@@ -283,3 +283,46 @@ func TestFollowerStops(t *testing.T) {
 		}
 	}
 }
+
+// flakyReadLog is a memory store whose first ReadLog fails.
+type flakyReadLog struct {
+	*memory.Store
+	failed atomic.Bool
+}
+
+func (l *flakyReadLog) ReadLog(ctx context.Context, name string, after uint64, limit int) (store.LogRange, error) {
+	if l.failed.CompareAndSwap(false, true) {
+		return store.LogRange{}, errors.New("the store is unreachable")
+	}
+	return l.Store.ReadLog(ctx, name, after, limit)
+}
+
+// TestFollowerStart: the follower's first read asks for no events (it starts at the newest
+// position, whatever the log holds); a read that fails is logged and tried again, the follower
+// ready only with a position of the log.
+func TestFollowerStart(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		var limits []int
+		var l store.Log = limitLog{memory.New(), &limits}
+		if fail {
+			l = &flakyReadLog{Store: memory.New()}
+		}
+		var logs strings.Builder
+		e := newEffectLog(Config{Store: l.(store.Store), EventBuffer: 4, EventBufferBytes: 1 << 20, EventReplayBytes: 1 << 20, EventPageBytes: 1 << 16},
+			slog.New(slog.NewTextHandler(&logs, nil)), make(chan struct{}))
+		if _, err := l.AppendLog(context.Background(), e.name, []byte("before"), e.keep); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.follow())
+		waitFollower(t, e, func() bool { return e.ready })
+		e.mu.Lock()
+		epoch, from, to := e.epoch, e.from, e.to
+		e.mu.Unlock()
+		if epoch == "" || from != 1 || to != 1 || (!fail && !slices.Equal(limits, []int{0})) {
+			t.Errorf("failing first: %v: ready at %q %d-%d after reads of %v; want the log's epoch at 1, one read of no events", fail, epoch, from, to, limits)
+		}
+		if warned := strings.Contains(logs.String(), `level=WARN msg="effect stream: reading the log failed; retrying" error="the store is unreachable"`); warned != fail {
+			t.Errorf("failing first: %v: logs %q", fail, logs.String())
+		}
+	}
+}
