@@ -1,7 +1,9 @@
 package core
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -99,5 +101,21 @@ func TestEffectEventTruncated(t *testing.T) {
 	if !errors.Is(err, errEventTooLarge) || tr != nil ||
 		!strings.Contains(err.Error(), "and 80 without its effects, over the limit of 79 (SUPERVAIZER_EVENT_MAX_BYTES)") {
 		t.Fatalf("nothing fits: %+v, %v", tr, err)
+	}
+}
+
+// TestEffectTooLargeNotRecorded: an event that does not fit EventMaxBytes even without its
+// effects is not appended (no empty entry in its place), and the failure is logged.
+func TestEffectTooLargeNotRecorded(t *testing.T) {
+	var logs strings.Builder
+	e := newEffectLog(Config{EventMaxBytes: 10}, slog.New(slog.NewTextHandler(&logs, nil)), make(chan struct{}))
+	req := &contract.ActionRequest{AgentSlug: "s", Action: "job.start", RequestID: "a-request-id-longer-than-the-limit"}
+	e.appendEffects(context.Background(), req, "", []contract.Effect{{Type: "job.started"}})
+	r, err := e.log.ReadLog(context.Background(), e.name, 0, 10)
+	if err != nil || r.Last != 0 {
+		t.Fatalf("the log after an event too large: %+v, %v; want nothing appended", r, err)
+	}
+	if !strings.Contains(logs.String(), `level=ERROR msg="effect event not recorded`) || !strings.Contains(logs.String(), "too large to be recorded even truncated") {
+		t.Fatalf("logs: %s", logs.String())
 	}
 }
