@@ -163,6 +163,17 @@ func TestPageLimit(t *testing.T) {
 	}
 }
 
+// TestNoteSizeKeepsTheLargest: a smaller event noted after a larger one leaves the largest size.
+func TestNoteSizeKeepsTheLargest(t *testing.T) {
+	e := &effectLog{}
+	for _, n := range []int{10, 40, 10} {
+		e.noteSize(n)
+	}
+	if m := e.maxEvent.Load(); m != 40 {
+		t.Fatalf("after events of 10, 40 and 10 bytes, the largest seen is %d", m)
+	}
+}
+
 // TestEffectLogInProcessWarns: a store that keeps no logs is warned about (effect events then
 // reach this instance's streams only); no store at all is local mode's choice, not warned about.
 func TestEffectLogInProcessWarns(t *testing.T) {
