@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -269,6 +270,9 @@ func TestEffectStreamTokenRefused(t *testing.T) {
 		{"empty token", c, with(core.GrantHeader, ""), 403, "Missing X-Supervaize-Workspace-Authorization header"},
 		{"not configured", notConfigured, with(), 403, "Workspace authorization is required but is not configured for this Supervaizer server"},
 		{"a wrong API key, before the token", c, with("X-API-Key", "wrong"), 401, "Invalid or missing API key"},
+		// An authorizer's failure (not a refusal), or an answer of nothing, is a 500 that says nothing of it.
+		{"an authorizer failing", effectController(t, core.Config{Authorizer: failingAuthorizer{errors.New("keys unreachable")}}), with(), 500, "Internal Server Error"},
+		{"an authorizer answering nothing", effectController(t, core.Config{Authorizer: &fixedAuthorizer{}}), with(), 500, "Internal Server Error"},
 	}
 	// A request let through would be a stream: its client gone, it ends at once (and answers no 403).
 	gone, cancel := context.WithCancel(context.Background())
