@@ -363,6 +363,7 @@ func TestEffectStreamWriteDeadlines(t *testing.T) {
 		{"a new client, its flush failing", "", 0, nil, []string{"deadline", "write", "deadline", "flush", "deadline"}},
 		{"a writer of no deadlines", "", 0, http.ErrNotSupported, []string{"deadline", "write", "flush"}},
 		{"the replay's first write failing", "0-0", 2, nil, []string{"deadline", "write", "deadline", "write", "deadline"}},
+		{"the events-lost write failing", "another_log-5", 2, nil, []string{"deadline", "write", "deadline", "write", "deadline"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := effectController(t, core.Config{EventWriteTimeout: time.Hour})
