@@ -5,6 +5,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -358,5 +359,28 @@ func TestCallSpanResultCode(t *testing.T) {
 		if _, named := got["svz.result.error_code"]; named {
 			t.Errorf("span %d names a result code: %v", i, got)
 		}
+	}
+}
+
+// TestEventStreamsCounted: an open effect stream is counted while it is open, and no longer once
+// it ended.
+func TestEventStreamsCounted(t *testing.T) {
+	rec := newRecorded()
+	c := effectController(t, core.Config{Telemetry: rec.p})
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // before srv.Close, which waits for the stream
+	r := openStream(t, ctx, srv.URL, nil)
+	if ev := readEvent(t, r); ev.event != core.EventConnected {
+		t.Fatalf("first event %+v", ev)
+	}
+	if got := rec.points(t, telemetry.EventStreams); got[""] != 1 {
+		t.Fatalf("a stream open: %v, want 1", got)
+	}
+	cancel()
+	srv.Close() // returns once the stream's handler has
+	if got := rec.points(t, telemetry.EventStreams); got[""] != 0 {
+		t.Fatalf("the stream ended: %v, want 0", got)
 	}
 }
