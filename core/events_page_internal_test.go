@@ -3,6 +3,7 @@ package core
 import (
 	"bufio"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -129,6 +130,45 @@ func TestSendEntry(t *testing.T) {
 		}
 		if err != nil || ok != (tc.want != "") || w.Body.String() != tc.want || s.told != told {
 			t.Errorf("%s: sent %v, %v, %q, told %+v; want %q", tc.name, ok, err, w.Body.String(), s.told, tc.want)
+		}
+	}
+}
+
+// TestReadPageEndsWhileWaitingForTheBudget: a stream waiting for replay bytes other streams
+// hold ends with its request or its controller, without reading the log: a stream never writes
+// a page it holds no bytes for, nor after the controller closed.
+func TestReadPageEndsWhileWaitingForTheBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		closed bool // the controller closes; else the request's context ends
+	}{
+		{"the request ends", false},
+		{"the controller closes", true},
+	} {
+		var limits []int
+		closing := make(chan struct{})
+		e := newEffectLog(Config{Store: limitLog{memory.New(), &limits}, EventReplayBytes: 100, EventPageBytes: 50},
+			slog.New(slog.DiscardHandler), closing)
+		if _, err := e.log.AppendLog(context.Background(), e.name, []byte("x"), e.keep); err != nil {
+			t.Fatal(err)
+		}
+		if !e.replay.TryAcquire(100) { // other streams hold the whole budget
+			t.Fatal("the budget is not free")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		if tc.closed {
+			close(closing)
+		} else {
+			cancel()
+		}
+		s := &eventStream{e: e, budget: 100}
+		r, err := s.readPage(ctx)
+		cancel()
+		if !errors.Is(err, context.Canceled) || len(r.Entries) != 0 || len(limits) != 0 || s.held != 0 {
+			t.Errorf("%s: %d entries, %v, %d bytes held, log reads %v; want context.Canceled and no read", tc.name, len(r.Entries), err, s.held, limits)
+		}
+		if held, _ := e.replay.usage(); held != 100 {
+			t.Errorf("%s: the budget holds %d; want the other streams' 100 alone", tc.name, held)
 		}
 	}
 }
