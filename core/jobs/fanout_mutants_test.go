@@ -672,3 +672,52 @@ func TestMapNamedAsAnOpenStep(t *testing.T) {
 	t.Run("answered await, no items", answeredAwait)
 	t.Run("failed step, no items", failedStep)
 }
+
+// TestItemPastTheLeaseWithTheStoreDown: an item that returns after the delivery's lease lapsed,
+// nobody having taken the task, while the store refuses the lease's renewal, records nothing
+// and ends the delivery: the fan-out never completes without that item's result, and the next
+// delivery runs the item again. The store refuses one write, the renewal's.
+func TestItemPastTheLeaseWithTheStoreDown(t *testing.T) {
+	o := newOwner()
+	var runs atomic.Int32
+	entered, release := make(chan struct{}), make(chan struct{})
+	outs := make(chan []int, 2) // what Map gave each delivery that got past it
+	w := jobs.Define(o, "down-fan", func(ctx context.Context, in []string) error {
+		out, err := jobs.Map(ctx, "fan", in, func(context.Context, string) (int, error) {
+			n := int(runs.Add(1))
+			if n == 1 { // the first delivery's run: held past the lease
+				close(entered)
+				<-release
+			}
+			return n, nil
+		})
+		if err != nil {
+			return err
+		}
+		outs <- out
+		return nil
+	})
+	s, clk := &taskWritesFail{Store: memory.New(), after: "\x00none", once: true}, newClock()
+	in := newInstance(t, s, o, clk, &queue{})
+	job := start(t, in, w, []string{"x"})
+	m, done := deliverInBackground(t, in)
+	if err := signalled(entered); err != nil {
+		t.Fatalf("the item's first run: %v", err)
+	}
+	clk.Add(jobs.DefaultLease + time.Second)
+	s.down.Store(true)
+	close(release)
+	if err := <-done; err != nil || len(outs) != 0 || s.down.Load() {
+		t.Fatalf("the delivery past its lease: %v, %d got past Map (the outage still on: %v); want nil and none", err, len(outs), s.down.Load())
+	}
+	clk.Add(jobs.SkewMargin)
+	if err := in.svc.Deliver(context.Background(), m, jobs.Delivery{}); err != nil {
+		t.Fatal(err)
+	}
+	if st := stateOf(t, in, job).Job.Status; st != contract.StateCompleted || len(outs) != 1 {
+		t.Fatalf("status %s, %d deliveries got past Map; want completed and 1", st, len(outs))
+	}
+	if got := fmt.Sprint(<-outs); got != "[2]" || runs.Load() != 2 {
+		t.Fatalf("Map gave %s after %d runs; want [2] after 2", got, runs.Load())
+	}
+}

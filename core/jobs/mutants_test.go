@@ -490,6 +490,7 @@ type taskWritesFail struct {
 	store.Store
 	after string // a step record key suffix, "/s/2"
 	down  atomic.Bool
+	once  bool // the outage ends with the first write it refuses
 }
 
 func (s *taskWritesFail) Create(ctx context.Context, key string, v []byte, exp time.Time) (store.Record, error) {
@@ -501,7 +502,7 @@ func (s *taskWritesFail) Create(ctx context.Context, key string, v []byte, exp t
 }
 
 func (s *taskWritesFail) Update(ctx context.Context, key string, ver uint64, v []byte, exp time.Time) (store.Record, error) {
-	if s.down.Load() && strings.HasPrefix(key, jobs.TaskKeyPrefix) && !strings.Contains(key, "/s/") {
+	if strings.HasPrefix(key, jobs.TaskKeyPrefix) && !strings.Contains(key, "/s/") && (s.once && s.down.CompareAndSwap(true, false) || !s.once && s.down.Load()) {
 		return store.Record{}, errors.New("the store is down")
 	}
 	return s.Store.Update(ctx, key, ver, v, exp)
