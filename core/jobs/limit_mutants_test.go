@@ -633,3 +633,92 @@ func TestLimitMutantsJobWaits(t *testing.T) {
 		t.Fatalf("task record: %+v %v", r, err)
 	}
 }
+
+// TestLimitMutantsRenewSlot: a renewal extends the holder's slot alone; a slot no longer held
+// (expired and taken) is left as it is, a rate alone holds no slot and reads nothing, and a
+// failed read is the store's error.
+func TestLimitMutantsRenewSlot(t *testing.T) {
+	renew := func(w *limWorld, l *Limit, holder string) error {
+		return w.svc.renewSlot(context.Background(), l, "a", "w", holder)
+	}
+	t.Run("the holder's slot", func(t *testing.T) {
+		w, l := newLimWorld(t), NewLimit("p", MaxRunning(2))
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/u", Until: w.now.Add(time.Second)}, {Holder: "d/u", Until: w.now.Add(time.Second)}}})
+		w.now = w.now.Add(10 * time.Second)
+		r, _ := w.rec(t, l)
+		if err := renew(w, l, "d/u"); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := w.rec(t, l)
+		if holdersOf(got) != "o/u,d/u" || !got.Slots[0].Until.Equal(r.Slots[0].Until) || !got.Slots[1].Until.Equal(w.now.Add(DefaultLease)) {
+			t.Fatalf("after the renewal of d/u: %+v", got.Slots)
+		}
+	})
+	t.Run("a slot not held", func(t *testing.T) {
+		w, l := newLimWorld(t), NewLimit("p", MaxRunning(1))
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/u", Until: w.now.Add(time.Minute)}}})
+		_, v0 := w.rec(t, l)
+		if err := renew(w, l, "d/u"); err != nil {
+			t.Fatalf("renewal of a slot not held: %v", err)
+		}
+		if r, v := w.rec(t, l); v != v0 || holdersOf(r) != "o/u" {
+			t.Fatalf("renewal of a slot not held wrote %+v (version %d, was %d)", r, v, v0)
+		}
+	})
+	t.Run("a rate alone", func(t *testing.T) {
+		w, l := newLimWorld(t), NewLimit("p", Rate(1, time.Minute))
+		w.st.failGet = func(string) bool { return true }
+		if err := renew(w, l, "d/u"); err != nil || w.st.reads() != 0 {
+			t.Fatalf("renewal under a rate alone: %v, %d reads", err, w.st.reads())
+		}
+	})
+	t.Run("a failed read", func(t *testing.T) {
+		w, l := newLimWorld(t), NewLimit("p", MaxRunning(1))
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "d/u", Until: w.now.Add(time.Minute)}}})
+		w.st.failGet = func(string) bool { return true }
+		if err := renew(w, l, "d/u"); !errors.Is(err, errLimitStore) {
+			t.Fatalf("renewal on a failing store: %v, want the store's error", err)
+		}
+	})
+}
+
+// TestLimitMutantsRenewalLogged: a slot whose renewal fails is logged, once per renewal; one
+// renewed, or not renewed because the delivery is ending, is not.
+func TestLimitMutantsRenewalLogged(t *testing.T) {
+	const notRenewed = "a limit's slot was not renewed: retrying at the next tick"
+	for _, tc := range []struct {
+		name   string
+		fail   bool
+		ending bool
+		logs   int
+	}{
+		{"renewed", false, false, 0},
+		{"a failed read", true, false, 1},
+		{"a failed read as the delivery ends", true, true, 0},
+	} {
+		w, l := newLimWorld(t), NewLimit("p", MaxRunning(1))
+		tk := w.task()
+		logs := make(chan slog.Record, 4)
+		tk.log = slog.New(recordsOf{notRenewed, logs})
+		if err := tk.acquire(context.Background(), "u", []*Limit{l}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		if tc.ending {
+			cancel()
+		}
+		if tc.fail {
+			w.st.failGet = func(string) bool { return true }
+		}
+		tk.renewHeld(ctx)
+		cancel()
+		if len(logs) != tc.logs {
+			t.Fatalf("%s: %d logs %q, want %d", tc.name, len(logs), notRenewed, tc.logs)
+		}
+		if tc.logs > 0 {
+			if r := attrs(<-logs); r["limit"] != "p" || !strings.Contains(r["error"], errLimitStore.Error()) {
+				t.Fatalf("%s: logged %v", tc.name, r)
+			}
+		}
+	}
+}
