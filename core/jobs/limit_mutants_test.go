@@ -34,6 +34,8 @@ type limitStore struct {
 	failGet func(key string) bool
 	before  func(key string)
 	gets    int
+	// failUpdate fails the updates of every record but the limits'.
+	failUpdate bool
 }
 
 func (s *limitStore) Get(ctx context.Context, key string) (store.Record, error) {
@@ -65,6 +67,12 @@ func (s *limitStore) Create(ctx context.Context, key string, v []byte, exp time.
 }
 
 func (s *limitStore) Update(ctx context.Context, key string, ver uint64, v []byte, exp time.Time) (store.Record, error) {
+	s.mu.Lock()
+	fail := s.failUpdate && !strings.Contains(key, "~l/")
+	s.mu.Unlock()
+	if fail {
+		return store.Record{}, errLimitStore
+	}
 	s.race(key)
 	return s.Store.Update(ctx, key, ver, v, exp)
 }
@@ -719,6 +727,43 @@ func TestLimitMutantsRenewalLogged(t *testing.T) {
 			if r := attrs(<-logs); r["limit"] != "p" || !strings.Contains(r["error"], errLimitStore.Error()) {
 				t.Fatalf("%s: logged %v", tc.name, r)
 			}
+		}
+	}
+}
+
+// TestLimitMutantsJobWaitsAfterTheLeaseWent: a job that finds its limit full records its wait
+// and is dispatched again for later; but one whose task record another delivery holds by the
+// time it writes its wait neither waits nor fails: the holder goes on with the task. A store
+// that fails that write is the delivery's error.
+func TestLimitMutantsJobWaitsAfterTheLeaseWent(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		holder  string // of the task record ("": none)
+		failing bool   // its writes fail
+		err     string
+		sent    int
+	}{
+		{"held by this delivery", "d", false, "", 1},
+		{"held by another", "other", false, "", 0},
+		{"gone", "", false, "", 0},
+		{"a failed write", "d", true, `jobs: record that job "j" waits for limit "full": ` + errLimitStore.Error(), 0},
+	} {
+		w := newLimWorld(t)
+		l := NewLimit("full", MaxRunning(1))
+		w.put(t, l, limitRecord{Slots: []limitSlot{{Holder: "o/job", Until: w.now.Add(time.Hour)}}})
+		tk := w.task()
+		tk.key, tk.version, tk.settings.limits = "task", 99, []*Limit{l} // a version another write passed
+		if tc.holder != "" {
+			rec := record{Holder: tc.holder, LeaseUntil: w.now.Add(time.Minute)}
+			b, _ := w.svc.encode(&rec)
+			if _, err := w.st.Store.Create(context.Background(), tk.key, b, store.Never); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.st.failUpdate = tc.failing
+		ok, err := tk.acquireJob(context.Background())
+		if got := fmt.Sprint(err); ok || (tc.err == "" && err != nil) || (tc.err != "" && got != tc.err) || len(w.sent.take()) != tc.sent {
+			t.Errorf("%s: %v, %v; want false, %q and %d dispatched", tc.name, ok, err, tc.err, tc.sent)
 		}
 	}
 }
