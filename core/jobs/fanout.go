@@ -220,6 +220,7 @@ func (t *task) fanout(ctx context.Context, name string, hashes []string, run fun
 	sem := make(chan struct{}, conc)
 	var wg sync.WaitGroup
 	var resMu sync.Mutex
+	var acqErr error // why an item could not take its limits: a halt (checked first), or an invalid limit
 	for i := range n {
 		if results[i] != nil {
 			continue
@@ -232,6 +233,7 @@ func (t *task) fanout(ctx context.Context, name string, hashes []string, run fun
 		unit := fmt.Sprintf("%s/%d", name, i)
 		if err := t.acquire(ctx, unit, o.limits); err != nil {
 			<-sem
+			acqErr = err
 			break
 		}
 		wg.Go(func() {
@@ -265,6 +267,9 @@ func (t *task) fanout(ctx context.Context, name string, hashes []string, run fun
 	wg.Wait()
 	if t.halted() {
 		return nil, errHalted
+	}
+	if acqErr != nil {
+		return nil, acqErr
 	}
 	st := &stepRecord{Name: name, Status: stepCompleted, Items: n, Outputs: artifactRecords(o.outputs)}
 	o.place(t.msg.Work, st, t.svc.laneOf(t.msg.Agent))

@@ -246,17 +246,30 @@ func TestUnitsInsideAnItem(t *testing.T) {
 	}
 }
 
-// TestStepUnderABadLimit: a Step under a limit without bounds fails the job with the limit's
-// error, the step not run.
+// TestStepUnderABadLimit: a Step, or a Map, under a limit without bounds fails the job with the
+// limit's error, nothing run: no step recorded, a Map's failed with none of its items done.
 func TestStepUnderABadLimit(t *testing.T) {
-	ran := false
-	state := runOnce(t, 1, func(ctx context.Context, _ struct{}) error {
-		_, err := jobs.Step(ctx, "x", func(context.Context) (int, error) { ran = true; return 1, nil }, jobs.Under(jobs.NewLimit("calls")))
-		return err
-	})
-	wantFailed(t, state, `"error":{"message":"jobs: limit \"calls\" needs MaxRunning(n) or Rate(n, per) with n at least 1"}`)
-	if ran {
-		t.Fatal("the step ran")
+	bad := jobs.Under(jobs.NewLimit("calls"))
+	for _, tc := range []struct {
+		name  string
+		unit  func(ctx context.Context, ran *bool) error
+		steps string // in the job's state
+	}{
+		{"Step", func(ctx context.Context, ran *bool) error {
+			_, err := jobs.Step(ctx, "x", func(context.Context) (int, error) { *ran = true; return 1, nil }, bad)
+			return err
+		}, `"steps":[]}`},
+		{"Map", func(ctx context.Context, ran *bool) error {
+			_, err := jobs.Map(ctx, "x", []int{1, 2}, func(context.Context, int) (int, error) { *ran = true; return 1, nil }, bad)
+			return err
+		}, `"status":"failed","title":"x","outputs":[],"items":{"done":0,"total":2}}]}`},
+	} {
+		ran := false
+		state := runOnce(t, 1, func(ctx context.Context, _ struct{}) error { return tc.unit(ctx, &ran) })
+		wantFailed(t, state, `"error":{"message":"jobs: limit \"calls\" needs MaxRunning(n) or Rate(n, per) with n at least 1"}`)
+		if got := mustJSON(t, state); ran || !strings.Contains(got, tc.steps) {
+			t.Fatalf("%s: ran %v; state %s, want %s", tc.name, ran, got, tc.steps)
+		}
 	}
 }
 
