@@ -203,19 +203,11 @@ func (t *task) fanout(ctx context.Context, name string, hashes []string, run fun
 		f.done[i] = r != nil
 	}
 	t.mu.Lock()
-	if t.current == nil {
-		t.current = map[string]*current{}
-	}
 	if t.items == nil {
 		t.items = map[string]*fanout{}
 	}
-	t.current[name], t.items[name] = &current{opts: o}, f
+	t.items[name] = f // what the task's writes record of the fan-out while it runs (apply)
 	t.mu.Unlock()
-	defer func() {
-		t.mu.Lock()
-		delete(t.current, name)
-		t.mu.Unlock()
-	}()
 
 	sem := make(chan struct{}, conc)
 	var wg sync.WaitGroup
