@@ -217,14 +217,12 @@ func (t *task) fanout(ctx context.Context, name string, hashes []string, run fun
 		if results[i] != nil {
 			continue
 		}
-		sem <- struct{}{}
+		sem <- struct{}{} // a token left taken by a break blocks nothing: the loop alone takes them
 		if t.boundary(ctx) {
-			<-sem
 			break
 		}
 		unit := fmt.Sprintf("%s/%d", name, i)
 		if err := t.acquire(ctx, unit, o.limits); err != nil {
-			<-sem
 			acqErr = err
 			break
 		}
