@@ -1120,7 +1120,8 @@ func TestRetryByAnotherStepRefused(t *testing.T) {
 }
 
 // A run of an occurrence whose advance another instance is running is refused with ErrActive,
-// not as an ambiguous advance: that instance holds it.
+// not as an ambiguous advance: that instance holds it. As the reference raises it
+// (RuleCheckpointRecoveryRequired), it is a *RecoveryError.
 func TestRetryWhileAnotherInstanceAdvances(t *testing.T) {
 	w := memoryWorld(t, nil)
 	j := w.job()
@@ -1134,8 +1135,8 @@ func TestRetryWhileAnotherInstanceAdvances(t *testing.T) {
 	}}, clock.frozen(0))
 	out, err := j.run(t, a)
 	wantStatus(t, out, err, checkpoint.Completed, "")
-	if !errors.Is(during, checkpoint.ErrActive) || during.Error() != checkpoint.ErrActive.Error() {
-		t.Errorf("a run while the advance runs elsewhere: %v, want ErrActive", during)
+	if _, recovery := errors.AsType[*checkpoint.RecoveryError](during); !recovery || !errors.Is(during, checkpoint.ErrActive) || during.Error() != checkpoint.ErrActive.Error() {
+		t.Errorf("a run while the advance runs elsewhere: %v (a RecoveryError: %v), want ErrActive as a RecoveryError", during, recovery)
 	}
 	j.wantCounts(t, 1, 1)
 }
