@@ -461,3 +461,58 @@ func TestTimeoutReachesTheHandler(t *testing.T) {
 		t.Fatalf("the handler's failure: %+v, want the timeout", got)
 	}
 }
+
+// TestStoppedJobsHandlerOutlastsARenewal: the failure handler of a stopped job (AlsoWhenStopped)
+// runs through its delivery's lease renewals: a renewal that finds the job stopped cancels the
+// work, never that handler.
+func TestStoppedJobsHandlerOutlastsARenewal(t *testing.T) {
+	r := &renewWorld{tick: make(chan time.Time), started: make(chan struct{})}
+	r.leaseWorld = newLeaseWorldOn(t, memory.New(), func(time.Duration) <-chan time.Time { return r.tick })
+	r.now = time.Now().UTC() // the handler's deadline runs on the real clock
+	handling, proceed, cancelled := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	work := Define(regOwner{r.reg}, "x", func(ctx context.Context, _ struct{}) error {
+		close(r.started)
+		<-ctx.Done()
+		return nil
+	}, OnFailure(func(ctx context.Context, _ struct{}, f Failure) error {
+		close(handling)
+		select {
+		case <-proceed:
+			return nil
+		case <-ctx.Done():
+			cancelled <- context.Cause(ctx)
+			return context.Cause(ctx)
+		}
+	}, AlsoWhenStopped()))
+	r.start(t, work, "job")
+	done := r.deliverAsync(t)
+	if _, err := r.svc.update(r.ctx, taskKey("a", "w", "job"), func(rec *record) (bool, error) {
+		rec.Stop = true
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r.tick <- r.now // the renewal finds the stop: the work is cancelled, the handler is due
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	handled := make(chan error, 1)
+	go func() {
+		handled <- r.svc.Deliver(context.Background(), Message{Agent: "a", Workspace: "w", Job: "job", Work: "x"}, Delivery{})
+	}()
+	<-handling
+	for range 2 { // the second tick is taken once the first renewal is over
+		select {
+		case r.tick <- r.now:
+		case cause := <-cancelled:
+			t.Fatalf("the handler was cancelled by a renewal: %v", cause)
+		}
+	}
+	close(proceed)
+	if err := <-handled; err != nil {
+		t.Fatal(err)
+	}
+	if rec := r.record(t); rec.Status != taskStopped || len(cancelled) != 0 {
+		t.Fatalf("task %s (handler cancelled: %d): want stopped once its handler ran", rec.Status, len(cancelled))
+	}
+}
