@@ -6,7 +6,9 @@ package jobs
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -514,5 +516,114 @@ func TestStoppedJobsHandlerOutlastsARenewal(t *testing.T) {
 	}
 	if rec := r.record(t); rec.Status != taskStopped || len(cancelled) != 0 {
 		t.Fatalf("task %s (handler cancelled: %d): want stopped once its handler ran", rec.Status, len(cancelled))
+	}
+}
+
+// scriptedUpdates runs the next of its steps at each update of the record under key, before it:
+// a step that returns an error refuses the update with it. Updates past the script land.
+type scriptedUpdates struct {
+	store.Store
+	key    string
+	mu     sync.Mutex
+	script []func() error
+}
+
+func (s *scriptedUpdates) Update(ctx context.Context, key string, version uint64, v []byte, exp time.Time) (store.Record, error) {
+	var step func() error
+	if key == s.key {
+		s.mu.Lock()
+		if len(s.script) > 0 {
+			step, s.script = s.script[0], s.script[1:]
+		}
+		s.mu.Unlock()
+	}
+	if step != nil {
+		if err := step(); err != nil {
+			return store.Record{}, err
+		}
+	}
+	return s.Store.Update(ctx, key, version, v, exp)
+}
+
+// TestRenewalTicks: a renewal extends the lease and the job's limit slot from now; one whose
+// write fails is logged and tried again at the next tick; one that fails as the delivery ends
+// (its context cancelled meanwhile) is not logged.
+func TestRenewalTicks(t *testing.T) {
+	const failed = "lease renewal failed: retrying at the next tick"
+	st := &scriptedUpdates{Store: memory.New(), key: taskKey("a", "w", "job")}
+	r := &renewWorld{tick: make(chan time.Time), started: make(chan struct{})}
+	r.leaseWorld = newLeaseWorldOn(t, st, func(time.Duration) <-chan time.Time { return r.tick })
+	logs := make(chan slog.Record, 8)
+	r.svc.log = slog.New(recordsOf{failed, logs})
+	lim := NewLimit("p", MaxRunning(1))
+	var tk *task
+	work := Define(regOwner{r.reg}, "x", func(ctx context.Context, _ struct{}) error {
+		_, err := Step(ctx, "wait", func(ctx context.Context) (int, error) {
+			tk = taskOf(ctx)
+			close(r.started)
+			<-ctx.Done()
+			return 0, context.Cause(ctx)
+		})
+		return err
+	}, Limited(lim))
+	r.start(t, work, "job")
+	done := r.deliverAsync(t)
+	renewed := r.now.Add(10 * time.Second)
+	goC := make(chan struct{}) // C's write waits for it: the test reads what B wrote meanwhile
+	st.mu.Lock()
+	st.script = []func() error{
+		func() error { r.now = renewed; return errStoreDown },              // A: refused
+		func() error { return nil },                                        // B: renewed
+		func() error { <-goC; tk.cancel(errStopped); return errStoreDown }, // C: refused as the delivery ends
+	}
+	st.mu.Unlock()
+	for range 3 { // A; B, taken once A was handled; C, once B was
+		r.tick <- time.Time{}
+	}
+	if len(logs) != 1 {
+		t.Fatalf("%d logs %q after a failed renewal, want 1", len(logs), failed)
+	}
+	want := renewed.Add(DefaultLease)
+	got, err := st.Store.Get(context.Background(), lim.key("a", "w"))
+	var slots limitRecord
+	if err == nil {
+		err = decodeJSON(got.Value, &slots)
+	}
+	if lease := r.record(t).LeaseUntil; err != nil || len(slots.Slots) != 1 || !slots.Slots[0].Until.Equal(want) || !lease.Equal(want) {
+		t.Fatalf("after a renewal: slots %+v (%v), the task's lease until %s; want both until %s", slots.Slots, err, lease, want)
+	}
+	close(goC)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(logs) != 1 {
+		t.Fatalf("%d logs %q, want only the first failure's", len(logs), failed)
+	}
+}
+
+// TestWriteOfARecordJSONCannotHold: a task write whose record cannot be encoded (a lease past
+// year 9999) is an error, the stored record left as it was.
+func TestWriteOfARecordJSONCannotHold(t *testing.T) {
+	st := memory.New()
+	w := newLeaseWorldOn(t, st, nil)
+	key := taskKey("a", "w", "job")
+	rec := &record{Agent: "a", Workspace: "w", Holder: "d", LeaseUntil: w.now.Add(time.Minute)}
+	b, err := w.svc.encode(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := st.Create(context.Background(), key, b, store.Never)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := &task{svc: w.svc, key: key, rec: rec, version: before.Version, holder: "d"}
+	err = tk.write(context.Background(), func(r *record) bool {
+		r.LeaseUntil = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+		return true
+	})
+	after, gerr := st.Get(context.Background(), key)
+	if err == nil || !strings.HasPrefix(err.Error(), "jobs: encode the task record: ") || gerr != nil ||
+		after.Version != before.Version || string(after.Value) != string(before.Value) {
+		t.Fatalf("write of a lease in year 10000: %v; stored version %d (was %d), %v", err, after.Version, before.Version, gerr)
 	}
 }
