@@ -729,19 +729,14 @@ func (s *eventStream) replay(ctx context.Context, r store.LogRange) (bool, error
 		}
 		before := s.at.seq
 		if !reread {
+			// A page holds at most the budget's events (readPage's limit), each after the stream's
+			// position (ReadLog's contract; resolve moves a position only to before the oldest
+			// kept), none after Through.
 			for _, ev := range r.Entries {
-				if ev.Seq <= s.at.seq {
-					continue
-				}
-				if s.budget == 0 {
-					_, err := s.mark()
-					return false, err
-				}
 				if _, err := s.sendEntry(r.Epoch, ev); err != nil {
 					return false, err
 				}
 				s.budget--
-				s.at.seq = ev.Seq
 			}
 			s.at.seq = max(s.at.seq, r.Through)
 			if s.at.seq >= r.Last || s.at.seq == before {
