@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -723,5 +724,121 @@ func TestEffectStreamClientGoneBeforeTheStream(t *testing.T) {
 		if w := serveEventsOnce(c, ctx, lastID); w.status != 0 || w.body.Len() != 0 || w.hdr.Get("Content-Type") != "" || logs.Len() != 0 {
 			t.Errorf("Last-Event-ID %q, the client gone: %d %v %q, logs %q", lastID, w.status, w.hdr, w.body.String(), logs.String())
 		}
+	}
+}
+
+// editedLog is a memory store whose read answers pass through edit, with n the read's number
+// (from 1): it shows a stream what another backend or another instance would make it read (a
+// sealed gap, an append still being written, an append landing just after a read, a read
+// failing).
+type editedLog struct {
+	*memory.Store
+	mu   sync.Mutex
+	n    int
+	edit func(log *memory.Store, n int, r store.LogRange) (store.LogRange, error)
+}
+
+func (l *editedLog) ReadLog(ctx context.Context, name string, after uint64, limit int) (store.LogRange, error) {
+	r, err := l.Store.ReadLog(ctx, name, after, limit)
+	if err != nil {
+		return r, err
+	}
+	l.mu.Lock()
+	l.n++
+	n := l.n
+	l.mu.Unlock()
+	return l.edit(l.Store, n, r)
+}
+
+// reads is how many reads the log answered.
+func (l *editedLog) reads() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+// effectsLog is the effect log of effectController's server id.
+const effectsLog = "effects/SRV-test"
+
+// inWorkspace is a log entry of the event of rid in workspace ws, as an action there appends it
+// (a workspace of 11 bytes).
+func inWorkspace(ws, rid string) string { return "\x00\x0b" + ws + effectData(rid) }
+
+// appendEntries appends entries to the effect log of st.
+func appendEntries(t *testing.T, st *memory.Store, entries ...string) {
+	t.Helper()
+	for _, e := range entries {
+		if _, err := st.AppendLog(context.Background(), effectsLog, []byte(e), store.Retention{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestEffectStreamFollowingEnds: a stream following the log ends once a write to its client
+// fails, writing and flushing nothing after it, whether it was sending a live event, a live id
+// alone or nothing (a store read behind the follower's events failed first); one whose catch-up
+// budget is spent behind the follower's events ends with what it wrote flushed. The log's reads
+// are numbered: the stream's replay (or, for a new client, its newest position) is the first,
+// the follower's start the second.
+func TestEffectStreamFollowingEnds(t *testing.T) {
+	filtered := map[string]string{core.GrantHeader: "unverified in local mode", core.HeaderAgentSlug: "s", core.HeaderWorkspaceID: "workspace-1"}
+	// appendAt appends entries after read n: another instance's actions.
+	appendAt := func(at int, entries ...string) func(*memory.Store, int, store.LogRange) (store.LogRange, error) {
+		return func(st *memory.Store, n int, r store.LogRange) (store.LogRange, error) {
+			if n == at {
+				appendEntries(t, st, entries...)
+			}
+			return r, nil
+		}
+	}
+	served := []string{"deadline", "write", "deadline", "flush"} // connected, flushed
+	for _, tc := range []struct {
+		name      string
+		hdr       map[string]string
+		lastID    string
+		budget    int
+		edit      func(*memory.Store, int, store.LogRange) (store.LogRange, error)
+		failWrite int
+		want      []string
+	}{
+		// Live, after the follower started: workspace-1's event fails; the id alone past
+		// workspace-2's is never tried.
+		{"a live event's write failing", filtered, "", 0, appendAt(2, inWorkspace("workspace-1", "b"), inWorkspace("workspace-2", "c")), 2,
+			append(served, "deadline", "write", "deadline")},
+		{"a live id alone's write failing", filtered, "", 0, appendAt(2, inWorkspace("workspace-2", "c")), 2,
+			append(served, "deadline", "write", "deadline")},
+		// The replay's read, of the first event, is followed by a second: the follower starts
+		// past the stream, whose own read then fails. Nothing is written after the replay.
+		{"a read behind the follower failing", nil, "0-0", 0, func(st *memory.Store, n int, r store.LogRange) (store.LogRange, error) {
+			if n == 3 {
+				return store.LogRange{}, errors.New("store unreachable")
+			}
+			return appendAt(1, inWorkspace("workspace-1", "b"))(st, n, r)
+		}, 3, []string{"deadline", "write", "deadline", "write", "deadline", "flush", "deadline"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &editedLog{Store: memory.New(), edit: tc.edit}
+			c := effectController(t, core.Config{Store: st, EventCatchUp: tc.budget, HeartbeatInterval: time.Hour, EventWriteTimeout: time.Hour})
+			appendEntries(t, st.Store, inWorkspace("workspace-1", "a"))
+			w := &opsWriter{hdr: http.Header{}, failWrite: tc.failWrite}
+			req := httptest.NewRequest(http.MethodGet, "/a2a/events", nil)
+			req.Header.Set("X-API-Key", testKey)
+			if tc.lastID != "" {
+				req.Header.Set("Last-Event-ID", tc.lastID)
+			}
+			for k, v := range tc.hdr {
+				req.Header.Set(k, v)
+			}
+			done := make(chan struct{})
+			go func() { c.ServeHTTP(w, req); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second): // a failure bound only
+				t.Fatal("the stream did not end")
+			}
+			if !slices.Equal(w.ops, tc.want) {
+				t.Fatalf("the stream did %v; want %v", w.ops, tc.want)
+			}
+		})
 	}
 }

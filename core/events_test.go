@@ -319,8 +319,9 @@ func TestEffectStreamGoesOnAfterHeartbeats(t *testing.T) {
 }
 
 // opsWriter is a response writer that records what the stream does to it: "write", "flush" and
-// "deadline" (each write deadline set, kept in deadlines). Its write number failWrite (from 1,
-// 0 for none) fails, as its flushes and deadlines fail with flushErr and deadlineErr.
+// "deadline" (each write deadline set, kept in deadlines). From its write number failWrite (from
+// 1, 0 for none) on, the client is gone: that write and every write and flush after it fail.
+// Its flushes and deadlines fail with flushErr and deadlineErr.
 type opsWriter struct {
 	hdr         http.Header
 	ops         []string
@@ -335,12 +336,19 @@ func (w *opsWriter) Header() http.Header { return w.hdr }
 func (w *opsWriter) WriteHeader(int)     {}
 func (w *opsWriter) Write(b []byte) (int, error) {
 	w.ops = append(w.ops, "write")
-	if w.writes++; w.writes == w.failWrite {
+	if w.writes++; w.gone() {
 		return 0, errors.New("the client is gone")
 	}
 	return len(b), nil
 }
-func (w *opsWriter) FlushError() error { w.ops = append(w.ops, "flush"); return w.flushErr }
+func (w *opsWriter) gone() bool { return w.failWrite > 0 && w.writes >= w.failWrite }
+func (w *opsWriter) FlushError() error {
+	w.ops = append(w.ops, "flush")
+	if w.gone() {
+		return errors.New("the client is gone")
+	}
+	return w.flushErr
+}
 func (w *opsWriter) SetWriteDeadline(t time.Time) error {
 	w.ops = append(w.ops, "deadline")
 	w.deadlines = append(w.deadlines, t)
