@@ -739,9 +739,10 @@ func (s *eventStream) replay(ctx context.Context, r store.LogRange) (bool, error
 				s.budget--
 			}
 			s.at.seq = max(s.at.seq, r.Through)
-			if s.at.seq >= r.Last || s.at.seq == before {
+			if s.at.seq >= r.Last || (s.at.seq == before && s.budget > 0) {
 				// Caught up, or the next event is still being written: the follower (or the
-				// client's next poll) will bring it.
+				// client's next poll) will bring it. With the budget spent, no read moves the
+				// stream: it ends below.
 				_, err := s.mark()
 				return true, err
 			}

@@ -815,6 +815,10 @@ func TestEffectStreamFollowingEnds(t *testing.T) {
 			}
 			return appendAt(1, inWorkspace("workspace-1", "b"))(st, n, r)
 		}, 3, []string{"deadline", "write", "deadline", "write", "deadline", "flush", "deadline"}},
+		// A budget of one: the replay spends it on the first event; behind the follower, the
+		// stream can read no more.
+		{"the budget spent behind the follower", nil, "0-0", 1, appendAt(1, inWorkspace("workspace-1", "b")), 0,
+			[]string{"deadline", "write", "deadline", "write", "deadline", "flush", "deadline", "flush", "deadline"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &editedLog{Store: memory.New(), edit: tc.edit}
