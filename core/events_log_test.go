@@ -781,7 +781,7 @@ func appendEntries(t *testing.T, st *memory.Store, entries ...string) {
 // are numbered: the stream's replay (or, for a new client, its newest position) is the first,
 // the follower's start the second.
 func TestEffectStreamFollowingEnds(t *testing.T) {
-	filtered := map[string]string{core.GrantHeader: "unverified in local mode", core.HeaderAgentSlug: "s", core.HeaderWorkspaceID: "workspace-1"}
+	filtered := localStreamHeaders("s", "workspace-1")
 	// appendAt appends entries after read n: another instance's actions.
 	appendAt := func(at int, entries ...string) func(*memory.Store, int, store.LogRange) (store.LogRange, error) {
 		return func(st *memory.Store, n int, r store.LogRange) (store.LogRange, error) {

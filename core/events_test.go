@@ -364,23 +364,34 @@ func TestEffectStreamWriteDeadlines(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		lastID      string
+		workspace   string // of a filtered stream: invokeN's events are of workspace-1
+		budget      int
 		failWrite   int
 		deadlineErr error
 		want        []string
 	}{
-		{"a new client, its flush failing", "", 0, nil, []string{"deadline", "write", "deadline", "flush", "deadline"}},
-		{"a writer of no deadlines", "", 0, http.ErrNotSupported, []string{"deadline", "write", "flush"}},
-		{"the replay's first write failing", "0-0", 2, nil, []string{"deadline", "write", "deadline", "write", "deadline"}},
-		{"the events-lost write failing", "another_log-5", 2, nil, []string{"deadline", "write", "deadline", "write", "deadline"}},
+		{"a new client, its flush failing", "", "", 0, 0, nil, []string{"deadline", "write", "deadline", "flush", "deadline"}},
+		{"a writer of no deadlines", "", "", 0, 0, http.ErrNotSupported, []string{"deadline", "write", "flush"}},
+		{"the replay's first write failing", "0-0", "", 0, 2, nil, []string{"deadline", "write", "deadline", "write", "deadline"}},
+		{"the events-lost write failing", "another_log-5", "", 0, 2, nil, []string{"deadline", "write", "deadline", "write", "deadline"}},
+		// A filtered stream's id alone past the other workspace's events, at the newest position
+		// or where the catch-up budget is spent.
+		{"the replay's id alone failing", "0-0", "workspace-2", 0, 2, nil, []string{"deadline", "write", "deadline", "write", "deadline"}},
+		{"the id alone of a spent budget failing", "0-0", "workspace-2", 1, 2, nil, []string{"deadline", "write", "deadline", "write", "deadline"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := effectController(t, core.Config{EventWriteTimeout: time.Hour})
+			c := effectController(t, core.Config{EventWriteTimeout: time.Hour, EventCatchUp: tc.budget})
 			invokeN(t, c, 2, "d")
 			w := &opsWriter{hdr: http.Header{}, failWrite: tc.failWrite, flushErr: gone, deadlineErr: tc.deadlineErr}
 			req := httptest.NewRequest(http.MethodGet, "/a2a/events", nil)
 			req.Header.Set("X-API-Key", testKey)
 			if tc.lastID != "" {
 				req.Header.Set("Last-Event-ID", tc.lastID)
+			}
+			if tc.workspace != "" {
+				for k, v := range localStreamHeaders("s", tc.workspace) {
+					req.Header.Set(k, v)
+				}
 			}
 			start := time.Now()
 			c.ServeHTTP(w, req)
@@ -395,4 +406,10 @@ func TestEffectStreamWriteDeadlines(t *testing.T) {
 			}
 		})
 	}
+}
+
+// localStreamHeaders are the headers of a stream request for workspace ws's events in local
+// mode, where the token is not verified (as for /a2a): the workspace is the one the request names.
+func localStreamHeaders(agent, ws string) map[string]string {
+	return map[string]string{core.GrantHeader: "unverified in local mode", core.HeaderAgentSlug: agent, core.HeaderWorkspaceID: ws}
 }

@@ -309,15 +309,12 @@ func TestJobSyncedKeepsItsWorkspace(t *testing.T) {
 	if err := c.Jobs().Deliver(context.Background(), msgs[0], jobs.Delivery{}); err != nil {
 		t.Fatal(err)
 	}
-	hdr := func(ws string) map[string]string {
-		return map[string]string{core.GrantHeader: "unverified in local mode", core.HeaderAgentSlug: "w", core.HeaderWorkspaceID: ws}
-	}
-	_, _, evs := pollEventsWith(t, c, "0-0", hdr("workspace-1"))
+	_, _, evs := pollEventsWith(t, c, "0-0", localStreamHeaders("w", "workspace-1"))
 	if len(evs) != 3 || !strings.Contains(evs[1].data, `"action":"job.start"`) ||
 		evs[2].data != `{"agent_slug":"w","action":"job.sync","request_id":"","effects":[{"type":"job.synced","job_id":"job-1","status":"completed"}]}` {
 		t.Fatalf("workspace-1: %+v", evs)
 	}
-	_, _, evs = pollEventsWith(t, c, "0-0", hdr("workspace-2"))
+	_, _, evs = pollEventsWith(t, c, "0-0", localStreamHeaders("w", "workspace-2"))
 	if len(evs) != 2 || evs[1].event != "" || evs[1].data != "" || !strings.HasSuffix(evs[1].id, "-2") { // an id alone past both
 		t.Fatalf("workspace-2: %+v", evs)
 	}
