@@ -846,3 +846,61 @@ func TestEffectStreamFollowingEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestEffectReplayEnds: a replay ends at the position its reads reached. Past a sealed gap at
+// the newest position (a number the store skipped), a filtered stream's id alone says so; at an
+// append still being written (Through short of Last), the stream reads once more, finds nothing
+// new and ends (the follower, or the client's next poll, brings it); a filtered stream told its
+// position was lost, on a log never appended to, is sent no id alone after it (the events-lost
+// event's id is the position).
+func TestEffectReplayEnds(t *testing.T) {
+	connected := func(id string) sse { return sse{id, "supervaizer.connected", `{"status":"connected"}`} }
+	for _, tc := range []struct {
+		name    string
+		hdr     map[string]string
+		lastID  string
+		entries []string
+		edit    func(*memory.Store, int, store.LogRange) (store.LogRange, error)
+		want    func(epoch string) []sse
+		reads   int
+	}{
+		{"a sealed gap at the newest position", localStreamHeaders("s", "workspace-1"), "0-0",
+			[]string{inWorkspace("workspace-1", "a"), inWorkspace("workspace-1", "b"), inWorkspace("workspace-1", "c")},
+			func(_ *memory.Store, _ int, r store.LogRange) (store.LogRange, error) {
+				r.Entries = slices.DeleteFunc(r.Entries, func(e store.LogEntry) bool { return e.Seq == 3 })
+				return r, nil
+			},
+			func(epoch string) []sse {
+				return []sse{connected("0-0"), {epoch + "-1", "supervaizer.effect", effectData("a")},
+					{epoch + "-2", "supervaizer.effect", effectData("b")}, {id: epoch + "-3"}}
+			}, 2}, // no size known yet: the first read is of one event
+		{"an append still being written", nil, "0-0", []string{inWorkspace("workspace-1", "a")},
+			func(_ *memory.Store, n int, r store.LogRange) (store.LogRange, error) {
+				if n <= 2 { // the stream's two reads see position 2 claimed
+					r.Last++
+				}
+				return r, nil
+			},
+			func(epoch string) []sse {
+				return []sse{connected("0-0"), {epoch + "-1", "supervaizer.effect", effectData("a")}}
+			}, 2},
+		{"lost on a log never appended to", localStreamHeaders("s", "workspace-1"), "abc-5", nil,
+			func(_ *memory.Store, _ int, r store.LogRange) (store.LogRange, error) { return r, nil },
+			func(string) []sse {
+				return []sse{connected("abc-5"), {"0-0", "supervaizer.events_lost",
+					`{"status":"events_lost","reason":"unknown","last_event_id":"abc-5","resumed_after":"0-0"}`}}
+			}, 2},
+	} {
+		st := &editedLog{Store: memory.New(), edit: tc.edit}
+		c := effectController(t, core.Config{Store: st})
+		appendEntries(t, st.Store, tc.entries...)
+		r, err := st.Store.ReadLog(context.Background(), effectsLog, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, _, evs := pollEventsWith(t, c, tc.lastID, tc.hdr)
+		if want := tc.want(r.Epoch); status != http.StatusOK || !slices.Equal(evs, want) || st.reads() != tc.reads {
+			t.Errorf("%s: %d after %d reads\n got %+v\nwant %+v after %d reads", tc.name, status, st.reads(), evs, want, tc.reads)
+		}
+	}
+}
