@@ -774,6 +774,17 @@ func appendEntries(t *testing.T, st *memory.Store, entries ...string) {
 	}
 }
 
+// appendAfterRead is an editedLog's edit that appends entries just after read at: another
+// instance's actions, landing between two reads.
+func appendAfterRead(t *testing.T, at int, entries ...string) func(*memory.Store, int, store.LogRange) (store.LogRange, error) {
+	return func(st *memory.Store, n int, r store.LogRange) (store.LogRange, error) {
+		if n == at {
+			appendEntries(t, st, entries...)
+		}
+		return r, nil
+	}
+}
+
 // TestEffectStreamFollowingEnds: a stream following the log ends once a write to its client
 // fails, writing and flushing nothing after it, whether it was sending a live event, a live id
 // alone or nothing (a store read behind the follower's events failed first); one whose catch-up
@@ -782,14 +793,8 @@ func appendEntries(t *testing.T, st *memory.Store, entries ...string) {
 // the follower's start the second.
 func TestEffectStreamFollowingEnds(t *testing.T) {
 	filtered := localStreamHeaders("s", "workspace-1")
-	// appendAt appends entries after read n: another instance's actions.
 	appendAt := func(at int, entries ...string) func(*memory.Store, int, store.LogRange) (store.LogRange, error) {
-		return func(st *memory.Store, n int, r store.LogRange) (store.LogRange, error) {
-			if n == at {
-				appendEntries(t, st, entries...)
-			}
-			return r, nil
-		}
+		return appendAfterRead(t, at, entries...)
 	}
 	served := []string{"deadline", "write", "deadline", "flush"} // connected, flushed
 	for _, tc := range []struct {
@@ -902,5 +907,25 @@ func TestEffectReplayEnds(t *testing.T) {
 		if want := tc.want(r.Epoch); status != http.StatusOK || !slices.Equal(evs, want) || st.reads() != tc.reads {
 			t.Errorf("%s: %d after %d reads\n got %+v\nwant %+v after %d reads", tc.name, status, st.reads(), evs, want, tc.reads)
 		}
+	}
+}
+
+// TestEffectStreamLiveEventFlushed: a live event is flushed to its client when the follower's batch
+// that brought it ends on an entry no stream is sent (a malformed header): the stream flushes
+// because it sent something, whatever the batch's last entry was.
+func TestEffectStreamLiveEventFlushed(t *testing.T) {
+	// The log's second read is the follower's start: the two entries come live, in one batch.
+	st := &editedLog{Store: memory.New(), edit: appendAfterRead(t, 2, inWorkspace("workspace-1", "b"), "\x00\x05w")}
+	c := effectController(t, core.Config{Store: st, HeartbeatInterval: time.Hour})
+	appendEntries(t, st.Store, inWorkspace("workspace-1", "a"))
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a failure bound only
+	defer cancel()
+	r := openStream(t, ctx, srv.URL, nil)
+	connected := readEvent(t, r)
+	epoch, _, _ := strings.Cut(connected.id, "-")
+	if ev := readEvent(t, r); ev != (sse{epoch + "-2", "supervaizer.effect", effectData("b")}) {
+		t.Fatalf("after %+v: %+v; want the live event at position 2", connected, ev)
 	}
 }
