@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/supervaize/svz/core/contract"
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
 )
@@ -74,28 +75,45 @@ func TestReadPage(t *testing.T) {
 }
 
 // TestReplayPageReleasedBeforeFollowing: a stream that caught up gives its page's bytes back to
-// the replay budget before it follows the log: a stream open for hours holds none of them.
+// the replay budget before it follows the log: a stream open for hours holds none of them. So
+// does one that read the store while following: here the log's first events, appended once the
+// stream started on the log never appended to (a new epoch: the follower's events do not
+// continue the stream's position, the stream reads them from the store).
 func TestReplayPageReleasedBeforeFollowing(t *testing.T) {
-	c, addr := bigEventController(t, Config{EventReplayBytes: 1 << 20, EventPageBytes: 1 << 16, EventWriteTimeout: time.Hour}, 2, 100)
-	conn := openStream(t, addr)
-	_ = conn.SetReadDeadline(time.Now().Add(time.Minute)) // a bound on failure, not a timing
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The replay is flushed once written and its page released: its events read, the stream
-	// follows the log.
-	lines := bufio.NewScanner(resp.Body)
-	for effects := 0; effects < 2; {
-		if !lines.Scan() {
-			t.Fatalf("the stream ended before its two events: %v", lines.Err())
+	for _, tc := range []struct {
+		name          string
+		before, after int // events appended before the stream starts, and once it is connected
+	}{
+		{"the request's replay", 2, 0},
+		{"a replay while following", 0, 2},
+	} {
+		c, addr := bigEventController(t, Config{EventReplayBytes: 1 << 20, EventPageBytes: 1 << 16, EventWriteTimeout: time.Hour}, tc.before, 100)
+		conn := openStream(t, addr)
+		_ = conn.SetReadDeadline(time.Now().Add(time.Minute)) // a bound on failure, not a timing
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if lines.Text() == "event: "+EventEffect {
-			effects++
+		// The replay is flushed once written and its page released: its events read, the stream
+		// follows the log.
+		lines := bufio.NewScanner(resp.Body)
+		for effects := 0; effects < 2; {
+			if !lines.Scan() {
+				t.Fatalf("%s: the stream ended before its two events: %v", tc.name, lines.Err())
+			}
+			switch lines.Text() {
+			case "event: " + EventConnected: // the stream has read the log
+				for range tc.after {
+					c.events.appendEffects(context.Background(), &contract.ActionRequest{AgentSlug: "s", Action: "job.start", RequestID: "r"}, "",
+						[]contract.Effect{{Type: "job.started"}})
+				}
+			case "event: " + EventEffect:
+				effects++
+			}
 		}
-	}
-	if held, peak := c.events.replay.usage(); held != 0 || peak == 0 || c.events.streams.Load() != 1 {
-		t.Fatalf("a stream following the log holds %d bytes of the replay budget (peak %d, %d streams); want none", held, peak, c.events.streams.Load())
+		if held, peak := c.events.replay.usage(); held != 0 || peak == 0 || c.events.streams.Load() != 1 {
+			t.Fatalf("%s: a stream following the log holds %d bytes of the replay budget (peak %d, %d streams); want none", tc.name, held, peak, c.events.streams.Load())
+		}
 	}
 }
 
