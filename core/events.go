@@ -852,14 +852,8 @@ func (c *Controller) followStream(ctx context.Context, s *eventStream) {
 				_ = s.flush()
 				return
 			}
-			wrote = before != s.at || wrote
-			if !wrote {
-				// The store is where the stream is: wait for the follower.
-				if !wait(changed) {
-					return
-				}
-				continue
-			}
+			// Unmoved, the store is where the stream is: wait for the follower.
+			wrote = before != s.at
 		}
 		if wrote {
 			if s.flush() != nil {
