@@ -785,13 +785,13 @@ func appendAfterRead(t *testing.T, at int, entries ...string) func(*memory.Store
 	}
 }
 
-// TestEffectStreamFollowingEnds: a stream following the log ends once a write to its client
-// fails, writing and flushing nothing after it, whether it was sending a live event, a live id
-// alone or nothing (a store read behind the follower's events failed first); one whose catch-up
-// budget is spent behind the follower's events ends with what it wrote flushed. The log's reads
-// are numbered: the stream's replay (or, for a new client, its newest position) is the first,
-// the follower's start the second.
-func TestEffectStreamFollowingEnds(t *testing.T) {
+// TestEffectStreamStops: a stream ends once a write to its client or a read of the store fails,
+// writing and flushing nothing after it: a live event's write, a live id alone's, a store read
+// behind the follower's events, a replay's second read. One whose catch-up budget is spent behind
+// the follower's events ends with what it wrote flushed. The log's reads are numbered: the
+// stream's replay (or, for a new client, its newest position) is the first, the follower's start
+// the second. failWrite is for a stream that would go on: its client is gone.
+func TestEffectStreamStops(t *testing.T) {
 	filtered := localStreamHeaders("s", "workspace-1")
 	appendAt := func(at int, entries ...string) func(*memory.Store, int, store.LogRange) (store.LogRange, error) {
 		return appendAfterRead(t, at, entries...)
@@ -820,6 +820,14 @@ func TestEffectStreamFollowingEnds(t *testing.T) {
 			}
 			return appendAt(1, inWorkspace("workspace-1", "b"))(st, n, r)
 		}, 3, []string{"deadline", "write", "deadline", "write", "deadline", "flush", "deadline"}},
+		// The replay's first read finds position 2 still being written; its second fails.
+		{"a replay's second read failing", nil, "0-0", 0, func(_ *memory.Store, n int, r store.LogRange) (store.LogRange, error) {
+			if n == 2 {
+				return store.LogRange{}, errors.New("store unreachable")
+			}
+			r.Last++
+			return r, nil
+		}, 0, []string{"deadline", "write", "deadline", "write", "deadline"}},
 		// A budget of one: the replay spends it on the first event; behind the follower, the
 		// stream can read no more.
 		{"the budget spent behind the follower", nil, "0-0", 1, appendAt(1, inWorkspace("workspace-1", "b")), 0,
