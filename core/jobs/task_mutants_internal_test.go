@@ -252,6 +252,17 @@ func (r *renewWorld) record(t *testing.T) *record {
 	return rec
 }
 
+// askStop writes a stop into the job's record, as job.stop on another instance does.
+func (r *renewWorld) askStop(t *testing.T) {
+	t.Helper()
+	if _, err := r.svc.update(r.ctx, taskKey("a", "w", "job"), func(rec *record) (bool, error) {
+		rec.Stop = true
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRenewalExtendsTheLease: a renewal while the step runs extends the lease from now and
 // leaves the job running: it completes when the step does.
 func TestRenewalExtendsTheLease(t *testing.T) {
@@ -274,12 +285,7 @@ func TestRenewalExtendsTheLease(t *testing.T) {
 func TestRenewalSeesTheStop(t *testing.T) {
 	r := newRenewWorld(t)
 	done := r.deliverAsync(t)
-	if _, err := r.svc.update(r.ctx, taskKey("a", "w", "job"), func(rec *record) (bool, error) {
-		rec.Stop = true
-		return true, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	r.askStop(t)
 	r.tick <- r.now
 	if err := <-done; err != nil || !errors.Is(r.cause, errStopped) || r.record(t).Status != taskStopped {
 		t.Fatalf("delivery %v, step cancelled by %v, task %+v: want it stopped", err, r.cause, r.record(t))
@@ -313,12 +319,7 @@ func TestRenewalEndsAWorkOutsideAStep(t *testing.T) {
 		want   func(t *testing.T, r *renewWorld, before *record)
 	}{
 		{"stop", func(r *renewWorld) {
-			if _, err := r.svc.update(r.ctx, taskKey("a", "w", "job"), func(rec *record) (bool, error) {
-				rec.Stop = true
-				return true, nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			r.askStop(t)
 		}, func(t *testing.T, r *renewWorld, _ *record) {
 			if st := r.record(t).Status; st != taskStopped {
 				t.Fatalf("task %s, want stopped", st)
@@ -386,12 +387,7 @@ func TestDeliveryEndsStoppedWithItsHandler(t *testing.T) {
 	t.Run("stopped", func(t *testing.T) {
 		r := newRenewWorld(t, OnFailure(onFailureNop, AlsoWhenStopped()))
 		done := r.deliverAsync(t)
-		if _, err := r.svc.update(r.ctx, taskKey("a", "w", "job"), func(rec *record) (bool, error) {
-			rec.Stop = true
-			return true, nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+		r.askStop(t)
 		r.tick <- r.now
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -488,12 +484,7 @@ func TestStoppedJobsHandlerOutlastsARenewal(t *testing.T) {
 	}, AlsoWhenStopped()))
 	r.start(t, work, "job")
 	done := r.deliverAsync(t)
-	if _, err := r.svc.update(r.ctx, taskKey("a", "w", "job"), func(rec *record) (bool, error) {
-		rec.Stop = true
-		return true, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	r.askStop(t)
 	r.tick <- r.now // the renewal finds the stop: the work is cancelled, the handler is due
 	if err := <-done; err != nil {
 		t.Fatal(err)
