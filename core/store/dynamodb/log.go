@@ -270,8 +270,8 @@ func encodeMarks(marks []logMark) string {
 
 // optionalNumber reads the number attribute name, 0 when absent.
 func optionalNumber(it item, name string) (int64, error) {
-	if raw, err := attrValue(it, name, "N"); err != nil || raw == nil {
-		return 0, err
+	if _, ok := it[name]; !ok {
+		return 0, nil
 	}
 	n, err := numberAttr(it, name)
 	if err != nil {
