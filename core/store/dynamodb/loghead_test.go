@@ -57,6 +57,8 @@ func TestDecodeHeadRefusals(t *testing.T) {
 		edit func(item)
 		want string
 	}{
+		{"no ep", func(it item) { delete(it, "ep") }, `"ep" must be a non-empty string`},
+		{"ep of another type", func(it item) { it["ep"] = map[string]json.RawMessage{"N": json.RawMessage(`"1"`)} }, `attribute "ep" is not of type S`},
 		{"no mv", func(it item) { delete(it, "mv") }, `"mv" must be a number`},
 		{"mv of another type", func(it item) { it["mv"] = map[string]json.RawMessage{"S": json.RawMessage(`"0"`)} }, `attribute "mv" is not of type N`},
 		{"mv not a number", func(it item) { it["mv"] = map[string]json.RawMessage{"N": json.RawMessage(`"x"`)} }, `mv "x"`},
