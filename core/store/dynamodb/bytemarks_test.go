@@ -64,3 +64,26 @@ func TestDecodeHeadBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestCountRetained: the count bound keeps the keepn newest entries, all of a log that holds
+// fewer, and never passes what the head says went already.
+func TestCountRetained(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		seq, first, gone uint64
+		keepn            int64
+		wantFirst        uint64
+	}{
+		{"fewer entries than the bound", 3, 1, 1, 10, 1},
+		{"as many as the bound", 10, 1, 1, 10, 1},
+		{"one more than the bound", 11, 1, 1, 10, 2},
+		{"many more", 100, 1, 1, 10, 91},
+		{"gone past the bound", 100, 1, 95, 10, 95},
+		{"no count bound", 100, 1, 1, 0, 1},
+	} {
+		h := logHead{exists: true, seq: tc.seq, pseq: tc.seq - 1, first: tc.first, gone: tc.gone, keepn: tc.keepn}
+		if r := h.kept(); r.first != tc.wantFirst {
+			t.Errorf("%s: first %d, want %d", tc.name, r.first, tc.wantFirst)
+		}
+	}
+}

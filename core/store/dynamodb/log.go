@@ -294,7 +294,7 @@ func stringAttr(it item, name string) (string, error) {
 
 func optionalString(it item, name string) (string, error) {
 	raw, err := attrValue(it, name, "S")
-	if err != nil || raw == nil {
+	if raw == nil { // absent (no error), or not a string attribute
 		return "", err
 	}
 	var s string
@@ -338,10 +338,10 @@ func (h logHead) kept() retained {
 	}
 	// below applies a bound by marks: an entry up to a mark (or to the claim before the newest)
 	// goes when the mark's value is below cut; due adds the claim before the newest as a mark.
+	// The claim before the newest needs no check of its own: below the cut it entered another
+	// eighth than the newest (the eighths are narrower than the bound), so it is due, or it is
+	// the last mark already.
 	below := func(marks []logMark, due bool, prev logMark, cut int64) []logMark {
-		if prev.seq > 0 && prev.at < cut { // the claim before the newest bounds its elders too
-			first = max(first, prev.seq+1)
-		}
 		all := marks
 		if due {
 			all = append(append([]logMark(nil), marks...), prev)
