@@ -437,3 +437,25 @@ func TestLogSealFails(t *testing.T) {
 		t.Fatalf("the seal: %v; want ttl %s", entry.Item, want)
 	}
 }
+
+// TestLogEntryWriteFails: an append whose entry write fails returns that error, naming the
+// position it claimed, and claims no other: the position stays claimed without an entry (readers
+// seal it after LogGapTimeout); the next append takes the position after it.
+func TestLogEntryWriteFails(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	plain := client(t, endpoint)
+	name := table(t, plain)
+	ctx := context.Background()
+	if _, err := open(t, plain, name).AppendLog(ctx, "w", []byte("a"), store.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	hook := &onCall{op: "PutItem", n: 1, fail: true}
+	s := open(t, client(t, endpoint, awsapi.WithHTTPClient(hook)), name)
+	if p, err := s.AppendLog(ctx, "w", []byte("b"), store.Retention{}); err == nil || !strings.HasPrefix(err.Error(), `dynamodb: append log "w": entry 2: `) ||
+		!strings.Contains(err.Error(), "injected") {
+		t.Fatalf("an append whose entry write failed: %+v %v", p, err)
+	}
+	if p, err := s.AppendLog(ctx, "w", []byte("c"), store.Retention{}); err != nil || p.Seq != 3 {
+		t.Fatalf("the next append: %+v %v; want position 3", p, err)
+	}
+}
