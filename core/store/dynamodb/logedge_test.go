@@ -459,3 +459,45 @@ func TestLogEntryWriteFails(t *testing.T) {
 		t.Fatalf("the next append: %+v %v; want position 3", p, err)
 	}
 }
+
+// answered sends requests to the server and closes got once the first answer to op arrived.
+type answered struct {
+	op   string
+	got  chan struct{}
+	once sync.Once
+}
+
+func (a *answered) Do(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil && req.Header.Get("X-Amz-Target") == "DynamoDB_20120810."+a.op {
+		a.once.Do(func() { close(a.got) })
+	}
+	return resp, err
+}
+
+// TestLogWaitWokenByAnAppendHere: a wait on a log is woken by an append through the same store at
+// once, not at its next poll of the head (an hour away here).
+func TestLogWaitWokenByAnAppendHere(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	hook := &answered{op: "GetItem", got: make(chan struct{})}
+	c := client(t, endpoint, awsapi.WithHTTPClient(hook))
+	s := open(t, c, table(t, c), dynamodb.WithLogPollInterval(time.Hour))
+	ctx := context.Background()
+	if _, err := s.AppendLog(ctx, "w", []byte("a"), store.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- s.WaitLog(ctx, "w", 1) }()
+	<-hook.got // the wait's first poll read the head at 1
+	if _, err := s.AppendLog(ctx, "w", []byte("b"), store.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute): // a failure bound only
+		t.Fatal("the wait was not woken by the append")
+	}
+}
