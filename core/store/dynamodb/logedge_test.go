@@ -501,3 +501,52 @@ func TestLogWaitWokenByAnAppendHere(t *testing.T) {
 		t.Fatal("the wait was not woken by the append")
 	}
 }
+
+// TestLogClaimFails: an append whose claim fails (the claim's write, the first append's creation
+// of the head, or a head the claim returns that does not decode) returns that error and writes no
+// entry.
+func TestLogClaimFails(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	plain := client(t, endpoint)
+	name := table(t, plain)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		log  string
+		seed bool   // the log has an entry already
+		op   string // the request that fails
+		edit bool   // the head's mv attribute made a string
+		want string // the error after `dynamodb: append log "LOG": claim: `
+	}{
+		{"update-fails", true, "UpdateItem", false, "injected"},
+		{"create-fails", false, "PutItem", false, "injected"},
+		{"corrupt-head", true, "", true, `corrupt item: attribute "mv" is not of type N`},
+	} {
+		if tc.seed {
+			if _, err := open(t, plain, name).AppendLog(ctx, tc.log, []byte("a"), store.Retention{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if tc.edit {
+			key := map[string]any{"k": map[string]string{"S": "\x00log\x00" + tc.log}}
+			if err := plain.Call(ctx, "UpdateItem", map[string]any{"TableName": name, "Key": key, "UpdateExpression": "SET mv = :s",
+				"ExpressionAttributeValues": map[string]any{":s": map[string]string{"S": "0"}}}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := open(t, client(t, endpoint, awsapi.WithHTTPClient(&onCall{op: tc.op, n: 1, fail: true})), name)
+		p, err := s.AppendLog(ctx, tc.log, []byte("b"), store.Retention{})
+		prefix := `dynamodb: append log "` + tc.log + `": claim: `
+		if err == nil || !strings.HasPrefix(err.Error(), prefix) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %+v %v; want %s…%s", tc.log, p, err, prefix, tc.want)
+		}
+		var entry struct{ Item map[string]any }
+		seq := 1
+		if tc.seed {
+			seq = 2
+		}
+		key := map[string]any{"k": map[string]string{"S": fmt.Sprintf("\x00log\x00%s\x00%020d", tc.log, seq)}}
+		if err := plain.Call(ctx, "GetItem", map[string]any{"TableName": name, "Key": key, "ConsistentRead": true}, &entry); err != nil || entry.Item != nil {
+			t.Errorf("%s: entry %d written: %v %v", tc.log, seq, entry.Item, err)
+		}
+	}
+}
