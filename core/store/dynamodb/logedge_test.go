@@ -550,3 +550,46 @@ func TestLogClaimFails(t *testing.T) {
 		}
 	}
 }
+
+// TestLogHeadReadFails: a read whose read of the log's head fails returns that error, not an
+// empty log.
+func TestLogHeadReadFails(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	plain := client(t, endpoint)
+	name := table(t, plain)
+	ctx := context.Background()
+	if _, err := open(t, plain, name).AppendLog(ctx, "h", []byte("a"), store.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, client(t, endpoint, awsapi.WithHTTPClient(&onCall{op: "GetItem", n: 1, fail: true})), name)
+	if r, err := s.ReadLog(ctx, "h", 0, 10); err == nil || !strings.HasPrefix(err.Error(), `dynamodb: read log "h": `) || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("a read whose head read failed: %+v %v", r, err)
+	}
+}
+
+// TestLogReclaimAfterAFailedMaintenance: an append whose maintenance (moving the head's oldest
+// kept position) fails deletes no entry: the head still names them.
+func TestLogReclaimAfterAFailedMaintenance(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	plain := client(t, endpoint)
+	name := table(t, plain)
+	ctx := context.Background()
+	keep := store.Retention{MaxCount: 1}
+	w := open(t, plain, name)
+	// The first reclaim (of entries 1 to LogReclaimBatch) lands at the next append's; the next is
+	// due at the append after twice as many.
+	for range 2 * dynamodb.LogReclaimBatch {
+		if _, err := w.AppendLog(ctx, "r", []byte("e"), keep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := open(t, client(t, endpoint, awsapi.WithHTTPClient(&onCall{op: "UpdateItem", n: 2, fail: true})), name) // 1 is the claim
+	if p, err := s.AppendLog(ctx, "r", []byte("e"), keep); err != nil || p.Seq != 2*dynamodb.LogReclaimBatch+1 {
+		t.Fatalf("the append whose maintenance fails: %+v %v", p, err)
+	}
+	var entry struct{ Item map[string]any }
+	key := map[string]any{"k": map[string]string{"S": fmt.Sprintf("\x00log\x00r\x00%020d", dynamodb.LogReclaimBatch+1)}}
+	if err := plain.Call(ctx, "GetItem", map[string]any{"TableName": name, "Key": key, "ConsistentRead": true}, &entry); err != nil || entry.Item == nil {
+		t.Fatalf("entry %d after a failed maintenance: %v %v; want it kept", dynamodb.LogReclaimBatch+1, entry.Item, err)
+	}
+}
