@@ -593,3 +593,35 @@ func TestLogReclaimAfterAFailedMaintenance(t *testing.T) {
 		t.Fatalf("entry %d after a failed maintenance: %v %v; want it kept", dynamodb.LogReclaimBatch+1, entry.Item, err)
 	}
 }
+
+// TestLogWaitWokenByARead: a read that finds the log moved wakes the store's waits on it at
+// once, not at their next poll of the head (an hour away here).
+func TestLogWaitWokenByARead(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	plain := client(t, endpoint)
+	name := table(t, plain)
+	w := open(t, plain, name)
+	hook := &answered{op: "GetItem", got: make(chan struct{})}
+	s := open(t, client(t, endpoint, awsapi.WithHTTPClient(hook)), name, dynamodb.WithLogPollInterval(time.Hour))
+	ctx := context.Background()
+	if _, err := w.AppendLog(ctx, "w", []byte("a"), store.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- s.WaitLog(ctx, "w", 1) }()
+	<-hook.got // the wait's first poll read the head at 1
+	if _, err := w.AppendLog(ctx, "w", []byte("b"), store.Retention{}); err != nil { // another instance's
+		t.Fatal(err)
+	}
+	if r, err := s.ReadLog(ctx, "w", 1, 10); err != nil || r.Last != 2 {
+		t.Fatalf("the read: %+v %v", r, err)
+	}
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute): // a failure bound only
+		t.Fatal("the wait was not woken by the read")
+	}
+}
