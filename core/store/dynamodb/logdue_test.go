@@ -20,7 +20,6 @@ func TestMarkDue(t *testing.T) {
 		{"age: another eighth", logHead{keepage: 8000, seq: 3, pseq: 2, at: 3000, pat: 1500, marks: []logMark{{1, 0}}}, true, false},
 		{"age: another eighth, no mark yet", logHead{keepage: 8000, seq: 2, pseq: 1, at: 1500, pat: 0}, true, false},
 		{"age: the claim before is the last mark", logHead{keepage: 8000, seq: 3, pseq: 2, at: 3000, pat: 1500, marks: []logMark{{1, 0}, {2, 1500}}}, false, false},
-		{"age: the first claim of a log", logHead{keepage: 8000, seq: 1, at: 3000}, false, false},
 		{"age: the same eighth", logHead{keepage: 8000, seq: 3, pseq: 2, at: 1900, pat: 1500, marks: []logMark{{1, 0}}}, false, false},
 		{"no age bound", logHead{seq: 3, pseq: 2, at: 3000, pat: 1500}, false, false},
 		{"bytes: another eighth", logHead{keepb: 800, seq: 3, pseq: 2, sum: 300, psum: 150, bmarks: []logMark{{1, 50}}}, false, true},
