@@ -324,6 +324,10 @@ func testLogRetentionCount(t *testing.T, o logOpener, _ *Clock, name func(string
 			t.Fatalf("after %d appends keeping 3: %s; want %v", i, describe(r), want)
 		}
 	}
+	// limit 0 reads the bounds alone: no entry, and the reader has reached nothing new.
+	if r := mustRead(t, l, n, 0, 0); len(r.Entries) != 0 || r.First != 8 || r.Last != 10 || r.Through != 0 {
+		t.Fatalf("the bounds of 8 to 10: %s; want no entry, through 0", describe(r))
+	}
 	// Raising the bound loses nothing kept (a store may keep more: entries it had not deleted
 	// yet); lowering it trims at the next append.
 	mustAppend(t, l, n, "11", store.Retention{MaxCount: 5})
