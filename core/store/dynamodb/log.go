@@ -638,7 +638,7 @@ func (s *Store) ReadLog(ctx context.Context, name string, after uint64, limit in
 			return store.LogRange{}, fmt.Errorf("dynamodb: read log %q: %w", name, err)
 		}
 		stop := false
-		for seq := from; seq <= batchEnd && !stop; seq++ {
+		for seq := from; seq <= batchEnd; seq++ {
 			e, ok := got[seq]
 			if !ok {
 				// Missing: still being written, sealed if its claim is old, or deleted since the
