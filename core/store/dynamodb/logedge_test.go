@@ -309,6 +309,17 @@ func TestLogGapDatedByTheNextEntry(t *testing.T) {
 	}
 }
 
+// logEntryItem reads the item of entry seq of log (nil when there is none), as the server holds it.
+func logEntryItem(t *testing.T, c *awsapi.Client, table, log string, seq uint64) map[string]map[string]any {
+	t.Helper()
+	var out struct{ Item map[string]map[string]any }
+	key := map[string]any{"k": map[string]string{"S": fmt.Sprintf("\x00log\x00%s\x00%020d", log, seq)}}
+	if err := c.Call(context.Background(), "GetItem", map[string]any{"TableName": table, "Key": key, "ConsistentRead": true}, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Item
+}
+
 // onCall sends requests to the server and runs f once, before the n-th request of operation op;
 // with fail set it answers that request with a non-retryable error instead of sending it.
 type onCall struct {
@@ -398,13 +409,8 @@ func TestLogMovesDuringARead(t *testing.T) {
 			if got := fmt.Sprintf("first %d through %d: %s", r.First, r.Through, logSeqs(r)); err != nil || got != tc.want {
 				t.Fatalf("%s, %v; want %s", got, err, tc.want)
 			}
-			var entry struct{ Item map[string]map[string]any }
-			key := map[string]any{"k": map[string]string{"S": "\x00log\x00moved\x00" + fmt.Sprintf("%020d", 2)}}
-			if err := plain.Call(ctx, "GetItem", map[string]any{"TableName": name, "Key": key, "ConsistentRead": true}, &entry); err != nil {
-				t.Fatal(err)
-			}
-			if _, sealed := entry.Item["tomb"]; sealed {
-				t.Fatalf("position 2 sealed: %v", entry.Item)
+			if item := logEntryItem(t, plain, name, "moved", 2); item["tomb"] != nil {
+				t.Fatalf("position 2 sealed: %v", item)
 			}
 		})
 	}
@@ -428,13 +434,9 @@ func TestLogSealFails(t *testing.T) {
 	if r, err := s.ReadLog(ctx, "moved", 1, 10); err != nil || r.Through != 3 || logSeqs(r) != "3=3" {
 		t.Fatalf("the next read: %+v %v; want 2 sealed and 3 read", r, err)
 	}
-	var entry struct{ Item map[string]map[string]any }
-	key := map[string]any{"k": map[string]string{"S": "\x00log\x00moved\x00" + fmt.Sprintf("%020d", 2)}}
-	if err := plain.Call(ctx, "GetItem", map[string]any{"TableName": name, "Key": key, "ConsistentRead": true}, &entry); err != nil {
-		t.Fatal(err)
-	}
-	if want := strconv.FormatInt(clock.Now().Unix()+int64(dynamodb.SweepGrace/time.Second), 10); entry.Item["ttl"]["N"] != want || entry.Item["tomb"]["BOOL"] != true {
-		t.Fatalf("the seal: %v; want ttl %s", entry.Item, want)
+	item := logEntryItem(t, plain, name, "moved", 2)
+	if want := strconv.FormatInt(clock.Now().Unix()+int64(dynamodb.SweepGrace/time.Second), 10); item["ttl"]["N"] != want || item["tomb"]["BOOL"] != true {
+		t.Fatalf("the seal: %v; want ttl %s", item, want)
 	}
 }
 
@@ -539,14 +541,12 @@ func TestLogClaimFails(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), prefix) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %+v %v; want %s…%s", tc.log, p, err, prefix, tc.want)
 		}
-		var entry struct{ Item map[string]any }
-		seq := 1
+		seq := uint64(1)
 		if tc.seed {
 			seq = 2
 		}
-		key := map[string]any{"k": map[string]string{"S": fmt.Sprintf("\x00log\x00%s\x00%020d", tc.log, seq)}}
-		if err := plain.Call(ctx, "GetItem", map[string]any{"TableName": name, "Key": key, "ConsistentRead": true}, &entry); err != nil || entry.Item != nil {
-			t.Errorf("%s: entry %d written: %v %v", tc.log, seq, entry.Item, err)
+		if item := logEntryItem(t, plain, name, tc.log, seq); item != nil {
+			t.Errorf("%s: entry %d written: %v", tc.log, seq, item)
 		}
 	}
 }
@@ -587,10 +587,8 @@ func TestLogReclaimAfterAFailedMaintenance(t *testing.T) {
 	if p, err := s.AppendLog(ctx, "r", []byte("e"), keep); err != nil || p.Seq != 2*dynamodb.LogReclaimBatch+1 {
 		t.Fatalf("the append whose maintenance fails: %+v %v", p, err)
 	}
-	var entry struct{ Item map[string]any }
-	key := map[string]any{"k": map[string]string{"S": fmt.Sprintf("\x00log\x00r\x00%020d", dynamodb.LogReclaimBatch+1)}}
-	if err := plain.Call(ctx, "GetItem", map[string]any{"TableName": name, "Key": key, "ConsistentRead": true}, &entry); err != nil || entry.Item == nil {
-		t.Fatalf("entry %d after a failed maintenance: %v %v; want it kept", dynamodb.LogReclaimBatch+1, entry.Item, err)
+	if item := logEntryItem(t, plain, name, "r", dynamodb.LogReclaimBatch+1); item == nil {
+		t.Fatalf("entry %d after a failed maintenance is gone; want it kept", dynamodb.LogReclaimBatch+1)
 	}
 }
 
@@ -609,7 +607,7 @@ func TestLogWaitWokenByARead(t *testing.T) {
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- s.WaitLog(ctx, "w", 1) }()
-	<-hook.got // the wait's first poll read the head at 1
+	<-hook.got                                                                       // the wait's first poll read the head at 1
 	if _, err := w.AppendLog(ctx, "w", []byte("b"), store.Retention{}); err != nil { // another instance's
 		t.Fatal(err)
 	}
