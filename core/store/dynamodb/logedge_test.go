@@ -623,3 +623,21 @@ func TestLogWaitWokenByARead(t *testing.T) {
 		t.Fatal("the wait was not woken by the read")
 	}
 }
+
+// TestLogReadStopsAtAGapBeingWritten: a read that meets a position still being written (claimed
+// just now, no entry yet) ends before it, even when more batches of entries follow it.
+func TestLogReadStopsAtAGapBeingWritten(t *testing.T) {
+	c := client(t, testenv.Need(t, testenv.AWSEndpoint))
+	name := table(t, c)
+	s := open(t, c, name)
+	ctx := context.Background()
+	withGap(t, s, c, name, "g", store.Retention{}) // 1, 2 claimed now and not written, 3
+	for i := 4; i <= 110; i++ { // the second batch of positions starts at 101
+		if _, err := s.AppendLog(ctx, "g", []byte(fmt.Sprint(i)), store.Retention{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := s.ReadLog(ctx, "g", 0, 1000); err != nil || r.Through != 1 || logSeqs(r) != "1=1" {
+		t.Fatalf("a read across a gap being written: through %d, %s, %v; want 1 alone", r.Through, logSeqs(r), err)
+	}
+}
