@@ -146,3 +146,35 @@ func TestLogPollIntervalZero(t *testing.T) {
 		}
 	}
 }
+
+// TestLogSealStepsFail: a read that would seal an old gap fails, sealing nothing, when its second
+// read of the head fails, or when the entry the seal found written meanwhile does not decode.
+func TestLogSealStepsFail(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	plain := client(t, endpoint)
+	name := table(t, plain)
+	clock := storetest.NewClock()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		log  string
+		hook func(log string) *onCall
+		want string
+	}{
+		{"head-read-fails", func(string) *onCall { return &onCall{op: "GetItem", n: 2, fail: true} }, "injected"}, // 1 is the read's own
+		{"corrupt-late-entry", func(log string) *onCall {
+			return &onCall{op: "PutItem", n: 1, f: func() { // the seal's: a corrupt entry lands first
+				entry := map[string]any{"k": map[string]string{"S": fmt.Sprintf("\x00log\x00%s\x00%020d", log, 2)}, "d": map[string]string{"S": "late"}}
+				if err := plain.Call(ctx, "PutItem", map[string]any{"TableName": name, "Item": entry}, nil); err != nil {
+					t.Error(err)
+				}
+			}}
+		}, "corrupt item"},
+	} {
+		withGap(t, open(t, plain, name, dynamodb.WithClock(clock.Now)), plain, name, tc.log, store.Retention{})
+		s := open(t, client(t, endpoint, awsapi.WithHTTPClient(tc.hook(tc.log))), name, dynamodb.WithClock(clock.Now))
+		clock.Advance(dynamodb.LogGapTimeout)
+		if r, err := s.ReadLog(ctx, tc.log, 0, 10); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %+v %v; want an error with %q", tc.log, r, err, tc.want)
+		}
+	}
+}
