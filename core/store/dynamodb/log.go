@@ -669,7 +669,6 @@ func (s *Store) ReadLog(ctx context.Context, name string, after uint64, limit in
 type readEntry struct {
 	store.LogEntry
 	tomb bool
-	tok  string
 }
 
 // missing handles a claimed position whose entry a read did not find. It reports the entry when
@@ -791,7 +790,6 @@ func decodeEntry(it item) (readEntry, error) {
 	if raw, _ := attrValue(it, "tomb", "BOOL"); raw != nil {
 		e.tomb = string(raw) == "true"
 	}
-	e.tok, _ = optionalString(it, "tok")
 	e.Data = []byte{}
 	if raw, err := attrValue(it, "d", "B"); err != nil {
 		return e, err

@@ -261,6 +261,11 @@ func testLogAppendRead(t *testing.T, o logOpener, c *Clock, name func(string) st
 	if p := mustAppend(t, o.log(), n, "four", keepAll); p != (store.LogPosition{Epoch: ps[0].Epoch, Seq: 4}) {
 		t.Errorf("append from another instance at %+v, want position 4 of epoch %s", p, ps[0].Epoch)
 	}
+	// An empty entry reads back empty, not absent (nil).
+	mustAppend(t, l, n, "", keepAll)
+	if r := mustRead(t, l, n, 4, 10); len(r.Entries) != 1 || r.Entries[0].Data == nil || len(r.Entries[0].Data) != 0 {
+		t.Errorf("an empty entry read back: %s (nil data: %v)", describe(r), len(r.Entries) == 1 && r.Entries[0].Data == nil)
+	}
 }
 
 func testLogDataIsCopied(t *testing.T, o logOpener, _ *Clock, name func(string) string) {
