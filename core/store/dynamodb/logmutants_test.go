@@ -178,3 +178,34 @@ func TestLogSealStepsFail(t *testing.T) {
 		}
 	}
 }
+
+// TestLogCorruptEntry: a read that meets an entry whose time does not decode fails naming the
+// position and the fault; it returns no entry with a made-up time.
+func TestLogCorruptEntry(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	plain := client(t, endpoint)
+	name := table(t, plain)
+	s := open(t, plain, name)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		log  string
+		at   map[string]string
+		want string
+	}{
+		{"at-of-another-type", map[string]string{"S": "5"}, `attribute "at" is not of type N`},
+		{"at-not-an-integer", map[string]string{"N": "1.5"}, `at "1.5"`},
+	} {
+		if _, err := s.AppendLog(ctx, tc.log, []byte("1"), store.Retention{}); err != nil {
+			t.Fatal(err)
+		}
+		claimDead(t, plain, name, tc.log) // position 2 claimed; its entry written below
+		entry := map[string]any{"k": map[string]string{"S": fmt.Sprintf("\x00log\x00%s\x00%020d", tc.log, 2)}, "at": tc.at, "d": map[string][]byte{"B": []byte("x")}}
+		if err := plain.Call(ctx, "PutItem", map[string]any{"TableName": name, "Item": entry}, nil); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf(`dynamodb: read log %q: entry 2: corrupt item: %s`, tc.log, tc.want)
+		if r, err := s.ReadLog(ctx, tc.log, 0, 10); err == nil || err.Error() != want {
+			t.Errorf("%s: %+v %v; want %s", tc.log, r, err, want)
+		}
+	}
+}
