@@ -790,7 +790,6 @@ func decodeEntry(it item) (readEntry, error) {
 	if raw, _ := attrValue(it, "tomb", "BOOL"); raw != nil {
 		e.tomb = string(raw) == "true"
 	}
-	e.Data = []byte{}
 	if raw, err := attrValue(it, "d", "B"); err != nil {
 		return e, err
 	} else if raw != nil && json.Unmarshal(raw, &e.Data) != nil {
