@@ -209,3 +209,25 @@ func TestLogCorruptEntry(t *testing.T) {
 		}
 	}
 }
+
+// TestLogEntryWithoutData: an entry item without its data attribute (DynamoDB keeps no empty
+// attribute for some writers) reads as an empty entry, not absent data.
+func TestLogEntryWithoutData(t *testing.T) {
+	endpoint := testenv.Need(t, testenv.AWSEndpoint)
+	plain := client(t, endpoint)
+	name := table(t, plain)
+	s := open(t, plain, name)
+	ctx := context.Background()
+	if _, err := s.AppendLog(ctx, "nd", []byte("1"), store.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	claimDead(t, plain, name, "nd")
+	entry := map[string]any{"k": map[string]string{"S": fmt.Sprintf("\x00log\x00nd\x00%020d", 2)}, "at": map[string]string{"N": "1000"}}
+	if err := plain.Call(ctx, "PutItem", map[string]any{"TableName": name, "Item": entry}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.ReadLog(ctx, "nd", 1, 10)
+	if err != nil || len(r.Entries) != 1 || r.Entries[0].Data == nil || len(r.Entries[0].Data) != 0 || r.Entries[0].At.UnixMilli() != 1000 {
+		t.Fatalf("an entry without data: %+v %v; want entry 2, empty, at 1000 ms", r, err)
+	}
+}
