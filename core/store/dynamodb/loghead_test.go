@@ -66,6 +66,7 @@ func TestDecodeHeadRefusals(t *testing.T) {
 		{"keepb (optional) of another type", func(it item) { it["keepb"] = map[string]json.RawMessage{"S": json.RawMessage(`"1"`)} }, `attribute "keepb" is not of type N`},
 		{"keepb's digits not a string", func(it item) { it["keepb"] = map[string]json.RawMessage{"N": json.RawMessage(`1`)} }, `"keepb" must be a number`},
 		{"keepb not a number", func(it item) { it["keepb"] = map[string]json.RawMessage{"N": json.RawMessage(`"x"`)} }, `keepb "x"`},
+		{"marks not a string", func(it item) { it["marks"] = map[string]json.RawMessage{"S": json.RawMessage(`5`)} }, `"marks" must be a string`},
 		{"marks of another type", func(it item) { it["marks"] = map[string]json.RawMessage{"N": json.RawMessage(`"1"`)} }, `attribute "marks" is not of type S`},
 		{"a mark's position", func(it item) { it["marks"] = map[string]json.RawMessage{"S": json.RawMessage(`"2:5,x:5"`)} }, `marks mark "x:5"`},
 		{"a mark's time", func(it item) { it["bmarks"] = map[string]json.RawMessage{"S": json.RawMessage(`"2:x"`)} }, `bmarks mark "2:x"`},

@@ -179,8 +179,8 @@ func TestLogSealStepsFail(t *testing.T) {
 	}
 }
 
-// TestLogCorruptEntry: a read that meets an entry whose time does not decode fails naming the
-// position and the fault; it returns no entry with a made-up time.
+// TestLogCorruptEntry: a read that meets an entry whose time or data does not decode fails naming
+// the position and the fault; it returns no entry with a made-up time or data.
 func TestLogCorruptEntry(t *testing.T) {
 	endpoint := testenv.Need(t, testenv.AWSEndpoint)
 	plain := client(t, endpoint)
@@ -190,16 +190,18 @@ func TestLogCorruptEntry(t *testing.T) {
 	for _, tc := range []struct {
 		log  string
 		at   map[string]string
+		d    any
 		want string
 	}{
-		{"at-of-another-type", map[string]string{"S": "5"}, `attribute "at" is not of type N`},
-		{"at-not-an-integer", map[string]string{"N": "1.5"}, `at "1.5"`},
+		{"at-of-another-type", map[string]string{"S": "5"}, map[string][]byte{"B": []byte("x")}, `attribute "at" is not of type N`},
+		{"at-not-an-integer", map[string]string{"N": "1.5"}, map[string][]byte{"B": []byte("x")}, `at "1.5"`},
+		{"data-of-another-type", map[string]string{"N": "1000"}, map[string]string{"S": "x"}, `attribute "d" is not of type B`},
 	} {
 		if _, err := s.AppendLog(ctx, tc.log, []byte("1"), store.Retention{}); err != nil {
 			t.Fatal(err)
 		}
 		claimDead(t, plain, name, tc.log) // position 2 claimed; its entry written below
-		entry := map[string]any{"k": map[string]string{"S": fmt.Sprintf("\x00log\x00%s\x00%020d", tc.log, 2)}, "at": tc.at, "d": map[string][]byte{"B": []byte("x")}}
+		entry := map[string]any{"k": map[string]string{"S": fmt.Sprintf("\x00log\x00%s\x00%020d", tc.log, 2)}, "at": tc.at, "d": tc.d}
 		if err := plain.Call(ctx, "PutItem", map[string]any{"TableName": name, "Item": entry}, nil); err != nil {
 			t.Fatal(err)
 		}
