@@ -80,14 +80,7 @@ func TestUnitAfterTheLeaseWasTaken(t *testing.T) {
 			if !errors.Is(unitErr, errHalted) || ran != 0 {
 				t.Fatalf("the unit returned %v; steps ran %d times", unitErr, ran)
 			}
-			var outcome string
-			for _, sp := range spans.Ended() {
-				for _, a := range sp.Attributes() {
-					if sp.Name() == "deliver x" && string(a.Key) == telemetry.JobOutcome {
-						outcome = a.Value.AsString()
-					}
-				}
-			}
+			outcome := deliveryOutcome(spans)
 			if r, _, err := w.svc.load(w.ctx, taskKey("a", "w", "job")); err != nil || outcome != "lost" || r.Status != taskPending {
 				t.Fatalf("the delivery's outcome %q, the task %+v (%v): want lost, the task left pending", outcome, r, err)
 			}

@@ -13,8 +13,12 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/supervaize/svz/core/store"
 	"github.com/supervaize/svz/core/store/memory"
+	"github.com/supervaize/svz/core/telemetry"
 )
 
 var errStoreDown = errors.New("the store is down")
@@ -310,13 +314,15 @@ func TestRenewalFindsTheLeaseLapsed(t *testing.T) {
 }
 
 // TestRenewalEndsAWorkOutsideAStep: the same as the two tests above for a work that waits on its
-// context outside any step and then returns nil: a stop stops the job, a lapsed lease ends the
-// delivery unwritten, whatever the work returns.
+// context outside any step and then returns nil: a stop stops the job; a lapsed lease, or one
+// another process took before the renewal's write, ends the delivery as lost, unwritten, whatever
+// the work returns.
 func TestRenewalEndsAWorkOutsideAStep(t *testing.T) {
 	for _, c := range []struct {
-		name   string
-		before func(r *renewWorld)
-		want   func(t *testing.T, r *renewWorld, before *record)
+		name    string
+		before  func(r *renewWorld)
+		want    func(t *testing.T, r *renewWorld, before *record)
+		outcome string // the delivery's span
 	}{
 		{"stop", func(r *renewWorld) {
 			r.askStop(t)
@@ -324,16 +330,23 @@ func TestRenewalEndsAWorkOutsideAStep(t *testing.T) {
 			if st := r.record(t).Status; st != taskStopped {
 				t.Fatalf("task %s, want stopped", st)
 			}
-		}},
+		}, "stopped"},
 		{"lapsed", func(r *renewWorld) { r.now = r.now.Add(time.Hour) }, func(t *testing.T, r *renewWorld, before *record) {
 			if after := r.record(t); after.Status != before.Status || after.Error != "" || !after.LeaseUntil.Equal(before.LeaseUntil) {
 				t.Fatalf("the task was written: %+v, was %+v", after, before)
 			}
-		}},
+		}, "lost"},
+		{"taken", func(r *renewWorld) { r.hold(t, "job", r.now.Add(time.Hour)) }, func(t *testing.T, r *renewWorld, before *record) {
+			if after := r.record(t); after.Status != before.Status || after.Holder != "another-process" || !after.LeaseUntil.Equal(r.now.Add(time.Hour)) {
+				t.Fatalf("the task was written over the new holder's: %+v", after)
+			}
+		}, "lost"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := &renewWorld{tick: make(chan time.Time), started: make(chan struct{})}
 			r.leaseWorld = newLeaseWorldOn(t, memory.New(), func(time.Duration) <-chan time.Time { return r.tick })
+			spans := tracetest.NewSpanRecorder()
+			r.svc.tel = newJobsTelemetry(telemetry.Providers{Tracers: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))})
 			work := Define(regOwner{r.reg}, "x", func(ctx context.Context, _ struct{}) error {
 				close(r.started)
 				<-ctx.Done()
@@ -348,7 +361,64 @@ func TestRenewalEndsAWorkOutsideAStep(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.want(t, r, before)
+			if got := deliveryOutcome(spans); got != c.outcome {
+				t.Fatalf("the delivery's outcome %q, want %q", got, c.outcome)
+			}
 		})
+	}
+}
+
+// deliveryOutcome is the outcome the last ended span of a delivery of work "x" carries.
+func deliveryOutcome(spans *tracetest.SpanRecorder) string {
+	var outcome string
+	for _, sp := range spans.Ended() {
+		for _, a := range sp.Attributes() {
+			if sp.Name() == "deliver x" && string(a.Key) == telemetry.JobOutcome {
+				outcome = a.Value.AsString()
+			}
+		}
+	}
+	return outcome
+}
+
+// TestStepKey: the key of a step is "<job>/<step>"; outside a step, or outside any work, there is
+// none.
+func TestStepKey(t *testing.T) {
+	w := newLeaseWorld(t)
+	var inStep, outside string
+	work := Define(regOwner{w.reg}, "x", func(ctx context.Context, _ struct{}) error {
+		outside = StepKey(ctx)
+		_, err := Step(ctx, "one", func(ctx context.Context) (int, error) { inStep = StepKey(ctx); return 1, nil })
+		return err
+	})
+	w.start(t, work, "job")
+	w.deliver(t, "job")
+	if none := StepKey(context.Background()); inStep != "job/one" || outside != "" || none != "" {
+		t.Fatalf("StepKey in a step %q, outside it %q, outside a work %q; want \"job/one\", \"\", \"\"", inStep, outside, none)
+	}
+}
+
+// TestDeliveryEndsOnceTaken: a delivery whose end finds another process holding the task tries
+// its write once (a lost lease is not a failing store to retry): one refused update, the new
+// holder's record left as it is.
+func TestDeliveryEndsOnceTaken(t *testing.T) {
+	st := &scriptedUpdates{Store: memory.New(), key: taskKey("a", "w", "job")}
+	w := newLeaseWorldOn(t, st, nil)
+	var updates atomic.Int32
+	work := Define(regOwner{w.reg}, "x", func(ctx context.Context, _ struct{}) error {
+		w.hold(t, "job", w.now.Add(time.Hour))
+		st.mu.Lock()
+		for range 8 {
+			st.script = append(st.script, func() error { updates.Add(1); return nil })
+		}
+		st.mu.Unlock()
+		return nil
+	})
+	w.start(t, work, "job")
+	w.deliver(t, "job")
+	r, _, err := w.svc.load(w.ctx, taskKey("a", "w", "job"))
+	if err != nil || updates.Load() != 1 || r.Holder != "another-process" || r.Status != taskPending {
+		t.Fatalf("%d updates of the task as the delivery ended; the task %+v (%v): want 1, left to its new holder", updates.Load(), r, err)
 	}
 }
 
