@@ -466,6 +466,18 @@ func TestDeliveryEndsStoppedWithItsHandler(t *testing.T) {
 			t.Fatalf("task %s, failure %+v: want failing, its handler to run for a stop", rec.Status, rec.Failure)
 		}
 	})
+	t.Run("stopped, its handler for failures only", func(t *testing.T) {
+		r := newRenewWorld(t, OnFailure(onFailureNop))
+		done := r.deliverAsync(t)
+		r.askStop(t)
+		r.tick <- r.now
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if rec := r.record(t); rec.Status != taskStopped || rec.Failure != nil {
+			t.Fatalf("task %s, failure %+v: want stopped, no handler", rec.Status, rec.Failure)
+		}
+	})
 	t.Run("cancelled", func(t *testing.T) {
 		w := newLeaseWorld(t)
 		work := Define(regOwner{w.reg}, "x", func(ctx context.Context, _ struct{}) error {
@@ -505,8 +517,31 @@ func TestStopSeenAtTheDeliverysEnd(t *testing.T) {
 	w.start(t, work, "job")
 	w.deliver(t, "job")
 	r, _, err := w.svc.load(w.ctx, taskKey("a", "w", "job"))
-	if err != nil || r.Status != taskStopped || r.Error != "" {
-		t.Fatalf("task %v %s %q: want stopped", err, r.Status, r.Error)
+	if err != nil || r.Status != taskStopped || r.Error != "" || !r.NotBefore.IsZero() || r.Wait != nil {
+		t.Fatalf("task %v %s %q, not before %v, wait %+v: want stopped, due for no retry", err, r.Status, r.Error, r.NotBefore, r.Wait)
+	}
+}
+
+// TestFailingJobsStepsEnd: the job's end as its failure handler is due settles its steps: the
+// step that failed for good is shown failed, not running; a handler that fails, to be retried,
+// is counted in the failure, never shown as a step of the work.
+func TestFailingJobsStepsEnd(t *testing.T) {
+	w := newLeaseWorld(t)
+	w.now = time.Now().UTC() // the handler's deadline runs on the real clock
+	work := Define(regOwner{w.reg}, "x", func(ctx context.Context, _ struct{}) error {
+		_, err := Step(ctx, "one", func(context.Context) (int, error) { return 0, Permanent(errors.New("no")) })
+		return err
+	}, OnFailure(func(context.Context, struct{}, Failure) error { return errors.New("not yet") }))
+	w.start(t, work, "job")
+	w.deliver(t, "job") // the work fails; the handler is due
+	r, _, err := w.svc.load(w.ctx, taskKey("a", "w", "job"))
+	if err != nil || r.Status != taskFailing || len(r.Open) != 1 || r.Open[0].Name != "one" || r.Open[0].Status != stepFailed {
+		t.Fatalf("task %v %s, open steps %+v: want failing, step one failed", err, r.Status, r.Open)
+	}
+	w.deliver(t, "job") // the handler fails, to be retried
+	r, _, err = w.svc.load(w.ctx, taskKey("a", "w", "job"))
+	if err != nil || r.Status != taskFailing || r.Failure == nil || r.Failure.Tries != 1 || r.open(onFailureStep) != nil {
+		t.Fatalf("task %v %s, failure %+v, open steps %+v: want failing, the handler tried once, not a step", err, r.Status, r.Failure, r.Open)
 	}
 }
 
