@@ -723,3 +723,19 @@ func TestWriteOfARecordJSONCannotHold(t *testing.T) {
 		t.Fatalf("write of a lease in year 10000: %v; stored version %d (was %d), %v", err, after.Version, before.Version, gerr)
 	}
 }
+
+// TestRetryAtOnceWaitsForNothing: a step retried with no backoff (Backoff(0)) hands the job on
+// due at once: the record shows no wait and no time it is due.
+func TestRetryAtOnceWaitsForNothing(t *testing.T) {
+	w := newLeaseWorld(t)
+	work := Define(regOwner{w.reg}, "x", func(ctx context.Context, _ struct{}) error {
+		_, err := Step(ctx, "one", func(context.Context) (int, error) { return 0, errors.New("not yet") })
+		return err
+	}, Backoff(0))
+	w.start(t, work, "job")
+	w.deliver(t, "job")
+	r, _, err := w.svc.load(w.ctx, taskKey("a", "w", "job"))
+	if err != nil || r.Status != taskPending || r.Wait != nil || !r.NotBefore.IsZero() {
+		t.Fatalf("task %v %s, wait %+v, not before %v: want pending, due at once", err, r.Status, r.Wait, r.NotBefore)
+	}
+}
