@@ -739,3 +739,49 @@ func TestRetryAtOnceWaitsForNothing(t *testing.T) {
 		t.Fatalf("task %v %s, wait %+v, not before %v: want pending, due at once", err, r.Status, r.Wait, r.NotBefore)
 	}
 }
+
+// TestCheckLeaseRenewalConflictsThroughout: a lapsed lease whose renewal meets a conflict at each
+// of its rounds, the record still this delivery's, is neither renewed nor lost: CheckLease says
+// the record keeps changing.
+func TestCheckLeaseRenewalConflictsThroughout(t *testing.T) {
+	st := &scriptedUpdates{Store: memory.New(), key: taskKey("a", "w", "job")}
+	w := newLeaseWorldOn(t, st, nil)
+	var checked error
+	work := Define(regOwner{w.reg}, "x", func(ctx context.Context, _ struct{}) error {
+		w.now = w.now.Add(time.Hour)
+		st.mu.Lock()
+		for range maxWriteRounds {
+			st.script = append(st.script, func() error { return store.ErrConflict })
+		}
+		st.mu.Unlock()
+		checked = CheckLease(ctx)
+		return nil
+	})
+	w.start(t, work, "job")
+	w.deliver(t, "job")
+	if want := "jobs: renew a lapsed lease: jobs: the task record keeps changing under concurrent writes"; checked == nil || checked.Error() != want {
+		t.Fatalf("CheckLease: %v, want %q", checked, want)
+	}
+}
+
+// queueDown is a queue that refuses every message.
+type queueDown struct{}
+
+func (queueDown) Dispatch(context.Context, Message, time.Duration) error { return errStoreDown }
+
+// TestHandOnUndispatched: a delivery that hands its job on (a retry) to a queue that refuses the
+// message fails with the queue's error, the record left pending for this message's redelivery.
+func TestHandOnUndispatched(t *testing.T) {
+	w := newLeaseWorld(t)
+	work := Define(regOwner{w.reg}, "x", func(ctx context.Context, _ struct{}) error {
+		_, err := Step(ctx, "one", func(context.Context) (int, error) { return 0, errors.New("not yet") })
+		return err
+	})
+	w.start(t, work, "job")
+	w.svc.cfg.Dispatcher = queueDown{}
+	err := w.svc.Deliver(context.Background(), Message{Agent: "a", Workspace: "w", Job: "job", Work: "x"}, Delivery{})
+	r, _, lerr := w.svc.load(w.ctx, taskKey("a", "w", "job"))
+	if !errors.Is(err, errStoreDown) || !strings.Contains(err.Error(), `jobs: hand job "job" on to a new delivery: `) || lerr != nil || r.Status != taskPending || r.Holder != "" {
+		t.Fatalf("delivery: %v; task %v %s held by %q: want the queue's error, the task pending, unheld", err, lerr, r.Status, r.Holder)
+	}
+}
