@@ -632,7 +632,7 @@ func TestLogReadStopsAtAGapBeingWritten(t *testing.T) {
 	s := open(t, c, name)
 	ctx := context.Background()
 	withGap(t, s, c, name, "g", store.Retention{}) // 1, 2 claimed now and not written, 3
-	for i := 4; i <= 110; i++ { // the second batch of positions starts at 101
+	for i := 4; i <= 110; i++ {                    // the second batch of positions starts at 101
 		if _, err := s.AppendLog(ctx, "g", []byte(fmt.Sprint(i)), store.Retention{}); err != nil {
 			t.Fatal(err)
 		}
