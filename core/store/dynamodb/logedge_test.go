@@ -631,8 +631,9 @@ func TestLogReadStopsAtAGapBeingWritten(t *testing.T) {
 	name := table(t, c)
 	s := open(t, c, name)
 	ctx := context.Background()
-	withGap(t, s, c, name, "g", store.Retention{}) // 1, 2 claimed now and not written, 3
-	for i := 4; i <= 110; i++ {                    // the second batch of positions starts at 101
+	// 1, then 2 claimed now and not written, then 3 to 110: the second batch of positions starts at 101.
+	withGap(t, s, c, name, "g", store.Retention{})
+	for i := 4; i <= 110; i++ {
 		if _, err := s.AppendLog(ctx, "g", []byte(fmt.Sprint(i)), store.Retention{}); err != nil {
 			t.Fatal(err)
 		}
