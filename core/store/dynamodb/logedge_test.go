@@ -477,6 +477,19 @@ func (a *answered) Do(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// wantWoken fails t unless the wait of waited ends without error (by says what should have woken it).
+func wantWoken(t *testing.T, waited <-chan error, by string) {
+	t.Helper()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute): // a failure bound only
+		t.Fatalf("the wait was not woken by %s", by)
+	}
+}
+
 // TestLogWaitWokenByAnAppendHere: a wait on a log is woken by an append through the same store at
 // once, not at its next poll of the head (an hour away here).
 func TestLogWaitWokenByAnAppendHere(t *testing.T) {
@@ -494,14 +507,7 @@ func TestLogWaitWokenByAnAppendHere(t *testing.T) {
 	if _, err := s.AppendLog(ctx, "w", []byte("b"), store.Retention{}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-waited:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(time.Minute): // a failure bound only
-		t.Fatal("the wait was not woken by the append")
-	}
+	wantWoken(t, waited, "the append")
 }
 
 // TestLogClaimFails: an append whose claim fails (the claim's write, the first append's creation
@@ -614,14 +620,7 @@ func TestLogWaitWokenByARead(t *testing.T) {
 	if r, err := s.ReadLog(ctx, "w", 1, 10); err != nil || r.Last != 2 {
 		t.Fatalf("the read: %+v %v", r, err)
 	}
-	select {
-	case err := <-waited:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(time.Minute): // a failure bound only
-		t.Fatal("the wait was not woken by the read")
-	}
+	wantWoken(t, waited, "the read")
 }
 
 // TestLogReadStopsAtAGapBeingWritten: a read that meets a position still being written (claimed

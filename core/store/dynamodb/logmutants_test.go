@@ -179,6 +179,24 @@ func TestLogSealStepsFail(t *testing.T) {
 	}
 }
 
+// handWrittenSecond appends entry 1 of log through s, then claims position 2 and writes its item
+// by hand with attrs (beside its key), as no store would.
+func handWrittenSecond(t *testing.T, s *dynamodb.Store, c *awsapi.Client, table, log string, attrs map[string]any) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.AppendLog(ctx, log, []byte("1"), store.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	claimDead(t, c, table, log)
+	item := map[string]any{"k": map[string]string{"S": fmt.Sprintf("\x00log\x00%s\x00%020d", log, 2)}}
+	for k, v := range attrs {
+		item[k] = v
+	}
+	if err := c.Call(ctx, "PutItem", map[string]any{"TableName": table, "Item": item}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestLogCorruptEntry: a read that meets an entry whose time or data does not decode fails naming
 // the position and the fault; it returns no entry with a made-up time or data.
 func TestLogCorruptEntry(t *testing.T) {
@@ -197,14 +215,7 @@ func TestLogCorruptEntry(t *testing.T) {
 		{"at-not-an-integer", map[string]string{"N": "1.5"}, map[string][]byte{"B": []byte("x")}, `at "1.5"`},
 		{"data-of-another-type", map[string]string{"N": "1000"}, map[string]string{"S": "x"}, `attribute "d" is not of type B`},
 	} {
-		if _, err := s.AppendLog(ctx, tc.log, []byte("1"), store.Retention{}); err != nil {
-			t.Fatal(err)
-		}
-		claimDead(t, plain, name, tc.log) // position 2 claimed; its entry written below
-		entry := map[string]any{"k": map[string]string{"S": fmt.Sprintf("\x00log\x00%s\x00%020d", tc.log, 2)}, "at": tc.at, "d": tc.d}
-		if err := plain.Call(ctx, "PutItem", map[string]any{"TableName": name, "Item": entry}, nil); err != nil {
-			t.Fatal(err)
-		}
+		handWrittenSecond(t, s, plain, name, tc.log, map[string]any{"at": tc.at, "d": tc.d})
 		want := fmt.Sprintf(`dynamodb: read log %q: entry 2: corrupt item: %s`, tc.log, tc.want)
 		if r, err := s.ReadLog(ctx, tc.log, 0, 10); err == nil || err.Error() != want {
 			t.Errorf("%s: %+v %v; want %s", tc.log, r, err, want)
@@ -220,14 +231,7 @@ func TestLogEntryWithoutData(t *testing.T) {
 	name := table(t, plain)
 	s := open(t, plain, name)
 	ctx := context.Background()
-	if _, err := s.AppendLog(ctx, "nd", []byte("1"), store.Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	claimDead(t, plain, name, "nd")
-	entry := map[string]any{"k": map[string]string{"S": fmt.Sprintf("\x00log\x00nd\x00%020d", 2)}, "at": map[string]string{"N": "1000"}}
-	if err := plain.Call(ctx, "PutItem", map[string]any{"TableName": name, "Item": entry}, nil); err != nil {
-		t.Fatal(err)
-	}
+	handWrittenSecond(t, s, plain, name, "nd", map[string]any{"at": map[string]string{"N": "1000"}})
 	r, err := s.ReadLog(ctx, "nd", 1, 10)
 	if err != nil || len(r.Entries) != 1 || r.Entries[0].Data == nil || len(r.Entries[0].Data) != 0 || r.Entries[0].At.UnixMilli() != 1000 {
 		t.Fatalf("an entry without data: %+v %v; want entry 2, empty, at 1000 ms", r, err)
